@@ -1,0 +1,3 @@
+"""writerpool: contained writers for coding agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from writerpool.cli.main import main
+
+main()

@@ -1,0 +1,41 @@
+"""`writerpool config init|show`."""
+
+from __future__ import annotations
+
+import click
+
+from writerpool.cli.output import emit, json_option
+from writerpool.config.models import load_config
+from writerpool.config.paths import Paths
+from writerpool.config.starter import STARTER
+from writerpool.report import Report
+from writerpool.state.atomic import write_atomic
+
+
+@click.group()
+def config() -> None:
+    """Create and check the configuration file."""
+
+
+@config.command("init")
+@json_option
+def init(as_json: bool) -> None:
+    """Write a commented starter config.toml (never overwrites)."""
+    paths = Paths.from_env()
+    report = Report("config init")
+    if paths.config_file.exists():
+        report.add("config_exists", "error", "config", "a configuration file already exists")
+    else:
+        write_atomic(paths.config_file, STARTER.encode(), mode=0o600)
+        report.add("config_written", "ok", "config", "starter configuration written")
+    emit(report, as_json)
+
+
+@config.command("check")
+@json_option
+def check(as_json: bool) -> None:
+    """Validate the configuration and print its fingerprint."""
+    loaded = load_config(Paths.from_env())
+    report = Report("config check", data={"fingerprint": loaded.fingerprint})
+    report.add("config_valid", "ok", "config", f"valid ({loaded.fingerprint[:19]}…)")
+    emit(report, as_json)

@@ -1,0 +1,90 @@
+"""execution-modes.json: written only by writerpool, atomic, 0600, versioned."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.state.atomic import write_atomic
+
+MODES_SCHEMA_VERSION = 1
+IMAGE_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+Mode = Literal["host", "container", "read-only"]
+Network = Literal["none", "slirp4netns", "pasta"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ContainerSettings(Strict):
+    profiles: tuple[str, ...] = Field(min_length=1)
+    writers: int = Field(default=1, ge=1, le=16)
+    lifecycle: Literal["persistent", "ephemeral"] = "persistent"
+    image: str = "default"
+    network: Network = "slirp4netns"
+    tags: Literal["none", "reachable"] = "none"
+    cache: Literal["none", "go", "uv"] = "none"
+    base: str
+
+    @model_validator(mode="after")
+    def _image(self) -> ContainerSettings:
+        if self.image != "default" and not IMAGE_ID_RE.fullmatch(self.image):
+            raise ValueError("image must be 'default' or a 64-hex local image id")
+        return self
+
+
+class ModeEntry(Strict):
+    mode: Mode
+    accept_host_writes: bool = Field(default=False, alias="acceptHostWrites")
+    container: ContainerSettings | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModeEntry:
+        if self.mode == "host" and not self.accept_host_writes:
+            raise ValueError("host mode needs acceptHostWrites")
+        if (self.mode == "container") != (self.container is not None):
+            raise ValueError("container settings belong to container mode only")
+        return self
+
+
+class ExecutionModes(Strict):
+    schema_version: Literal[1] = Field(default=MODES_SCHEMA_VERSION, alias="schemaVersion")
+    workspaces: dict[str, ModeEntry] = {}
+
+
+def load_modes(paths: Paths) -> ExecutionModes:
+    try:
+        raw = paths.modes_file.read_bytes()
+    except FileNotFoundError:
+        return ExecutionModes()
+    except OSError as exc:
+        raise WriterpoolError("modes_file_invalid", f"cannot read modes: {exc.strerror}") from exc
+    try:
+        return ExecutionModes.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise WriterpoolError("modes_file_invalid", "execution-modes.json is invalid") from exc
+
+
+def _dump(modes: ExecutionModes) -> bytes:
+    data = modes.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def store_entry(paths: Paths, alias: str, entry: ModeEntry | None) -> None:
+    """Set (or with None, drop) one workspace's entry; other entries are kept as read."""
+    with FileLock(str(paths.modes_file) + ".lock"):
+        current = load_modes(paths)
+        workspaces = dict(current.workspaces)
+        if entry is None:
+            workspaces.pop(alias, None)
+        else:
+            workspaces[alias] = entry
+        write_atomic(paths.modes_file, _dump(ExecutionModes(workspaces=workspaces)))

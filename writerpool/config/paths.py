@@ -1,0 +1,59 @@
+"""Where writerpool keeps things: one Paths object built from platformdirs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP = "writerpool"
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_file: Path
+    state_dir: Path
+    cache_dir: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        explicit = os.environ.get("WRITERPOOL_CONFIG")
+        config = (
+            Path(explicit)
+            if explicit
+            else Path(platformdirs.user_config_dir(APP)) / "config.toml"
+        )
+        return cls(
+            config_file=config.absolute(),
+            state_dir=Path(platformdirs.user_state_dir(APP)),
+            cache_dir=Path(platformdirs.user_cache_dir(APP)),
+        )
+
+    @property
+    def modes_file(self) -> Path:
+        return self.config_file.parent / "execution-modes.json"
+
+    @property
+    def writers_dir(self) -> Path:
+        return self.state_dir / "writers"
+
+    def writer_dir(self, name: str) -> Path:
+        return self.writers_dir / name
+
+    @property
+    def control_file(self) -> Path:
+        return self.state_dir / "isolation-control.json"
+
+    @property
+    def image_pin_file(self) -> Path:
+        return self.state_dir / "image.json"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state_dir / "audit.log"
+
+    @property
+    def image_cache_dir(self) -> Path:
+        return self.cache_dir / "image"

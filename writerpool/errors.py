@@ -1,0 +1,130 @@
+"""One base error with a stable code, and the registry of every finding code."""
+
+from __future__ import annotations
+
+# Every code writerpool can report, with its one-line meaning. docs/codes.md is
+# checked against this table by a test, so the two never drift apart.
+CODES: dict[str, str] = {
+    # configuration and usage
+    "config_invalid": "The configuration cannot be loaded or validated",
+    "config_missing": "No configuration file exists yet (run `writerpool config init`)",
+    "config_exists": "A configuration file already exists; nothing was written",
+    "config_written": "A starter configuration file was written",
+    "config_valid": "The configuration is valid",
+    "modes_file_invalid": "execution-modes.json is unreadable or invalid; nothing was replaced",
+    "alias_unknown": "The alias is invalid or not configured",
+    "usage_invalid": "Invalid name or combination of arguments",
+    "internal_error": "An unexpected error inside writerpool (a bug)",
+    "platform_unsupported": "Writer operations need Linux",
+    # modes
+    "mode_planned": "A mode change was planned only",
+    "mode_applied": "The mode entry was written",
+    "mode_unchanged": "The stored mode already matches; reconciliation still ran",
+    "mode_choice_required": "Rootless Podman is unusable; choose host or read-only explicitly",
+    "host_ack_required": "A host mode request lacks --accept-host-writes",
+    "container_profiles_required": "Container mode needs a non-empty list of coding profiles",
+    "container_runtime_unavailable": "Rootless Podman is unavailable or unusable",
+    "controllers_restart_required": "Restart or reconnect running servers to load the new policy",
+    "workspace_base_ambiguous": "Writers sit on different bases; give --base explicitly",
+    # writers: planning and provisioning
+    "doctor_failed": "A blocking doctor check failed",
+    "writer_planned": "The writer would be provisioned or kept",
+    "writer_remove_planned": "The surplus writer would be removed",
+    "writer_collect_planned": "Collection was planned only",
+    "writer_reset_planned": "Reset was planned only",
+    "writer_recreate_planned": "Recreation was planned only",
+    "writer_finish_planned": "Finish was planned only",
+    "writer_provisioned": "Clone and agent directory prepared; not yet accepted",
+    "writer_unchanged": "The writer's provisioned settings already match",
+    "writer_settings_changed": "The writer's settings differ from the requested ones; nothing replaced",
+    "writer_reconcile_failed": "Reconciling a writer failed unexpectedly",
+    "writer_operation_failed": "A writer operation failed unexpectedly",
+    "container_profile_unsupported": "The profile cannot be rendered safely inside a writer",
+    "base_ref_invalid": "The base is not a safe named branch",
+    "writer_base_unavailable": "The base branch could not be resolved, read or exported",
+    "remote_url_refused": "The origin URL carries userinfo and was not copied",
+    "image_unavailable": "The writer image is missing or does not match its pin",
+    "writer_clone_failed": "Making the writer's clone failed",
+    "clone_verification_failed": "The clone holds a hook or a redirecting or executing setting",
+    "writer_state_invalid": "The writer's state is missing, malformed or mismatched",
+    "writer_state_unreadable": "The writer's state cannot be read safely",
+    # collection and lifecycle
+    "writer_inspect_failed": "Inspecting the writer's work in a throwaway container failed",
+    "writer_uncollected": "The writer holds work without a matching complete collection",
+    "writer_collect_failed": "Making, verifying or importing the bundle failed",
+    "writer_collect_incomplete": "At least one ref was refused; no cleanup is authorized",
+    "ref_name_refused": "An unsafe ref name or a WIP name collision was refused",
+    "nothing_to_collect": "No changed branch or uncommitted work to collect",
+    "writer_collected": "A complete collection was imported and recorded",
+    "writer_stash_present": "The clone holds a stash, which is not collected",
+    "writer_reset_failed": "Reset or its verification failed",
+    "writer_reset": "The clone was reset to its base and verified",
+    "writer_recreate_failed": "The recreated clone is not at its baseline",
+    "writer_recreated": "Clone and agent directory were rebuilt and verified",
+    "writer_removed": "The writer's state and everything it owned were deleted",
+    "writer_busy": "Another process holds the writer's lease",
+    "writer_fenced": "It could not be confirmed that no container of the writer exists",
+    "writer_lease_unavailable": "The lease file or directory cannot be opened safely",
+    "writer_unknown": "No writer of that name exists",
+    "writer_not_ready": "The writer is not ready for sessions",
+    # isolation control and acceptance
+    "isolation_control_planned": "The control was planned only; no canaries written",
+    "isolation_control_required": "A passing isolation control is required before acceptance",
+    "isolation_control_passed": "The uncontained control detected the expected escapes",
+    "isolation_control_failed": "The control failed; any earlier passing record was dropped",
+    "podman_unavailable": "Podman could not be used",
+    "acceptance_harness_failed": "The contained harness failed or wrote no valid passing report",
+    "acceptance_fingerprint_changed": "The acceptance fingerprint changed during the run",
+    "writer_acceptance_failed": "Acceptance failed unexpectedly",
+    "writer_accepted": "Contained acceptance passed and readiness was recorded",
+    # verification, registration, MCP
+    "mcp_verified": "The bounded MCP handshake passed",
+    "mcp_failed": "The MCP handshake failed",
+    "mcp_unsupported": "The MCP server's answers do not match the expected contract",
+    "mcp_timeout": "The MCP handshake exceeded its deadline",
+    "registration_divergent": "A registration differs from what writerpool would write; left alone",
+    "registration_planned": "A client registration change was planned only",
+    "registration_applied": "The client registration was added",
+    "registration_unchanged": "The client registration already matches",
+    "registration_removed": "The registration writerpool added was removed",
+    "registration_absent": "No registration exists",
+    "ownership_unavailable": "The registration lacks ownership proof; removal refused",
+    "client_unavailable": "The client's command line tool is not installed",
+    "hook_install_failed": "Installing a writer hook failed",
+    # sessions (MCP tools)
+    "workspace_unknown": "The workspace is not configured",
+    "profile_unknown": "The execution profile is not configured",
+    "session_unknown": "No such session",
+    "session_closed": "The session is closed",
+    "session_busy": "The session already runs a turn",
+    "turn_unknown": "No such turn",
+    "session_start_failed": "The agent could not be started",
+    "coding_refused": "The workspace mode refuses coding sessions",
+    "base_not_applicable": "base applies only to coding sessions in container workspaces",
+    "writer_unavailable": "No free ready writer on the requested base",
+    "provider_unconfigured": "The profile's provider has no credential or endpoint",
+    # image
+    "image_built": "The writer image was built and pinned",
+    "image_reused": "The writer image was already built from the same inputs",
+    "image_build_failed": "Building the writer image failed",
+}
+
+
+class WriterpoolError(Exception):
+    """An expected failure with a stable code; its message holds no paths or secrets."""
+
+    exit_code = 1
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in CODES:
+            raise ValueError(f"unregistered code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class UsageError(WriterpoolError):
+    exit_code = 2
+
+    def __init__(self, message: str, code: str = "usage_invalid") -> None:
+        super().__init__(code, message)

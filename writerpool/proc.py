@@ -1,0 +1,95 @@
+"""The single subprocess wrapper: argv lists, explicit env and cwd, always a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_TIMEOUT = 120.0
+
+
+class CommandFailed(Exception):
+    def __init__(self, argv: Sequence[str], returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        err = self.stderr.decode(errors="replace").strip()[-2000:]
+        return f"{self.argv[0]} exited {self.returncode}: {err}"
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    input: bytes | None = None,  # noqa: A002 - mirrors subprocess
+    check: bool = True,
+) -> Completed:
+    """Run argv; raise CommandFailed on a non-zero exit when check is set."""
+    try:
+        proc = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CommandFailed(argv, -1, b"", f"timed out after {timeout}s".encode()) from exc
+    except FileNotFoundError as exc:
+        raise CommandFailed(argv, 127, b"", f"{argv[0]}: not found".encode()) from exc
+    done = Completed(list(argv), proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise CommandFailed(argv, proc.returncode, proc.stdout, proc.stderr)
+    return done
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin_pipe: bool = True,
+    stderr_to: int | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a long-lived process with piped stdio (agents, servers)."""
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr_to if stderr_to is not None else subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment: no inherited git or credential variables."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "TMPDIR", "USER", "LOGNAME")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(extra or {})
+    return env
