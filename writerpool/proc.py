@@ -89,7 +89,9 @@ def spawn(
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment: no inherited git or credential variables."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "TMPDIR", "USER", "LOGNAME")
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "TMPDIR", "USER", "LOGNAME",
+            # trust anchors of hosts behind an intercepting proxy; not secrets
+            "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(extra or {})
     return env

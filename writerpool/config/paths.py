@@ -55,5 +55,10 @@ class Paths:
         return self.state_dir / "audit.log"
 
     @property
+    def pi_prefix(self) -> Path:
+        """Where pi is installed for host sessions and copied into the image from."""
+        return self.cache_dir / "pi"
+
+    @property
     def image_cache_dir(self) -> Path:
         return self.cache_dir / "image"
