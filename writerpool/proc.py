@@ -74,15 +74,16 @@ def spawn(
     env: Mapping[str, str] | None = None,
     stdin_pipe: bool = True,
     stderr_to: int | None = None,
+    detach: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start a long-lived process with piped stdio (agents, servers)."""
+    """Start a long-lived process with piped stdio (agents), or detached from it (services)."""
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
         env=dict(env) if env is not None else None,
-        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr_to if stderr_to is not None else subprocess.PIPE,
+        stdin=subprocess.PIPE if stdin_pipe and not detach else subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if detach else subprocess.PIPE,
+        stderr=subprocess.DEVNULL if detach else (stderr_to if stderr_to is not None else subprocess.PIPE),
         start_new_session=True,
     )
 

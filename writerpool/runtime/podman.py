@@ -1,0 +1,135 @@
+"""The one place that talks to Podman: podman-py over the user's API socket, and
+the CLI where a container's stdio must be attached."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import podman
+import podman.errors
+import requests
+
+from writerpool.errors import WriterpoolError
+from writerpool.proc import CommandFailed, Completed, clean_env, run, spawn
+from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
+
+# The API service exits on its own after this many idle seconds.
+SERVICE_IDLE_SECONDS = 30
+
+
+class PodmanUnavailable(WriterpoolError):
+    def __init__(self, message: str) -> None:
+        super().__init__("podman_unavailable", message)
+
+
+@dataclass(frozen=True)
+class ContainerRef:
+    id: str
+    name: str
+    state: str
+
+
+def _default_socket() -> Path:
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Path(runtime_dir) / "podman" / "podman.sock"
+
+
+def _socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+class Podman:
+    def __init__(self, binary: str | None = None, socket_path: Path | None = None) -> None:
+        self.binary = binary or os.environ.get("WRITERPOOL_PODMAN", "podman")
+        explicit = os.environ.get("WRITERPOOL_PODMAN_SOCKET")
+        self.socket_path = socket_path or (Path(explicit) if explicit else _default_socket())
+
+    # -- CLI ---------------------------------------------------------------
+    def cli(
+        self, args: Sequence[str], *, timeout: float = 120.0, input: bytes | None = None,  # noqa: A002
+        check: bool = True,
+    ) -> Completed:
+        try:
+            return run([self.binary, *args], env=clean_env(), timeout=timeout, input=input,
+                       check=check)
+        except CommandFailed as exc:
+            if exc.returncode == 127:
+                raise PodmanUnavailable("podman is not installed") from exc
+            raise
+
+    def version(self) -> str:
+        try:
+            return self.cli(["version", "--format", "{{.Client.Version}}"], timeout=30).out.strip()
+        except CommandFailed as exc:
+            raise PodmanUnavailable("podman does not answer") from exc
+
+    def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
+        """Full argv of a disposable container, for callers that attach its stdio."""
+        return [self.binary, *spec.run_argv(command, interactive=interactive)]
+
+    def run(self, spec: ContainerSpec, command: list[str], *, timeout: float = 120.0,
+            input: bytes | None = None) -> Completed:  # noqa: A002
+        """Run a disposable container to completion; stdout and stderr captured."""
+        return self.cli(spec.run_argv(command, interactive=input is not None), timeout=timeout,
+                        input=input, check=False)
+
+    def image_exists(self, image_id: str) -> bool:
+        return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0
+
+    # -- API ---------------------------------------------------------------
+    def _ensure_service(self) -> None:
+        if _socket_answers(self.socket_path):
+            return
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            spawn(
+                [self.binary, "system", "service", f"--time={SERVICE_IDLE_SECONDS}",
+                 f"unix://{self.socket_path}"],
+                env=clean_env(), detach=True,
+            )
+        except OSError as exc:
+            raise PodmanUnavailable("cannot start the podman API service") from exc
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _socket_answers(self.socket_path):
+                return
+            time.sleep(0.05)
+        raise PodmanUnavailable("the podman API service did not come up")
+
+    def _client(self) -> podman.PodmanClient:
+        self._ensure_service()
+        return podman.PodmanClient(base_url=f"unix://{self.socket_path}", timeout=30)
+
+    def containers(self, label: str, value: str) -> list[ContainerRef]:
+        """Every container (any state) carrying label=value."""
+        try:
+            with self._client() as client:
+                found = client.containers.list(all=True, filters={"label": f"{label}={value}"})
+                return [ContainerRef(c.id, c.name, c.status) for c in found]
+        except (podman.errors.PodmanError, podman.errors.APIError, requests.RequestException,
+                OSError) as exc:
+            raise PodmanUnavailable("listing containers failed") from exc
+
+    def remove(self, container_id: str) -> None:
+        try:
+            with self._client() as client:
+                client.containers.remove(container_id, force=True)
+        except podman.errors.NotFound:
+            return
+        except (podman.errors.PodmanError, podman.errors.APIError, requests.RequestException,
+                OSError) as exc:
+            raise PodmanUnavailable("removing a container failed") from exc
+
+    def writer_containers(self, writer: str) -> list[ContainerRef]:
+        return self.containers(LABEL_WRITER, writer)

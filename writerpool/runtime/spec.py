@@ -1,0 +1,91 @@
+"""A writer container's launch settings as a typed model, rendered to `podman run` argv."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+LABEL_WRITER = "io.writerpool.writer"
+LABEL_WORKSPACE = "io.writerpool.workspace"
+LABEL_SETTINGS = "io.writerpool.settings"
+LABEL_ROLE = "io.writerpool.role"
+
+AGENT_HOME = "/home/agent"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mount(Strict):
+    source: Path
+    target: str
+    read_only: bool = False
+
+    @field_validator("source")
+    @classmethod
+    def _plain(cls, value: Path) -> Path:
+        # --mount takes comma-separated options: a comma or newline would inject one.
+        if "," in str(value) or "\n" in str(value) or not value.is_absolute():
+            raise ValueError("mount source must be an absolute path without commas")
+        return value
+
+    def argv(self) -> list[str]:
+        opts = f"type=bind,src={self.source},dst={self.target}"
+        return ["--mount", opts + (",ro=true" if self.read_only else "")]
+
+
+class Limits(Strict):
+    memory: str
+    cpus: float
+    pids: int
+
+
+class ContainerSpec(Strict):
+    """Everything that decides what a writer's container can reach."""
+
+    image_id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    labels: dict[str, str] = {}
+    mounts: tuple[Mount, ...] = ()
+    env: dict[str, str] = {}
+    network: Literal["none", "slirp4netns", "pasta"] = "none"
+    workdir: str = "/work"
+    limits: Limits | None = None  # None where the host's cgroups cannot enforce them
+
+    def digest(self) -> str:
+        """Stable digest of the rendered spec (part of the acceptance fingerprint)."""
+        data = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+
+    def run_argv(self, command: list[str], *, interactive: bool = False) -> list[str]:
+        """`podman run` arguments (without the podman binary) for one disposable container."""
+        argv = [
+            "run", "--rm", "--pull=never", "--name", self.name,
+            "--userns=keep-id", "--cap-drop=all", "--security-opt=no-new-privileges",
+            "--read-only", "--read-only-tmpfs=false",
+            "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777",
+            "--tmpfs", f"{AGENT_HOME}:rw,nosuid,nodev,mode=1777",
+            "--env", f"HOME={AGENT_HOME}", "--env", "TMPDIR=/tmp",
+            "--network", self.network, "--hostname", "writer",
+            "--log-driver=none", "--workdir", self.workdir,
+        ]  # fmt: skip
+        if interactive:
+            argv.append("-i")
+        for key, value in sorted(self.labels.items()):
+            argv += ["--label", f"{key}={value}"]
+        for mount in self.mounts:
+            argv += mount.argv()
+        for key, value in sorted(self.env.items()):
+            argv += ["--env", f"{key}={value}"]
+        if self.limits is not None:
+            argv += [
+                "--memory", self.limits.memory,
+                "--cpus", str(self.limits.cpus),
+                "--pids-limit", str(self.limits.pids),
+            ]  # fmt: skip
+        return [*argv, self.image_id, *command]
