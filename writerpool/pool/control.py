@@ -1,0 +1,133 @@
+"""The isolation control: the harness run uncontained must see the planted escapes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool import harness
+from writerpool.report import Report
+from writerpool.runtime.probe import run_harness_on_host
+from writerpool.state.atomic import write_atomic
+from writerpool.state.writer import now
+
+TARGET = "writer/host/control"
+# What an uncontained process on this host can always do; the harness must notice each.
+EXPECTED_ESCAPES = (
+    "host_canary", "host_home", "root_readonly", "no_new_privs", "pid_namespace",
+    "user_namespace",
+)  # fmt: skip
+
+
+class ControlRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    schema_version: Literal[1] = Field(default=1, alias="schemaVersion")
+    passed: bool
+    at: str
+    harness_digest: str = Field(alias="harnessDigest")
+    missed: tuple[str, ...] = ()
+
+
+def harness_path() -> Path:
+    return Path(harness.__file__)
+
+
+def harness_digest(path: Path | None = None) -> str:
+    return "sha256:" + hashlib.sha256((path or harness_path()).read_bytes()).hexdigest()
+
+
+def load_control(paths: Paths) -> ControlRecord | None:
+    try:
+        raw = paths.control_file.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return ControlRecord.model_validate(json.loads(raw))
+    except (ValueError, ValidationError):
+        return None
+
+
+def control_current(paths: Paths) -> bool:
+    record = load_control(paths)
+    return record is not None and record.passed and record.harness_digest == harness_digest()
+
+
+def _save(paths: Paths, record: ControlRecord) -> None:
+    data = json.dumps(record.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+    write_atomic(paths.control_file, data.encode())
+
+
+def parse_harness_report(stdout: bytes) -> dict[str, Any] | None:
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("checks"), dict):
+        return None
+    return report
+
+
+def run_control(
+    paths: Paths,
+    apply: bool,
+    harness_file: Path | None = None,
+    runner: Callable[..., bytes] = run_harness_on_host,
+) -> Report:
+    report = Report("control")
+    if not apply:
+        report.add("isolation_control_planned", "planned", TARGET,
+                   "would plant canary files under the home directory, run the harness "
+                   "uncontained on a disposable clone, and remove the canaries")
+        return report
+    program = harness_file or harness_path()
+    home = Path.home()
+    canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
+    work = Path(tempfile.mkdtemp(prefix="writerpool-control-"))
+    try:
+        canary_dir.mkdir(mode=0o700)
+        canary = canary_dir / "secret"
+        canary.write_text("writerpool canary\n")
+        env = {
+            "WRITERPOOL_HARNESS_CANARIES": str(canary),
+            "WRITERPOOL_HARNESS_HOST_HOME": str(home),
+            "WRITERPOOL_HARNESS_WORK": str(work),
+        }
+        out = runner(program, env, work)
+    finally:
+        shutil.rmtree(canary_dir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    parsed = parse_harness_report(out)
+    checks = parsed["checks"] if parsed else {}
+    missed = tuple(
+        name for name in EXPECTED_ESCAPES if checks.get(name, {}).get("status") != "fail"
+    )
+    passed = parsed is not None and not missed
+    _save(paths, ControlRecord(passed=passed, at=now(), harness_digest=harness_digest(),
+                               missed=missed))
+    if passed:
+        report.add("isolation_control_passed", "ok", TARGET,
+                   "the uncontained harness detected every expected escape; canaries removed")
+    else:
+        report.add("isolation_control_failed", "error", TARGET,
+                   "the harness did not detect: " + (", ".join(missed) or "(no valid report)"),
+                   remedy="the harness cannot be trusted on this host; no writer can be accepted",
+                   missed=list(missed))
+    return report
+
+
+def require_control(paths: Paths) -> None:
+    if not control_current(paths):
+        raise WriterpoolError(
+            "isolation_control_required",
+            "run `writerpool control --apply` before writers can be accepted",
+        )

@@ -1,0 +1,24 @@
+"""The fence: with the lease held, no container of the writer may exist."""
+
+from __future__ import annotations
+
+from writerpool.errors import WriterpoolError
+from writerpool.pool.lease import Lease
+from writerpool.runtime.podman import Podman, PodmanUnavailable
+
+
+def fence(podman: Podman, writer: str, lease: Lease) -> int:
+    """Remove the writer's orphaned containers; return how many. writer_fenced if unsure."""
+    if not lease.held:
+        raise WriterpoolError("writer_operation_failed", "the fence needs the writer's lease")
+    try:
+        orphans = podman.writer_containers(writer)
+        for container in orphans:
+            podman.remove(container.id)
+        if podman.writer_containers(writer):
+            raise WriterpoolError("writer_fenced", "a container of the writer is still present")
+    except PodmanUnavailable as exc:
+        raise WriterpoolError(
+            "writer_fenced", "could not confirm that no container of the writer exists"
+        ) from exc
+    return len(orphans)

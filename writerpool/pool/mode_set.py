@@ -1,0 +1,192 @@
+"""`writerpool mode set`: plan by default, change only with apply."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from writerpool.config.models import Config, LoadedConfig
+from writerpool.config.modes import ContainerSettings, ModeEntry, load_modes, store_entry
+from writerpool.config.paths import Paths
+from writerpool.errors import UsageError, WriterpoolError
+from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
+from writerpool.pool.writers import (
+    PoolContext,
+    accept_kept,
+    mark_settings_changed,
+    provision_one,
+    remove_surplus,
+)
+from writerpool.pool.provision import existing_states, settings_digest, writer_name
+from writerpool.pool.work import has_uncollected_work
+from writerpool.report import Report
+from writerpool.runtime.podman import Podman, PodmanUnavailable
+
+BUILTIN_PROVIDERS = {"anthropic", "openai", "google", "mistral", "groq", "xai", "openrouter"}
+
+
+@dataclass(frozen=True)
+class ModeRequest:
+    alias: str
+    mode: str | None
+    accept_host_writes: bool = False
+    profiles: tuple[str, ...] = ()
+    writers: int = 1
+    lifecycle: str = "persistent"
+    image: str = "default"
+    network: str = "slirp4netns"
+    tags: str = "none"
+    cache: str = "none"
+    base: str | None = None
+    discard: bool = False
+    apply: bool = False
+    container_options_given: bool = False
+
+
+def rootless_podman_usable(podman: Podman) -> bool:
+    if os.geteuid() == 0:
+        return False
+    try:
+        podman.version()
+    except (PodmanUnavailable, WriterpoolError):
+        return False
+    return True
+
+
+def check_profiles(config: Config, names: tuple[str, ...]) -> None:
+    if not names:
+        raise WriterpoolError("container_profiles_required", "give --profiles with coding profiles")
+    for name in names:
+        profile = config.profiles.get(name)
+        if profile is None:
+            raise WriterpoolError("container_profile_unsupported", f"profile {name!r} is not configured")
+        if profile.permission != "coding" or profile.default:
+            raise WriterpoolError("container_profile_unsupported",
+                                  f"profile {name!r} must be a non-default coding profile")
+        if profile.provider not in config.providers and profile.provider not in BUILTIN_PROVIDERS:
+            raise WriterpoolError("container_profile_unsupported",
+                                  f"profile {name!r} names an unknown provider")
+
+
+def choose_base(paths: Paths, repo_base: str | None, recorded: str | None, alias: str,
+                repo: object) -> str:
+    if repo_base is not None:
+        validate_base_name(repo_base)
+        return repo_base
+    if recorded is not None:
+        return recorded
+    bases = {s.base.name for s in existing_states(paths, alias).values() if s is not None}
+    if len(bases) > 1:
+        raise WriterpoolError("workspace_base_ambiguous", "writers sit on different bases; give --base")
+    if bases:
+        return bases.pop()
+    return default_base_name(repo)  # type: ignore[arg-type]
+
+
+def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
+    if mode == "host":
+        return ModeEntry(mode="host", accept_host_writes=True)
+    if mode == "read-only":
+        return ModeEntry(mode="read-only")
+    settings = ContainerSettings(
+        profiles=req.profiles, writers=req.writers, lifecycle=req.lifecycle,  # type: ignore[arg-type]
+        image=req.image, network=req.network, tags=req.tags, cache=req.cache,  # type: ignore[arg-type]
+        base=base or "",
+    )
+    return ModeEntry(mode="container", container=settings)
+
+
+def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeRequest) -> Report:
+    config = loaded.config
+    report = Report("mode set")
+    target = f"modes/workspace/{req.alias}"
+    if req.alias not in config.workspaces:
+        raise UsageError(f"workspace {req.alias!r} is not configured", code="alias_unknown")
+    mode = req.mode
+    if mode is None:
+        if not rootless_podman_usable(podman):
+            report.add("mode_choice_required", "error", target,
+                       "rootless Podman is not usable here; choose host or read-only explicitly",
+                       remedy="writerpool mode set ALIAS read-only (or host --accept-host-writes)")
+            return report
+        mode = "container"
+    if mode != "container" and req.container_options_given:
+        raise UsageError("container options apply to container mode only")
+    if mode == "host" and not req.accept_host_writes:
+        report.add("host_ack_required", "error", target,
+                   "host mode lets coding sessions write the checkout; add --accept-host-writes")
+        return report
+    current = load_modes(paths).workspaces.get(req.alias)
+    base: BaseRef | None = None
+    if mode == "container":
+        check_profiles(config, req.profiles)
+        repo = config.workspaces[req.alias]
+        recorded = current.container.base if current and current.container else None
+        base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
+    entry = _entry(req, mode, base.name if base else None)
+    if current == entry:
+        report.add("mode_unchanged", "ok", target, f"mode {mode} already stored")
+    elif not req.apply:
+        report.add("mode_planned", "planned", target, f"would store mode {mode}")
+    if mode == "container" and entry.container is not None:
+        ctx = PoolContext(paths=paths, podman=podman, loaded=loaded, alias=req.alias,
+                          settings=entry.container, base=base, report=report, apply=req.apply,
+                          discard=req.discard)
+        if not plan_writers(ctx):
+            return report
+    if not req.apply:
+        return report
+    if current != entry:
+        store_entry(paths, req.alias, entry)
+        report.add("mode_applied", "ok", target, f"mode {mode} stored")
+        report.add("controllers_restart_required", "warning", target,
+                   "running servers keep the modes they loaded; restart them to apply this")
+    if mode == "container" and entry.container is not None:
+        reconcile(ctx)
+    return report
+
+
+def plan_writers(ctx: PoolContext) -> bool:
+    """Report what would happen to each writer; False when something must stop the apply."""
+    ok = True
+    digest = settings_digest(ctx.settings)
+    states = existing_states(ctx.paths, ctx.alias)
+    for index in range(1, ctx.settings.writers + 1):
+        name = writer_name(ctx.alias, index)
+        target = f"writer/{ctx.alias}/{name}"
+        state = states.get(index)
+        if state is None:
+            if not ctx.apply:
+                ctx.report.add("writer_planned", "planned", target, "would be provisioned")
+        elif state.settings_digest != digest:
+            ctx.report.add("writer_settings_changed", "warning", target,
+                           "provisioned with other settings; not replaced (remove it to rebuild)")
+        elif not ctx.apply:
+            ctx.report.add("writer_unchanged", "ok", target, "settings match")
+    for index, state in states.items():
+        if index <= ctx.settings.writers:
+            continue
+        target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
+        if state is not None and not ctx.discard and has_uncollected_work(ctx.paths, state):
+            ctx.report.add("writer_uncollected", "error", target,
+                           "surplus writer holds uncollected work; collect it or pass --discard")
+            ok = False
+        elif not ctx.apply:
+            ctx.report.add("writer_remove_planned", "planned", target, "surplus writer would be removed")
+    return ok
+
+
+def reconcile(ctx: PoolContext) -> None:
+    digest = settings_digest(ctx.settings)
+    states = existing_states(ctx.paths, ctx.alias)
+    for index in range(1, ctx.settings.writers + 1):
+        state = states.get(index)
+        if state is None or state.phase == "provisioning":
+            provision_one(ctx, index)
+        elif state.settings_digest == digest:
+            accept_kept(ctx, index)
+        else:
+            mark_settings_changed(ctx, index)
+    for index in sorted(states):
+        if index > ctx.settings.writers:
+            remove_surplus(ctx, index)

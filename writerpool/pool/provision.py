@@ -1,0 +1,109 @@
+"""Provisioning one writer: a full clone from a bundle of the base, verified, recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from writerpool.config.modes import ContainerSettings
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import BaseRef, origin_url, url_has_userinfo
+from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
+from writerpool.gitops.clone_read import read_refs
+from writerpool.gitops.verify import verify_clone
+from writerpool.pool.container import writer_layout
+from writerpool.report import Report
+from writerpool.state.atomic import ensure_private_dir
+from writerpool.state.writer import Baseline, BaseRecord, WriterState, load_state, save_state
+
+MAX_WRITERS = 16
+
+
+def writer_name(alias: str, index: int) -> str:
+    return f"{alias}-w{index}"
+
+
+def settings_digest(settings: ContainerSettings) -> str:
+    """Digest of what a writer was provisioned with; a difference is never silently applied."""
+    keys = {"image": settings.image, "network": settings.network, "cache": settings.cache,
+            "tags": settings.tags}
+    return "sha256:" + hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()
+
+
+def clone_branch(base: BaseRef) -> str:
+    """The branch name inside the clone: a remote base `origin/x` becomes `x`."""
+    return base.name.split("/", 1)[1] if base.ref.startswith("refs/remotes/") else base.name
+
+
+def base_record(base: BaseRef) -> BaseRecord:
+    return BaseRecord(name=base.name, ref=base.ref, commit=base.commit, branch=clone_branch(base))
+
+
+def _origin(repo: Path, report: Report, target: str) -> str | None:
+    url = origin_url(repo)
+    if url is not None and url_has_userinfo(url):
+        report.add("remote_url_refused", "warning", target,
+                   "the origin URL carries credentials and was not copied into the clone")
+        return None
+    return url
+
+
+def make_clone(paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool,
+               report: Report, target: str) -> Baseline:
+    """(Re)build the writer's clone from a bundle of the base; return its baseline."""
+    lay = writer_layout(paths, name)
+    staging = lay["root"] / "clone.new"
+    bundle = lay["root"] / "provision.bundle"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        create_base_bundle(repo, base, tags, bundle)
+        clone_from_bundle(bundle, staging, clone_branch(base), _origin(repo, report, target))
+    finally:
+        bundle.unlink(missing_ok=True)
+    problems = verify_clone(staging)
+    if problems:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise WriterpoolError("clone_verification_failed", "unsafe clone: " + ", ".join(problems))
+    (staging / ".git" / "hooks").mkdir(exist_ok=True)  # mounted read-only, so it must exist
+    shutil.rmtree(lay["clone"], ignore_errors=True)
+    staging.rename(lay["clone"])
+    refs = read_refs(lay["clone"])
+    return Baseline(head=refs.head, commit=refs.head_commit, branches=dict(refs.branches))
+
+
+def provision(paths: Paths, alias: str, name: str, repo: Path, settings: ContainerSettings,
+              base: BaseRef, report: Report) -> WriterState:
+    """Provision (or finish an interrupted provisioning of) one writer; lease held."""
+    target = f"writer/{alias}/{name}"
+    lay = writer_layout(paths, name)
+    ensure_private_dir(lay["root"])
+    state = WriterState(
+        name=name, alias=alias, settings_digest=settings_digest(settings), image=settings.image,
+        network=settings.network, cache=settings.cache, lifecycle=settings.lifecycle,
+        tags=settings.tags, profiles=settings.profiles, base=base_record(base),
+    )
+    # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
+    save_state(lay["root"], state)
+    baseline = make_clone(paths, name, repo, base, settings.tags == "reachable", report, target)
+    for key in ("agent", "collections"):
+        ensure_private_dir(lay[key])
+    if settings.cache != "none":
+        ensure_private_dir(lay["cache"])
+    state = save_state(lay["root"], state.model_copy(
+        update={"baseline": baseline, "phase": "not_ready", "reason": "writer_provisioned"}))
+    report.add("writer_provisioned", "ok", target,
+               f"full clone of {base.name} at {base.commit[:12]}; not yet accepted")
+    return state
+
+
+def existing_states(paths: Paths, alias: str) -> dict[int, WriterState | None]:
+    """Writers of a workspace that have a directory, by index (None: no state file)."""
+    found: dict[int, WriterState | None] = {}
+    for index in range(1, MAX_WRITERS + 1):
+        wdir = paths.writer_dir(writer_name(alias, index))
+        if wdir.is_dir():
+            found[index] = load_state(wdir)
+    return found

@@ -1,0 +1,122 @@
+"""Per-writer steps of reconciliation, each under the writer's lease and fence."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from writerpool.config.models import LoadedConfig
+from writerpool.config.modes import ContainerSettings
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import BaseRef
+from writerpool.pool.acceptance import accept, readiness
+from writerpool.pool.fence import fence
+from writerpool.pool.lease import Lease, leased
+from writerpool.pool.provision import provision, writer_name
+from writerpool.report import Report
+from writerpool.runtime.podman import Podman
+from writerpool.state.writer import WriterState, load_state, save_state
+
+
+@dataclass
+class PoolContext:
+    paths: Paths
+    podman: Podman
+    loaded: LoadedConfig
+    alias: str
+    settings: ContainerSettings
+    base: BaseRef | None
+    report: Report
+    apply: bool
+    discard: bool
+
+
+@contextmanager
+def operate(paths: Paths, podman: Podman, wait: float, name: str) -> Iterator[Lease]:
+    """Hold the writer's lease and prove no container of it exists."""
+    with leased(paths.writer_dir(name), wait) as lease:
+        fence(podman, name, lease)
+        yield lease
+
+
+def _target(alias: str, name: str) -> str:
+    return f"writer/{alias}/{name}"
+
+
+def _record_failure(ctx: PoolContext, name: str, exc: WriterpoolError) -> None:
+    ctx.report.add(exc.code, "error", _target(ctx.alias, name), exc.message)
+
+
+def provision_one(ctx: PoolContext, index: int) -> None:
+    name = writer_name(ctx.alias, index)
+    assert ctx.base is not None
+    repo = ctx.loaded.config.workspaces[ctx.alias]
+    try:
+        with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+            state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
+            _, finding = accept(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+            ctx.report.findings.append(finding)
+    except WriterpoolError as exc:
+        _record_failure(ctx, name, exc)
+
+
+def accept_kept(ctx: PoolContext, index: int) -> None:
+    """Re-run acceptance for a kept writer whose readiness is not current."""
+    name = writer_name(ctx.alias, index)
+    target = _target(ctx.alias, name)
+    state = load_state(ctx.paths.writer_dir(name))
+    if state is None:
+        return
+    pool = ctx.loaded.config.pool
+    phase, _ = readiness(ctx.paths, ctx.podman, state, pool)
+    if phase == "ready":
+        ctx.report.add("writer_unchanged", "ok", target, "ready and current")
+        return
+    try:
+        with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
+            state = load_state(ctx.paths.writer_dir(name)) or state
+            state = _adopt_free_settings(ctx, state)
+            _, finding = accept(ctx.paths, ctx.podman, state, pool)
+            ctx.report.findings.append(finding)
+    except WriterpoolError as exc:
+        _record_failure(ctx, name, exc)
+
+
+def _adopt_free_settings(ctx: PoolContext, state: WriterState) -> WriterState:
+    # Profiles and lifecycle do not touch the clone or the container: take the new ones.
+    update = {"profiles": ctx.settings.profiles, "lifecycle": ctx.settings.lifecycle}
+    return save_state(ctx.paths.writer_dir(state.name), state.model_copy(update=update))
+
+
+def mark_settings_changed(ctx: PoolContext, index: int) -> None:
+    name = writer_name(ctx.alias, index)
+    state = load_state(ctx.paths.writer_dir(name))
+    if state is not None and state.reason != "writer_settings_changed":
+        save_state(ctx.paths.writer_dir(name), state.model_copy(
+            update={"phase": "not_ready", "reason": "writer_settings_changed"}))
+
+
+def remove_surplus(ctx: PoolContext, index: int) -> None:
+    name = writer_name(ctx.alias, index)
+    try:
+        with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+            delete_writer_files(ctx.paths, name)
+        ctx.report.add("writer_removed", "ok", _target(ctx.alias, name), "surplus writer removed")
+    except WriterpoolError as exc:
+        _record_failure(ctx, name, exc)
+
+
+def delete_writer_files(paths: Paths, name: str) -> None:
+    """Remove everything a writer owns except its lease file (still held by the caller)."""
+    root = paths.writer_dir(name)
+    (root / "state.json").unlink(missing_ok=True)  # first: a half-removed writer reads as gone
+    for child in root.iterdir():
+        if child.name == "lease":
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()

@@ -1,0 +1,97 @@
+"""A writer's state.json: versioned, validated, written atomically (0600)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from writerpool.errors import WriterpoolError
+from writerpool.state.atomic import write_atomic
+
+STATE_SCHEMA_VERSION = 1
+Phase = Literal["provisioning", "not_ready", "ready"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaseRecord(Strict):
+    name: str  # short branch name as the operator gave it, e.g. "main" or "origin/main"
+    ref: str  # the full ref in the operator's checkout
+    commit: str
+    branch: str  # the branch name inside the clone
+
+
+class Baseline(Strict):
+    head: str
+    commit: str
+    branches: dict[str, str]
+
+
+class Collection(Strict):
+    digest: str
+    complete: bool
+    at: str
+    bundle: str | None = None  # file name under collections/
+
+
+class WriterState(Strict):
+    schema_version: Literal[1] = STATE_SCHEMA_VERSION
+    name: str
+    alias: str
+    settings_digest: str
+    image: str  # "default" (the pin) or a 64-hex image id
+    network: str
+    cache: str
+    lifecycle: str
+    tags: str
+    profiles: tuple[str, ...]
+    base: BaseRecord
+    baseline: Baseline | None = None
+    phase: Phase = "provisioning"
+    reason: str | None = "writer_provisioned"
+    fingerprint: str | None = None
+    accepted_at: str | None = None
+    collection: Collection | None = None
+    updated_at: str = Field(default_factory=lambda: now())
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def state_file(writer_dir: Path) -> Path:
+    return writer_dir / "state.json"
+
+
+def load_state(writer_dir: Path) -> WriterState | None:
+    """The writer's state, or None when it has none; a broken file raises."""
+    path = state_file(writer_dir)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriterpoolError("writer_state_unreadable", "the writer's state cannot be read") from exc
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise WriterpoolError("writer_state_invalid", "the writer's state is not JSON") from exc
+    if isinstance(data, dict) and data.get("schema_version") != STATE_SCHEMA_VERSION:
+        raise WriterpoolError("writer_state_invalid", "the writer's state has an unknown version")
+    try:
+        return WriterState.model_validate(data)
+    except ValidationError as exc:
+        raise WriterpoolError("writer_state_invalid", "the writer's state is malformed") from exc
+
+
+def save_state(writer_dir: Path, state: WriterState) -> WriterState:
+    state = state.model_copy(update={"updated_at": now()})
+    data = json.dumps(state.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    write_atomic(state_file(writer_dir), data.encode(), mode=0o600)
+    return state
