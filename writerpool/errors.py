@@ -103,6 +103,9 @@ CODES: dict[str, str] = {
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",
     "provider_unconfigured": "The profile's provider has no credential or endpoint",
+    "session_failed": "The session's agent exited; close the session and start another",
+    "input_invalid": "The tool arguments do not match the tool's input schema",
+    "tool_unknown": "No tool of that name",
     # image
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
