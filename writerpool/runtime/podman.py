@@ -4,6 +4,7 @@ the CLI where a container's stdio must be attached."""
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 import time
 from collections.abc import Sequence
@@ -34,6 +35,12 @@ class ContainerRef:
     state: str
 
 
+def podman_env() -> dict[str, str]:
+    """Podman's storage and configuration belong to the OS account, not to writerpool's
+    XDG settings: always run it with the account's real home."""
+    return clean_env({"HOME": pwd.getpwuid(os.getuid()).pw_dir})
+
+
 def _default_socket() -> Path:
     runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     return Path(runtime_dir) / "podman" / "podman.sock"
@@ -61,7 +68,7 @@ class Podman:
         check: bool = True,
     ) -> Completed:
         try:
-            return run([self.binary, *args], env=clean_env(), timeout=timeout, input=input,
+            return run([self.binary, *args], env=podman_env(), timeout=timeout, input=input,
                        check=check)
         except CommandFailed as exc:
             if exc.returncode == 127:
@@ -96,7 +103,7 @@ class Podman:
             spawn(
                 [self.binary, "system", "service", f"--time={SERVICE_IDLE_SECONDS}",
                  f"unix://{self.socket_path}"],
-                env=clean_env(), detach=True,
+                env=podman_env(), detach=True,
             )
         except OSError as exc:
             raise PodmanUnavailable("cannot start the podman API service") from exc

@@ -1,0 +1,99 @@
+"""Leasing a ready writer to a coding session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from writerpool.config.models import Config
+from writerpool.config.modes import load_modes
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.acceptance import readiness
+from writerpool.pool.container import writer_layout, writer_spec
+from writerpool.pool.fence import fence
+from writerpool.pool.inspect import at_baseline, inspect_writer
+from writerpool.pool.lease import Lease
+from writerpool.pool.provision import writer_name
+from writerpool.runtime.image import resolve_image
+from writerpool.runtime.podman import Podman
+from writerpool.runtime.spec import ContainerSpec
+from writerpool.state.writer import WriterState, load_state
+
+
+@dataclass
+class WriterSlot:
+    """A writer leased to one session; the lease is held until release()."""
+
+    name: str
+    base_ref: str
+    base_commit: str
+    agent_dir: Path
+    spec: ContainerSpec
+    podman: Podman
+    lease: Lease
+    refused: list[str] = field(default_factory=list)
+
+    def pi_argv(self, pi_args: list[str]) -> list[str]:
+        return self.podman.run_argv(self.spec, ["pi", *pi_args], interactive=True)
+
+    def release(self) -> None:
+        """Stop the session's container (if still there) and free the lease."""
+        if not self.lease.held:
+            return
+        try:
+            for container in self.podman.writer_containers(self.name):
+                self.podman.remove(container.id)
+        finally:
+            self.lease.release()
+
+
+def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
+    """Why the writer cannot take a session now (None: it can). The lease is held."""
+    phase, reason = readiness(paths, podman, state, config.pool)
+    if phase != "ready":
+        return reason or "writer_not_ready"
+    if state.baseline is None or not at_baseline(
+        inspect_writer(paths, podman, state, config.pool), state.baseline
+    ):
+        return "writer_uncollected"
+    return None
+
+
+def lease_ready_writer(
+    paths: Paths, config: Config, alias: str, base: str | None, podman: Podman | None = None
+) -> WriterSlot:
+    podman = podman or Podman()
+    entry = load_modes(paths).workspaces.get(alias)
+    if entry is None or entry.container is None:
+        raise WriterpoolError("writer_unavailable", "the workspace has no writers")
+    wanted = base or entry.container.base
+    for index in range(1, entry.container.writers + 1):
+        name = writer_name(alias, index)
+        wdir = paths.writer_dir(name)
+        if not (wdir / "state.json").exists():
+            continue
+        lease = Lease(wdir)
+        try:
+            lease.acquire(wait=0)
+        except WriterpoolError:
+            continue  # busy with another session or an operator command
+        try:
+            state = load_state(wdir)
+            if state is None or state.base.name != wanted:
+                lease.release()
+                continue
+            fence(podman, name, lease)
+            if _admit(paths, podman, config, state) is not None:
+                lease.release()
+                continue
+            image_id = resolve_image(paths, state.image)
+            return WriterSlot(
+                name=name, base_ref=state.base.name, base_commit=state.base.commit,
+                agent_dir=writer_layout(paths, name)["agent"],
+                spec=writer_spec(paths, state, image_id, config.pool), podman=podman, lease=lease,
+            )
+        except WriterpoolError:
+            lease.release()
+            continue
+    raise WriterpoolError("writer_unavailable", "no free ready writer on that base")
