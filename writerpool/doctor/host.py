@@ -1,0 +1,193 @@
+"""Host checks: Podman itself, the user, subordinate id ranges, the id-mapping helpers."""
+
+from __future__ import annotations
+
+from writerpool.doctor.model import CheckContext, CheckResult, Severity
+from writerpool.runtime.info import HostFacts, version_tuple
+
+BOOTSTRAP = "scripts/bootstrap-host"
+MIN_PODMAN = (4, 0, 0)
+# A full 16-bit range: image files may be owned by any uid up to 65535.
+FULL_RANGE = 65536
+
+
+def podman_usable(ctx: CheckContext) -> list[CheckResult]:
+    facts = ctx.facts
+    fix = f"run `podman info` as this user to see the whole error; {BOOTSTRAP} prepares a host"
+    if facts.podman_version is None:
+        if facts.binary("podman").path is None:
+            return [
+                _podman(
+                    "error",
+                    "Podman is not installed",
+                    f"as root: apt-get install podman (or run {BOOTSTRAP})",
+                )
+            ]
+        return [_podman("error", f"`podman version` failed: {facts.podman_error}", fix)]
+    version = facts.podman_version.client.version
+    if facts.podman_info is None:
+        return [
+            _podman(
+                "error",
+                f"Podman {version} is installed but `podman info` fails: {facts.podman_error}",
+                fix,
+                version=version,
+            )
+        ]
+    if version_tuple(version) < MIN_PODMAN:
+        return [
+            _podman(
+                "warning",
+                f"Podman {version} is older than 4.0, which writerpool does not support",
+                "upgrade Podman to 4.0 or newer",
+                version=version,
+            )
+        ]
+    return [_podman("ok", f"Podman {version}", version=version)]
+
+
+def _podman(severity: Severity, message: str, remedy: str = "", **data: str) -> CheckResult:
+    return CheckResult(
+        "podman_usable", severity, "podman", message, remedy, blocking=True, data=dict(data)
+    )
+
+
+def rootless_user(ctx: CheckContext) -> list[CheckResult]:
+    facts = ctx.facts
+    if facts.uid == 0:
+        return [
+            CheckResult(
+                "rootless_user",
+                "error",
+                "host",
+                "running as root: container mode needs rootless Podman under an ordinary user",
+                f"run writerpool as an unprivileged account ({BOOTSTRAP} USER creates one)",
+                blocking=True,
+            )
+        ]
+    return [CheckResult("rootless_user", "ok", "host", f"running as {facts.user}, not root")]
+
+
+def parse_subid(text: str, user: str, uid: int) -> list[tuple[int, int]]:
+    """The (start, count) ranges of one user in /etc/subuid or /etc/subgid text."""
+    ranges = []
+    for line in text.splitlines():
+        parts = line.strip().split(":")
+        if len(parts) != 3 or parts[0] not in (user, str(uid)):
+            continue
+        try:
+            ranges.append((int(parts[1]), int(parts[2])))
+        except ValueError:
+            continue
+    return ranges
+
+
+def subid_ranges(ctx: CheckContext) -> list[CheckResult]:
+    facts = ctx.facts
+    if facts.uid == 0:
+        return []  # root maps ids itself; rootless_user already reports root
+    results = [_subid(facts, "subuid", facts.subuid), _subid(facts, "subgid", facts.subgid)]
+    stale = _unused_ranges(facts, results)
+    return [*results, *stale]
+
+
+def _subid(facts: HostFacts, kind: str, text: str | None) -> CheckResult:
+    user = facts.user
+    fix = (
+        f"as root: usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user} "
+        f"(a range no other user holds), then `podman system migrate`; {BOOTSTRAP} {user} "
+        "does this"
+    )
+    if text is None:
+        return CheckResult(
+            "subid_ranges",
+            "error",
+            "host",
+            f"the {kind} file is missing or unreadable",
+            fix,
+            blocking=True,
+            data={"kind": kind},
+        )
+    total = sum(count for _, count in parse_subid(text, user, facts.uid))
+    if total == 0:
+        return CheckResult(
+            "subid_ranges",
+            "error",
+            "host",
+            f"{kind} holds no range for {user}: rootless containers cannot map their users",
+            fix,
+            blocking=True,
+            data={"kind": kind, "count": 0},
+        )
+    if total < FULL_RANGE:
+        return CheckResult(
+            "subid_ranges",
+            "warning",
+            "host",
+            f"{kind} gives {user} only {total} "
+            f"ids (fewer than {FULL_RANGE}): files of higher ids in an image "
+            "cannot be mapped",
+            fix,
+            data={"kind": kind, "count": total},
+        )
+    return CheckResult(
+        "subid_ranges",
+        "ok",
+        "host",
+        f"{kind}: {total} ids for {user}",
+        data={"kind": kind, "count": total},
+    )
+
+
+def _unused_ranges(facts: HostFacts, results: list[CheckResult]) -> list[CheckResult]:
+    """Ranges on file that Podman's user namespace does not use yet (added after its
+    storage was set up): Podman keeps the old single-id mapping until migrated."""
+    info = facts.podman_info
+    if info is None or any(r.severity == "error" for r in results):
+        return []
+    mapped = sum(m.size for m in info.host.id_mappings.uidmap)
+    if mapped > 1 or not info.host.security.rootless:
+        return []
+    return [
+        CheckResult(
+            "subid_ranges",
+            "warning",
+            "host",
+            "Podman maps only the user's own id although ranges exist",
+            "run `podman system migrate` as this user",
+        )
+    ]
+
+
+def idmap_helpers(ctx: CheckContext) -> list[CheckResult]:
+    if ctx.facts.uid == 0:
+        return []
+    return [_helper(ctx.facts, name) for name in ("newuidmap", "newgidmap")]
+
+
+def _helper(facts: HostFacts, name: str) -> CheckResult:
+    found = facts.binary(name)
+    if found.path is None:
+        return CheckResult(
+            "idmap_helpers",
+            "error",
+            "host",
+            f"{name} is missing",
+            "as root: apt-get install uidmap",
+            blocking=True,
+            data={"helper": name},
+        )
+    if not found.privileged:
+        return CheckResult(
+            "idmap_helpers",
+            "error",
+            "host",
+            f"{name} is neither setuid root nor has file capabilities, so it cannot write id maps",
+            "as root: apt-get install --reinstall uidmap (it installs them setuid root)",
+            blocking=True,
+            data={"helper": name},
+        )
+    how = "file capabilities" if found.file_caps else "setuid root"
+    return CheckResult(
+        "idmap_helpers", "ok", "host", f"{name} present ({how})", data={"helper": name}
+    )

@@ -1,0 +1,110 @@
+"""The ordered list of checks, how they run, and which failures block provisioning."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from writerpool.config.models import load_config
+from writerpool.config.modes import load_modes
+from writerpool.config.paths import Paths
+from writerpool.doctor.configured import (
+    config_file,
+    execution_modes,
+    profile_providers,
+    workspace_checkouts,
+    workspace_modes,
+)
+from writerpool.doctor.engine import (
+    cgroup_limits,
+    network_helper,
+    oci_runtime,
+    storage_driver,
+    tun_device,
+)
+from writerpool.doctor.host import idmap_helpers, podman_usable, rootless_user, subid_ranges
+from writerpool.doctor.image import read_pin, writer_image
+from writerpool.doctor.lease import lease_dir
+from writerpool.doctor.model import Check, CheckContext, CheckResult
+from writerpool.errors import WriterpoolError
+from writerpool.runtime.info import HostFacts
+
+BUILTIN_CHECKS: tuple[Check, ...] = (
+    podman_usable,
+    rootless_user,
+    subid_ranges,
+    idmap_helpers,
+    oci_runtime,
+    storage_driver,
+    network_helper,
+    tun_device,
+    cgroup_limits,
+    writer_image,
+    config_file,
+    execution_modes,
+    workspace_checkouts,
+    workspace_modes,
+    profile_providers,
+    lease_dir,
+)
+
+# Extension point: checks owned by other parts of writerpool run after the built-in
+# ones, with the same CheckContext. The isolation-control record check and the
+# per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
+# runtime/, never pool/, which itself calls blocking_failures).
+EXTRA_CHECKS: tuple[Check, ...] = ()
+
+# Checks that matter only to a writer with a user-mode network.
+NETWORK_CHECKS = frozenset({"network_helper", "tun_device"})
+
+
+def build_context(paths: Paths, facts: HostFacts) -> CheckContext:
+    """Load configuration, modes and the image pin once, keeping failures as findings."""
+    loaded = config_error = modes = modes_error = None
+    try:
+        loaded = load_config(paths)
+    except WriterpoolError as exc:
+        config_error = exc
+    if loaded is not None:
+        try:
+            modes = load_modes(paths)
+        except WriterpoolError as exc:
+            modes_error = exc
+    pin, pin_error = read_pin(paths.image_pin_file)
+    return CheckContext(paths, facts, loaded, config_error, modes, modes_error, pin, pin_error)
+
+
+def run_checks(
+    paths: Paths, facts: HostFacts, extra: Sequence[Check] | None = None
+) -> list[CheckResult]:
+    """Every built-in check, then the extra ones (EXTRA_CHECKS unless given), in order."""
+    ctx = build_context(paths, facts)
+    results: list[CheckResult] = []
+    for check in (*BUILTIN_CHECKS, *(EXTRA_CHECKS if extra is None else extra)):
+        results.extend(check(ctx))
+    return results
+
+
+def blocking_failures(
+    results: Sequence[CheckResult],
+    *,
+    workspace: str | None = None,
+    profiles: Collection[str] = (),
+    network: str | None = None,
+) -> list[CheckResult]:
+    """The errors that stop container provisioning (`doctor_failed`, one per result):
+    host-wide blocking errors, plus those of the named workspace and profiles. With
+    network "none", user-mode network problems do not block."""
+    subjects = {f"profile/{name}" for name in profiles}
+    if workspace is not None:
+        subjects.add(f"workspace/{workspace}")
+    chosen = []
+    for result in results:
+        if result.severity != "error" or not result.blocking:
+            continue
+        if network == "none" and result.id in NETWORK_CHECKS:
+            continue
+        scoped = result.subject.startswith(("workspace/", "profile/", "writer/"))
+        if scoped and result.subject not in subjects:
+            continue
+        chosen.append(result)
+    return chosen

@@ -1,0 +1,35 @@
+"""`writerpool doctor` end to end: probe the host, run every check."""
+
+from __future__ import annotations
+
+from writerpool.config.models import load_config
+from writerpool.config.modes import load_modes
+from writerpool.config.paths import Paths
+from writerpool.doctor.image import read_pin
+from writerpool.doctor.model import CheckResult
+from writerpool.doctor.registry import run_checks
+from writerpool.errors import WriterpoolError
+from writerpool.runtime.info import gather_host_facts
+
+
+def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
+    """The pinned image (also used for the trial container) and every image id a
+    container workspace names; unreadable files are reported by their own checks."""
+    pin, _ = read_pin(paths.image_pin_file)
+    pinned = pin.image_id if pin is not None else None
+    ids = [pinned] if pinned is not None else []
+    try:
+        load_config(paths)
+        modes = load_modes(paths)
+    except WriterpoolError:
+        return pinned, ids
+    for entry in modes.workspaces.values():
+        if entry.container is not None and entry.container.image != "default":
+            ids.append(entry.container.image)
+    return pinned, ids
+
+
+def diagnose(paths: Paths) -> list[CheckResult]:
+    pinned, image_ids = images_to_probe(paths)
+    facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
+    return run_checks(paths, facts)
