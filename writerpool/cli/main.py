@@ -9,6 +9,7 @@ import click
 
 from writerpool import __version__
 from writerpool.cli.config_cmd import config
+from writerpool.cli.image_cmd import image
 from writerpool.cli.doctor_cmd import doctor
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report, sanitize
@@ -21,6 +22,7 @@ def cli() -> None:
 
 
 cli.add_command(config)
+cli.add_command(image)
 cli.add_command(doctor)
 
 

@@ -1,0 +1,95 @@
+"""`writerpool image build|show`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from writerpool.agent.install import PI_VERSION, install_pi
+from writerpool.cli.output import emit, json_option
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.report import Report
+from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
+from writerpool.runtime.image_build import Progress, build_image
+
+TARGET = "image/writer"
+
+
+@click.group()
+def image() -> None:
+    """Build and inspect the writer image."""
+
+
+@image.command("build")
+@click.option("--force", is_flag=True, help="Rebuild from scratch: new root file system too.")
+@click.option("--mirror", metavar="URL", help="Debian mirror for this build.")
+@json_option
+def build(force: bool, mirror: str | None, as_json: bool) -> None:
+    """Build the writer image without any container registry and pin it."""
+    paths = Paths.from_env()
+    definition = load_definition(PI_VERSION, mirror=mirror)
+
+    def pi_prefix() -> Path:
+        install_pi(paths.pi_prefix)
+        return paths.pi_prefix
+
+    progress = Progress(sys.stderr, verbose=sys.stderr.isatty())
+    outcome = build_image(paths, definition, pi_prefix, progress, force=force)
+    report = Report(
+        "image build",
+        data={
+            "imageId": outcome.image_id,
+            "inputsDigest": outcome.inputs_digest,
+            "tag": outcome.tag,
+            "reused": outcome.reused,
+            "rootfs": outcome.rootfs,
+            "seconds": outcome.seconds,
+        },
+    )
+    short = outcome.image_id[:12]
+    if outcome.reused:
+        report.add("image_reused", "ok", TARGET, f"reused {short} (same inputs); pinned")
+    else:
+        report.add("image_built", "ok", TARGET, f"built {short} in {outcome.seconds:.0f} s; pinned")
+    emit(report, as_json)
+
+
+@image.command("show")
+@json_option
+def show(as_json: bool) -> None:
+    """Show the pinned writer image and whether it exists locally."""
+    paths = Paths.from_env()
+    report = Report("image show")
+    pin = load_pin(paths)
+    if pin is None:
+        report.add("image_unavailable", "error", TARGET, "no writer image is pinned",
+                   remedy="run `writerpool image build`")  # fmt: skip
+        emit(report, as_json)
+        return
+    try:
+        current: str | None = load_definition(PI_VERSION).inputs_digest()
+    except WriterpoolError:  # no images/ beside this installation: nothing to compare with
+        current = None
+    info = inspect_image(pin.image_id)
+    report.data.update(
+        imageId=pin.image_id,
+        inputsDigest=pin.inputs_digest,
+        writerpoolVersion=pin.writerpool_version,
+        exists=info is not None,
+        currentInputsDigest=current,
+    )
+    short = pin.image_id[:12]
+    if info is None:
+        report.add("image_unavailable", "error", TARGET,
+                   f"the pinned image {short} is not in local storage",
+                   remedy="run `writerpool image build`")  # fmt: skip
+    elif current is not None and info.label(LABEL_INPUTS) != current:
+        report.add("image_outdated", "warning", TARGET,
+                   f"the pinned image {short} was built from other inputs than images/ holds now",
+                   remedy="run `writerpool image build`")  # fmt: skip
+    else:
+        report.add("image_pinned", "ok", TARGET, f"pinned image {short} exists locally")
+    emit(report, as_json)

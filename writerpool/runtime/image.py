@@ -1,0 +1,276 @@
+"""The writer image: its definition in images/, its inputs digest, the pin, local lookups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from writerpool import __version__
+from writerpool.config.paths import Paths
+from writerpool.errors import UsageError, WriterpoolError
+from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.report import sanitize
+from writerpool.state.atomic import ensure_private_dir, write_atomic
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+IMAGE_REPO = "localhost/writerpool-writer"
+ROOTFS_REPO = "localhost/writerpool-rootfs"
+LABEL_VERSION = "io.writerpool.version"
+LABEL_INPUTS = "io.writerpool.inputs"
+LABEL_ROOTFS = "io.writerpool.rootfs"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+PIN_SCHEMA_VERSION = 1
+# Bumped when the way the inputs turn into an image changes (the mmdebstrap argv shape,
+# the import step), so that an old image is not mistaken for a new one.
+RECIPE_VERSION = 1
+PODMAN_TIMEOUT = 60.0
+
+# The repository's images/ directory: writerpool/runtime/image.py -> repository root.
+DEFAULT_IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+
+# Debian package names; a leading "-" could never reach mmdebstrap as an option.
+PackageName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]
+Suite = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")]
+Mirror = Annotated[str, StringConstraints(pattern=r"^(https?|file)://[^\s,]+$")]
+DpkgPath = Annotated[str, StringConstraints(pattern=r"^/[^\s]*$")]
+
+
+class RootfsSpec(BaseModel):
+    """images/rootfs.toml: what mmdebstrap puts into the root file system."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    suite: Suite
+    variant: Suite = "minbase"
+    mirror: Mirror = DEFAULT_MIRROR
+    packages: tuple[PackageName, ...] = Field(min_length=1)
+    dpkg_path_exclude: tuple[DpkgPath, ...] = ()
+    dpkg_path_include: tuple[DpkgPath, ...] = ()
+
+    def canonical(self) -> dict[str, object]:
+        """The values that shape the root file system; package order does not matter."""
+        data = self.model_dump(mode="json")
+        data["mirror"] = self.mirror.rstrip("/")
+        data["packages"] = sorted(set(self.packages))
+        return data
+
+
+@dataclass(frozen=True)
+class ImageDefinition:
+    """Everything a build reads; two equal definitions build equivalent images."""
+
+    directory: Path
+    rootfs: RootfsSpec
+    containerfile: bytes
+    launcher: bytes
+    pi_version: str
+    writerpool_version: str
+
+    @property
+    def containerfile_path(self) -> Path:
+        return self.directory / "Containerfile"
+
+    def rootfs_digest(self) -> str:
+        """Names the root file system: a change only to the pi layer keeps it."""
+        return _digest({"recipe": RECIPE_VERSION, "rootfs": self.rootfs.canonical()})
+
+    def inputs_digest(self) -> str:
+        """Names the finished image; it is the value of the io.writerpool.inputs label."""
+        return _digest(
+            {
+                "recipe": RECIPE_VERSION,
+                "rootfs": self.rootfs_digest(),
+                "containerfile": hashlib.sha256(self.containerfile).hexdigest(),
+                "launcher": hashlib.sha256(self.launcher).hexdigest(),
+                "piVersion": self.pi_version,
+                "writerpoolVersion": self.writerpool_version,
+            }
+        )
+
+    @property
+    def tag(self) -> str:
+        return f"{IMAGE_REPO}:{self.writerpool_version}"
+
+
+def _digest(obj: object) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def load_definition(
+    pi_version: str,
+    directory: Path | None = None,
+    mirror: str | None = None,
+    writerpool_version: str = __version__,
+) -> ImageDefinition:
+    """Read images/ (rootfs.toml, Containerfile, pi-launcher); mirror overrides the file's."""
+    directory = directory or DEFAULT_IMAGES_DIR
+    try:
+        data = tomllib.loads((directory / "rootfs.toml").read_text())
+        containerfile = (directory / "Containerfile").read_bytes()
+        launcher = (directory / "pi-launcher").read_bytes()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise WriterpoolError(
+            "image_build_failed", f"the image definition cannot be read ({type(exc).__name__})"
+        ) from exc
+    if mirror is not None:
+        data["mirror"] = mirror
+    try:
+        rootfs = RootfsSpec.model_validate(data)
+    except ValidationError as exc:
+        fields = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))
+        raise UsageError(f"invalid image definition or mirror: {fields or 'rootfs.toml'}") from exc
+    return ImageDefinition(directory, rootfs, containerfile, launcher, pi_version,
+                           writerpool_version)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the pin
+
+
+class ImagePin(BaseModel):
+    """The default image: state_dir/image.json."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_version: int = Field(alias="schemaVersion")
+    image_id: str = Field(alias="imageId", pattern=HEX64.pattern)
+    inputs_digest: str = Field(alias="inputsDigest", pattern=HEX64.pattern)
+    writerpool_version: str = Field(alias="writerpoolVersion", min_length=1)
+
+    def to_bytes(self) -> bytes:
+        text = json.dumps(self.model_dump(by_alias=True), indent=2, sort_keys=True)
+        return (text + "\n").encode()
+
+
+def parse_pin(raw: bytes) -> ImagePin:
+    """Parse a pin file's bytes; anything unexpected is image_unavailable."""
+    try:
+        pin = ImagePin.model_validate_json(raw)
+    except ValidationError as exc:
+        raise WriterpoolError(
+            "image_unavailable", "the image pin is corrupt; run `writerpool image build`"
+        ) from exc
+    if pin.schema_version != PIN_SCHEMA_VERSION:
+        raise WriterpoolError(
+            "image_unavailable",
+            f"the image pin has schema version {pin.schema_version}, expected "
+            f"{PIN_SCHEMA_VERSION}; run `writerpool image build`",
+        )
+    return pin
+
+
+def load_pin(paths: Paths) -> ImagePin | None:
+    """The recorded default image, or None when nothing was ever pinned."""
+    try:
+        raw = paths.image_pin_file.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriterpoolError("image_unavailable", "the image pin cannot be read") from exc
+    return parse_pin(raw)
+
+
+def save_pin(
+    paths: Paths, image_id: str, inputs_digest: str, version: str = __version__
+) -> ImagePin:
+    pin = ImagePin(
+        schema_version=PIN_SCHEMA_VERSION,
+        image_id=image_id,
+        inputs_digest=inputs_digest,
+        writerpool_version=version,
+    )
+    ensure_private_dir(paths.state_dir)
+    write_atomic(paths.image_pin_file, pin.to_bytes(), mode=0o600)
+    return pin
+
+
+# ------------------------------------------------------------------- local images
+
+
+class ImageInfo(BaseModel):
+    """The part of `podman image inspect` / `podman images --format json` writerpool reads."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    id: str = Field(alias="Id", pattern=HEX64.pattern)
+    labels: dict[str, str] | None = Field(default=None, alias="Labels")
+    created: int | str | None = Field(default=None, alias="Created")
+
+    def label(self, key: str) -> str | None:
+        return (self.labels or {}).get(key)
+
+
+def parse_image_list(raw: str) -> list[ImageInfo]:
+    """Parse a JSON array from `podman images`/`podman image inspect` (null means empty)."""
+    try:
+        data = json.loads(raw or "[]") or []
+        return [ImageInfo.model_validate(item) for item in data]
+    except (ValueError, ValidationError) as exc:
+        raise WriterpoolError("podman_unavailable", "podman printed unexpected image JSON") from exc
+
+
+def _podman_failure(exc: CommandFailed) -> WriterpoolError:
+    last = exc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    return WriterpoolError("podman_unavailable", sanitize(f"podman failed: {last[0]}"))
+
+
+def inspect_image(image_id: str) -> ImageInfo | None:
+    """The local image with exactly this 64-hex ID, or None when storage lacks it."""
+    if not HEX64.match(image_id):
+        raise UsageError("an image must be 'default' or a 64-hex local image ID")
+    argv = ["podman", "image", "inspect", "--format", "json", image_id]
+    try:
+        done = run(argv, env=clean_env(), timeout=PODMAN_TIMEOUT, check=False)
+    except CommandFailed as exc:  # podman missing or hung
+        raise _podman_failure(exc) from exc
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").lower()
+        if "image not known" in err or "no such image" in err:
+            return None
+        raise _podman_failure(CommandFailed(argv, done.returncode, done.stdout, done.stderr))
+    found = [info for info in parse_image_list(done.out) if info.id == image_id]
+    return found[0] if found else None
+
+
+def image_exists(image_id: str) -> bool:
+    return inspect_image(image_id) is not None
+
+
+def images_labelled(key: str, value: str) -> list[ImageInfo]:
+    """Local images carrying label key=value, newest first."""
+    argv = ["podman", "images", "--filter", f"label={key}={value}", "--format", "json"]
+    try:
+        done = run(argv, env=clean_env(), timeout=PODMAN_TIMEOUT)
+    except CommandFailed as exc:
+        raise _podman_failure(exc) from exc
+    found = [i for i in parse_image_list(done.out) if i.label(key) == value]
+    return sorted(found, key=lambda i: i.created if isinstance(i.created, int) else 0, reverse=True)
+
+
+def resolve_image(paths: Paths, setting: str) -> str:
+    """The 64-hex ID for an image setting ("default" = the pin), checked to exist locally."""
+    if setting == "default":
+        pin = load_pin(paths)
+        if pin is None:
+            raise WriterpoolError(
+                "image_unavailable", "no writer image is pinned; run `writerpool image build`"
+            )
+        image_id = pin.image_id
+    elif HEX64.match(setting):
+        image_id = setting
+    else:
+        raise UsageError("an image must be 'default' or a 64-hex local image ID")
+    if not image_exists(image_id):
+        which = "the pinned writer image" if setting == "default" else "the image"
+        raise WriterpoolError(
+            "image_unavailable",
+            f"{which} {image_id[:12]} is not in local storage; run `writerpool image build`",
+        )
+    return image_id

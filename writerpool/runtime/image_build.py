@@ -1,0 +1,325 @@
+"""`writerpool image build`: mmdebstrap, podman import, podman build; no container registry."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal, TextIO
+
+import filelock
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.proc import clean_env, spawn
+from writerpool.report import sanitize
+from writerpool.runtime.image import (
+    HEX64,
+    LABEL_INPUTS,
+    LABEL_ROOTFS,
+    LABEL_VERSION,
+    ROOTFS_REPO,
+    ImageDefinition,
+    images_labelled,
+    load_pin,
+    save_pin,
+)
+from writerpool.state.atomic import ensure_private_dir
+
+MMDEBSTRAP_TIMEOUT = 1800.0
+IMPORT_TIMEOUT = 600.0
+BUILD_TIMEOUT = 1200.0
+TAG_TIMEOUT = 60.0
+# apt inside mmdebstrap needs the operator's proxy settings; they reach only that child.
+PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+RootfsSource = Literal["image", "tarball", "mmdebstrap"]
+
+
+class Progress:
+    """Step lines always; the tools' own output only when verbose (a terminal)."""
+
+    def __init__(self, stream: TextIO | None, *, verbose: bool) -> None:
+        self.stream = stream
+        self.verbose = verbose and stream is not None
+
+    def step(self, text: str) -> None:
+        if self.stream is not None:
+            print(f"image: {text}", file=self.stream, flush=True)
+
+    def output(self, chunk: bytes) -> None:
+        if self.verbose and self.stream is not None:
+            self.stream.write(chunk.decode(errors="replace"))
+            self.stream.flush()
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    image_id: str
+    inputs_digest: str
+    tag: str
+    reused: bool
+    rootfs: RootfsSource | None  # None when the finished image was reused
+    seconds: float
+
+
+# --------------------------------------------------------------------- processes
+
+
+def _stop(proc_pid: int, poll: Callable[[], int | None]) -> None:
+    """Ask the tool's process group to stop (mmdebstrap removes its temp dir), then kill."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc_pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if poll() is not None:
+                return
+            time.sleep(0.1)
+
+
+def run_tool(
+    argv: Sequence[str], *, env: dict[str, str], timeout: float, progress: Progress, what: str
+) -> bytes:
+    """Run a build tool, echoing its output when verbose; return its stdout."""
+    try:
+        proc = spawn(argv, env=env, stdin_pipe=False)
+    except FileNotFoundError as exc:
+        raise WriterpoolError("image_build_failed", f"{argv[0]} is not installed") from exc
+    out, err = bytearray(), bytearray()
+    try:
+        _pump(((proc.stdout, out), (proc.stderr, err)), progress=progress,
+              deadline=time.monotonic() + timeout, what=what)  # fmt: skip
+        returncode = proc.wait()
+    except BaseException:  # timeout, Ctrl-C: never leave a builder running
+        _stop(proc.pid, proc.poll)
+        proc.wait()
+        raise
+    if returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise WriterpoolError(
+            "image_build_failed", sanitize(f"{what} exited {returncode}: {tail[0][-300:]}")
+        )
+    return bytes(out)
+
+
+def _pump(
+    pipes: Sequence[tuple[IO[bytes] | None, bytearray]],
+    *,
+    progress: Progress,
+    deadline: float,
+    what: str,
+) -> None:
+    """Copy the pipes into their buffers until they close, echoing when verbose."""
+    with selectors.DefaultSelector() as sel:
+        for pipe, buf in pipes:
+            if pipe is not None:
+                sel.register(pipe, selectors.EVENT_READ, buf)
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WriterpoolError("image_build_failed", f"{what} timed out")
+            for key, _ in sel.select(timeout=min(remaining, 5.0)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                progress.output(chunk)
+
+
+def _podman_env() -> dict[str, str]:
+    return clean_env()
+
+
+def _mmdebstrap_env() -> dict[str, str]:
+    return clean_env({k: os.environ[k] for k in PROXY_VARS if k in os.environ})
+
+
+# ------------------------------------------------------------------ build steps
+
+
+def mmdebstrap_argv(definition: ImageDefinition, output: Path) -> list[str]:
+    spec = definition.rootfs
+    argv = [
+        "mmdebstrap", "--mode=unshare", f"--variant={spec.variant}", "--format=tar",
+        f"--include={','.join(sorted(set(spec.packages)))}",
+    ]  # fmt: skip
+    argv += [f"--dpkgopt=path-exclude={p}" for p in spec.dpkg_path_exclude]
+    argv += [f"--dpkgopt=path-include={p}" for p in spec.dpkg_path_include]
+    return [*argv, "--", spec.suite, str(output), spec.mirror.rstrip("/")]
+
+
+def _tarball(paths: Paths, rootfs_digest: str) -> Path:
+    return paths.image_cache_dir / f"rootfs-{rootfs_digest[:16]}.tar"
+
+
+def _make_tarball(paths: Paths, definition: ImageDefinition, progress: Progress) -> Path:
+    """Run mmdebstrap into a temporary name, then keep only this tarball in the cache."""
+    tarball = _tarball(paths, definition.rootfs_digest())
+    partial = tarball.with_name(tarball.name + ".partial")
+    for stale in paths.image_cache_dir.glob("rootfs-*.tar*"):
+        stale.unlink()
+    progress.step(
+        f"building the Debian {definition.rootfs.suite} root file system with mmdebstrap "
+        f"({len(definition.rootfs.packages)} packages)"
+    )
+    run_tool(mmdebstrap_argv(definition, partial), env=_mmdebstrap_env(),
+             timeout=MMDEBSTRAP_TIMEOUT, progress=progress, what="mmdebstrap")  # fmt: skip
+    partial.chmod(0o600)
+    partial.replace(tarball)
+    return tarball
+
+
+def _import(tarball: Path, rootfs_digest: str, progress: Progress) -> str:
+    progress.step("importing the root file system into Podman")
+    argv = [
+        "podman", "import", "--quiet", "--message", "writerpool writer root file system",
+        "--change", f"LABEL {LABEL_ROOTFS}={rootfs_digest}",
+        str(tarball), f"{ROOTFS_REPO}:{rootfs_digest[:16]}",
+    ]  # fmt: skip
+    raw = run_tool(argv, env=_podman_env(), timeout=IMPORT_TIMEOUT, progress=progress,
+                   what="podman import")  # fmt: skip
+    return _image_id(raw.decode(errors="replace").strip().splitlines()[-1:])
+
+
+def _image_id(lines: list[str]) -> str:
+    image_id = lines[0].removeprefix("sha256:").strip() if lines else ""
+    if not HEX64.match(image_id):
+        raise WriterpoolError("image_build_failed", "podman did not report a 64-hex image ID")
+    return image_id
+
+
+def ensure_rootfs(
+    paths: Paths, definition: ImageDefinition, progress: Progress, *, force: bool
+) -> tuple[str, RootfsSource]:
+    """The imported root file system's image ID: reused image, cached tarball, or mmdebstrap."""
+    digest = definition.rootfs_digest()
+    if not force:
+        found = images_labelled(LABEL_ROOTFS, digest)
+        if found:
+            progress.step(f"reusing the imported root file system {found[0].id[:12]}")
+            return found[0].id, "image"
+    tarball = _tarball(paths, digest)
+    source: RootfsSource = "tarball"
+    if force or not tarball.exists():
+        tarball = _make_tarball(paths, definition, progress)
+        source = "mmdebstrap"
+    else:
+        progress.step("reusing the cached root file system tarball")
+    return _import(tarball, digest, progress), source
+
+
+def podman_build_argv(
+    definition: ImageDefinition, base_id: str, pi_prefix: Path, iidfile: Path, *, force: bool
+) -> list[str]:
+    argv = [
+        "podman", "build", "--pull=never", "--network=none",
+        "--file", str(definition.containerfile_path),
+        "--build-arg", f"BASE={base_id}",
+        "--build-context", f"pi={pi_prefix}",
+        "--label", f"{LABEL_VERSION}={definition.writerpool_version}",
+        "--label", f"{LABEL_INPUTS}={definition.inputs_digest()}",
+        "--label", f"io.writerpool.pi={definition.pi_version}",
+        "--tag", definition.tag, "--iidfile", str(iidfile),
+    ]  # fmt: skip
+    if force:
+        argv.append("--no-cache")
+    return [*argv, str(definition.directory)]
+
+
+def _build(
+    paths: Paths, definition: ImageDefinition, base_id: str, pi_prefix: Path,
+    progress: Progress, *, force: bool,
+) -> str:  # fmt: skip
+    progress.step("building the writer image (pi layer) with podman build")
+    iidfile = paths.image_cache_dir / "build.iid"
+    iidfile.unlink(missing_ok=True)
+    argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force)
+    run_tool(argv, env=_podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
+             what="podman build")  # fmt: skip
+    try:
+        return _image_id(iidfile.read_text().splitlines())
+    finally:
+        iidfile.unlink(missing_ok=True)
+
+
+def _reusable(paths: Paths, inputs_digest: str) -> str | None:
+    """An image already built from these inputs: the pinned one if it qualifies, else newest."""
+    found = [i.id for i in images_labelled(LABEL_INPUTS, inputs_digest)]
+    if not found:
+        return None
+    pin = load_pin(paths) if paths.image_pin_file.exists() else None
+    return pin.image_id if pin is not None and pin.image_id in found else found[0]
+
+
+@contextmanager
+def _build_lock(paths: Paths, progress: Progress) -> Iterator[None]:
+    """One build at a time per user: a second one waits, then most likely reuses."""
+    lock = filelock.FileLock(str(paths.image_cache_dir / "build.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        progress.step("waiting for another image build to finish")
+        lock.acquire(timeout=BUILD_TIMEOUT + MMDEBSTRAP_TIMEOUT)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def build_image(
+    paths: Paths,
+    definition: ImageDefinition,
+    install_pi: Callable[[], Path],
+    progress: Progress,
+    *,
+    force: bool = False,
+) -> BuildOutcome:
+    """Build (or reuse) the writer image for definition, tag it and record it as the pin.
+
+    install_pi installs the pinned pi into an npm prefix on the host and returns that prefix;
+    it runs only when the pi layer has to be built.
+    """
+    if os.geteuid() == 0:
+        raise WriterpoolError(
+            "image_build_failed", "build the writer image as the unprivileged operator, not root"
+        )
+    started = time.monotonic()
+    inputs = definition.inputs_digest()
+    ensure_private_dir(paths.image_cache_dir)
+    with _build_lock(paths, progress):
+        existing = None if force else _reusable(paths, inputs)
+        rootfs: RootfsSource | None = None
+        if existing is not None:
+            progress.step(f"an image built from the same inputs exists: {existing[:12]}")
+            image_id = existing
+            _tag(image_id, definition.tag, progress)
+        else:
+            base_id, rootfs = ensure_rootfs(paths, definition, progress, force=force)
+            progress.step(f"installing pi {definition.pi_version} with npm on the host")
+            prefix = _install_pi(install_pi)
+            image_id = _build(paths, definition, base_id, prefix, progress, force=force)
+        save_pin(paths, image_id, inputs, definition.writerpool_version)
+        progress.step(f"pinned {image_id[:12]} as the default writer image")
+    return BuildOutcome(image_id, inputs, definition.tag, existing is not None, rootfs,
+                        round(time.monotonic() - started, 1))  # fmt: skip
+
+
+def _install_pi(install_pi: Callable[[], Path]) -> Path:
+    try:
+        return install_pi()
+    except WriterpoolError as exc:
+        raise WriterpoolError("image_build_failed", f"installing pi failed: {exc.message}") from exc
+
+
+def _tag(image_id: str, tag: str, progress: Progress) -> None:
+    run_tool(["podman", "tag", image_id, tag], env=_podman_env(), timeout=TAG_TIMEOUT,
+             progress=progress, what="podman tag")  # fmt: skip
