@@ -49,6 +49,7 @@ class Provider(Strict):
     """A provider pi does not know itself: an OpenAI-compatible endpoint."""
 
     base_url: str = Field(pattern=r"^https?://[^@\s]+$")
+    container_base_url: str | None = Field(default=None, pattern=r"^https?://[^@\s]+$")
     api: Literal["openai-completions", "openai-responses", "anthropic-messages"] = (
         "openai-completions"
     )

@@ -1,0 +1,247 @@
+"""How a pi process is configured: its private agent directory, credential, flags, env.
+
+The agent directory holds `models.json` (a custom provider's endpoint), `settings.json`
+(auto-retry off) and, only while a session runs, `auth.json` with exactly one
+credential. pi reads a provider's key from `auth.json` before `models.json`, for
+custom providers too, so `models.json` never holds a secret: its mandatory `apiKey`
+is a placeholder, and ending a session only has to remove `auth.json`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from writerpool.config.models import Profile, Provider
+from writerpool.errors import WriterpoolError
+from writerpool.proc import CommandFailed, run
+from writerpool.state.atomic import write_atomic
+
+# A custom provider that needs no key still needs some key for pi; this one is sent.
+PLACEHOLDER_KEY = "scripted"
+# pi's built-in providers whose key writerpool copies from the operator's environment.
+BUILTIN_KEY_ENV: dict[str, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "google": "GEMINI_API_KEY",
+}
+READ_ONLY_TOOLS = "read,grep,find,ls"
+CODING_TOOLS = "read,bash,edit,write,grep,find,ls"
+# Used when the caller names no model: pi turns an unknown `--model M` of a provider
+# into a copy of that provider's first model with id M (limits included).
+TEMPLATE_MODEL = "writerpool-template-model"
+# Trust anchors of hosts behind an intercepting proxy; they are not secrets.
+CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+FD_SHIM = """#!/bin/sh
+# Written by writerpool. pi passes --no-require-git, which this host's fd predates;
+# inside a git checkout (where sessions run) the flag changes nothing, so drop it.
+for arg do
+    shift
+    [ "$arg" = --no-require-git ] || set -- "$@" "$arg"
+done
+exec {fd} "$@"
+"""
+
+
+# -- the agent directory -------------------------------------------------------
+
+
+def models_document(
+    provider_name: str, provider: Provider, container: bool, models: Sequence[str] = ()
+) -> dict[str, Any]:
+    """pi's models.json for one custom provider (no secret in it)."""
+    url = (provider.container_base_url or provider.base_url) if container else provider.base_url
+    entry: dict[str, Any] = {
+        "baseUrl": url,
+        "api": provider.api,
+        "apiKey": PLACEHOLDER_KEY,
+        "models": [
+            {"id": model, "contextWindow": provider.context_window,
+             "maxTokens": provider.max_tokens}
+            for model in (list(dict.fromkeys(models)) or [TEMPLATE_MODEL])
+        ],
+    }  # fmt: skip
+    if provider.api == "openai-completions":
+        # Plain OpenAI-compatible servers know neither the developer role, reasoning
+        # effort nor `store`; pi would otherwise send them to endpoints it does not know.
+        entry["compat"] = {
+            "supportsDeveloperRole": False,
+            "supportsReasoningEffort": False,
+            "supportsStore": False,
+        }
+    return {"providers": {provider_name: entry}}
+
+
+def render_agent_dir(
+    agent_dir: Path,
+    provider_name: str,
+    provider: Provider | None,
+    container: bool,
+    models: Sequence[str] = (),
+) -> None:
+    """Write models.json (custom providers only) and settings.json into agent_dir.
+
+    `models`: the model ids profiles use with this provider; pass them, because pi's
+    fuzzy model matching could otherwise pick the template entry for a short name.
+    """
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(agent_dir, 0o700)
+    models_file = agent_dir / "models.json"
+    if provider is not None:
+        document = models_document(provider_name, provider, container, models)
+        write_atomic(models_file, _json(document))
+    else:
+        models_file.unlink(missing_ok=True)
+    # Auto-retry would end one prompt with several agent_end events.
+    write_atomic(agent_dir / "settings.json", _json({"retry": {"enabled": False}}))
+    _render_tool_shims(agent_dir, container)
+
+
+def _json(document: object) -> bytes:
+    return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def _render_tool_shims(agent_dir: Path, container: bool) -> None:
+    # pi looks for its helper tools in <agent dir>/bin before PATH.
+    shim = agent_dir / "bin" / "fd"
+    target = None if container else _fd_needing_shim()
+    if target is None:
+        shim.unlink(missing_ok=True)
+        return
+    shim.parent.mkdir(mode=0o700, exist_ok=True)
+    write_atomic(shim, FD_SHIM.format(fd=target).encode(), mode=0o700)
+
+
+@functools.cache
+def _fd_needing_shim() -> str | None:
+    """The host's fd when it rejects --no-require-git (fd < 8.7), else None."""
+    found = shutil.which("fd") or shutil.which("fdfind")
+    if found is None:
+        return None
+    try:
+        probe = run([found, "--no-require-git", "--version"], timeout=10, check=False)
+    except CommandFailed:
+        return None
+    return found if probe.returncode != 0 else None
+
+
+# -- credentials ---------------------------------------------------------------
+
+
+def provider_credential(
+    provider_name: str,
+    provider: Provider | None,
+    environ: Mapping[str, str] | None = None,
+    host_auth_file: Path | None = None,
+) -> str | None:
+    """The one key this provider needs, or None when none is available.
+
+    Custom providers: the variable named by `api_key_env`, else a placeholder (the
+    endpoint needs no key). Built-in providers: the usual environment variable, else
+    that provider's single `api_key` entry of the operator's pi auth store.
+    """
+    env = os.environ if environ is None else environ
+    if provider is not None:
+        if provider.api_key_env is None:
+            return PLACEHOLDER_KEY
+        return env.get(provider.api_key_env) or None
+    variable = BUILTIN_KEY_ENV.get(provider_name)
+    if variable and env.get(variable):
+        return env[variable]
+    return _host_auth_key(provider_name, host_auth_file or _host_auth_file(env))
+
+
+def _host_auth_file(env: Mapping[str, str]) -> Path:
+    agent_dir = env.get("PI_CODING_AGENT_DIR")
+    if agent_dir:
+        return Path(agent_dir).expanduser() / "auth.json"
+    return Path(env.get("HOME") or Path.home()) / ".pi" / "agent" / "auth.json"
+
+
+def _host_auth_key(provider_name: str, auth_file: Path) -> str | None:
+    """Only `provider_name`'s plain API key; OAuth logins and commands are not copied."""
+    try:
+        store = json.loads(auth_file.read_bytes())
+    except (OSError, ValueError):
+        return None
+    entry = store.get(provider_name) if isinstance(store, dict) else None
+    if not isinstance(entry, dict) or entry.get("type") != "api_key":
+        return None
+    key = entry.get("key")
+    if not isinstance(key, str) or not _usable_key(key):
+        return None
+    return key
+
+
+def _usable_key(key: str) -> bool:
+    # pi runs a key that starts with "!" as a shell command; never hand it one.
+    return bool(key) and not key.startswith("!") and key.isprintable() and key.strip() == key
+
+
+def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
+    """Put exactly this provider's key into agent_dir/auth.json (0600)."""
+    if not _usable_key(key):
+        raise WriterpoolError(
+            "provider_unconfigured", f"the credential for provider {provider_name} is unusable"
+        )
+    document = {provider_name: {"type": "api_key", "key": key}}
+    write_atomic(agent_dir / "auth.json", json.dumps(document).encode(), mode=0o600)
+
+
+def remove_credential(agent_dir: Path) -> None:
+    """Remove the session's credential (idempotent)."""
+    (agent_dir / "auth.json").unlink(missing_ok=True)
+
+
+# -- the process ---------------------------------------------------------------
+
+
+def pi_args(profile: Profile, read_only: bool, agent_dir: str | Path) -> list[str]:
+    """pi's flags for a session of this profile (the executable is the caller's).
+
+    `agent_dir` reaches pi through PI_CODING_AGENT_DIR (see host_env); pi has no flag
+    for it, so it is accepted here only to keep argv and env built from one value.
+    """
+    del agent_dir
+    # A read-only profile never gets writing tools, whatever the caller asked.
+    tools = READ_ONLY_TOOLS if read_only or profile.permission == "read-only" else CODING_TOOLS
+    return [
+        "--mode", "rpc", "--no-session", "--offline",
+        "--provider", profile.provider, "--model", profile.model,
+        "--thinking", profile.thinking,
+        "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files",
+        "--tools", tools,
+    ]  # fmt: skip
+
+
+def tool_path() -> str:
+    """PATH for pi on the host: node, rg and fd wherever they are, then the system."""
+    dirs: list[str] = []
+    for tool in ("node", "rg", "fd", "fdfind"):
+        found = shutil.which(tool)
+        if found:
+            dirs.append(str(Path(found).parent))
+    return ":".join(dict.fromkeys([*dirs, *SYSTEM_PATH]))
+
+
+def host_env(agent_dir: Path, tmpdir: Path) -> dict[str, str]:
+    """A minimal environment for pi on the host. HOME is the session's private tmpdir,
+    so pi and the tools it runs find no configuration of the operator's there."""
+    env = {
+        "PATH": tool_path(),
+        "HOME": str(tmpdir),
+        "TMPDIR": str(tmpdir),
+        "LANG": "C.UTF-8",
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_TELEMETRY": "0",
+    }
+    env.update({k: os.environ[k] for k in CA_VARS if os.environ.get(k)})
+    return env

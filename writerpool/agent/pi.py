@@ -1,0 +1,285 @@
+"""Drive one pi process over its RPC mode (JSON lines on stdin and stdout).
+
+The adapter is deliberately small: it starts the process the caller describes (pi on
+the host, or `podman run -i … pi --mode rpc` for a writer), sends prompts and aborts,
+and folds pi's events into turns (see events.py). Two threads drain stdout and stderr
+for the whole life of the process, because pi dies of EPIPE when nobody reads. Stdin
+stays open until close(): closing it makes pi 0.73.1 exit at once, mid-turn or not.
+Prompt text is written to pi and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Protocol
+
+from writerpool.agent.events import PiEvent, TurnLog, TurnSnapshot, parse_event
+from writerpool.errors import WriterpoolError
+from writerpool.proc import spawn
+
+__all__ = ["PiAgent", "TurnSnapshot"]
+
+MAX_LINE = 64 * 1024 * 1024  # one event; pi repeats the whole partial message in each
+STDERR_KEEP = 64 * 1024
+ABORT_WAIT = 10.0
+
+
+class _Process(Protocol):
+    """What the adapter needs of a started process (a Popen with piped stdio)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    def poll(self) -> int | None: ...
+
+
+class PiAgent:
+    """One running pi process and the turns it ran. Thread-safe."""
+
+    def __init__(self, proc: _Process) -> None:
+        self._proc = proc
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()
+        self._log = TurnLog()
+        self._ids = itertools.count(1)
+        self._pending: set[str] = set()
+        self._responses: dict[str, PiEvent] = {}
+        self._eof = False
+        self._closing = False
+        self._closed = False
+        self._started = time.monotonic()
+        self._stderr = bytearray()
+        self.startup_seconds: float | None = None  # start to first RPC answer
+        self._threads = [
+            threading.Thread(target=self._read_stdout, name="pi-stdout", daemon=True),
+            threading.Thread(target=self._read_stderr, name="pi-stderr", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path | None,
+        ready_timeout: float = 60.0,
+    ) -> PiAgent:
+        """Spawn pi, turn auto-retry off, and return once pi answered a command."""
+        try:
+            proc = spawn(argv, cwd=cwd, env=env)
+        except OSError as exc:
+            raise WriterpoolError(
+                "session_start_failed", "the agent could not be launched"
+            ) from exc
+        agent = cls(proc)
+        try:
+            agent._handshake(ready_timeout)
+        except BaseException:
+            agent.close(timeout=5.0)
+            raise
+        return agent
+
+    def _handshake(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        # Retries would end one prompt with several agent_end events.
+        for command in ({"type": "set_auto_retry", "enabled": False}, {"type": "get_state"}):
+            answer = self._request(command, max(0.0, deadline - time.monotonic()))
+            if answer is None:
+                why = "exited" if self._eof else f"did not answer within {timeout:g}s"
+                raise WriterpoolError("session_start_failed", f"the agent {why} while starting")
+            if not answer.success:
+                raise WriterpoolError("session_start_failed", "the agent refused its setup")
+
+    @property
+    def alive(self) -> bool:
+        return not self._eof and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def stderr_tail(self) -> str:
+        """The end of pi's stderr, for diagnosis by an operator; never for clients."""
+        with self._cond:
+            return self._stderr.decode(errors="replace")
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Abort a running turn, then end the process (stdin, SIGTERM, SIGKILL) in time."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            running = self._log.running
+        deadline = time.monotonic() + timeout
+        stage = timeout * 0.3
+        if running is not None and self.alive:
+            self._abort(stage)
+        with self._cond:
+            self._closing = True
+        self._close_stdin()  # pi 0.73.1 exits as soon as its stdin ends
+        if not self._exited(min(stage, deadline - time.monotonic())):
+            self._signal(signal.SIGTERM)
+            if not self._exited(min(stage, deadline - time.monotonic())):
+                self._signal(signal.SIGKILL)
+                self._exited(max(1.0, deadline - time.monotonic()))
+        self._signal(signal.SIGKILL)  # whatever else is left in its process group
+        for thread in self._threads:
+            thread.join(timeout=max(0.5, deadline - time.monotonic()))
+
+    def __enter__(self) -> PiAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- turns -----------------------------------------------------------------
+
+    def prompt(self, message: str) -> str:
+        """Start a turn with this message; return its id."""
+        turn_id = "t-" + secrets.token_hex(6)
+        prompt_id = "prompt-" + turn_id
+        with self._cond:
+            if self._closed or not self.alive:
+                raise WriterpoolError("session_closed", "the agent process has ended")
+            self._log.begin(turn_id, prompt_id, time.time())
+        if not self._send({"type": "prompt", "message": message, "id": prompt_id}):
+            with self._cond:
+                self._log.process_ended(time.time(), closing=False)
+                self._cond.notify_all()
+        return turn_id
+
+    def abort(self) -> None:
+        """Abort the running turn, if any; returns once pi acknowledged (bounded)."""
+        with self._cond:
+            running = self._log.running
+        if running is not None and self.alive:
+            self._abort(ABORT_WAIT)
+
+    def _abort(self, timeout: float) -> None:
+        # pi answers an abort after the aborted run emitted its agent_end.
+        self._request({"type": "abort"}, timeout)
+
+    def turn(self, turn_id: str) -> TurnSnapshot:
+        with self._cond:
+            return self._log.get(turn_id)
+
+    def wait(self, turn_id: str, timeout: float) -> TurnSnapshot:
+        """The turn once it ended, or as it is after timeout seconds."""
+        with self._cond:
+            self._log.get(turn_id)
+            self._cond.wait_for(lambda: self._log.get(turn_id).status != "running", timeout)
+            return self._log.get(turn_id)
+
+    def turns(self) -> list[TurnSnapshot]:
+        with self._cond:
+            return self._log.all()
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _send(self, command: Mapping[str, object]) -> bool:
+        # ensure_ascii keeps U+2028/U+2029 escaped, so the line framing is unambiguous.
+        data = json.dumps(command).encode() + b"\n"
+        stdin = self._proc.stdin
+        with self._write_lock:
+            if stdin is None or stdin.closed:
+                return False
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError):
+                return False
+        return True
+
+    def _request(self, command: Mapping[str, object], timeout: float) -> PiEvent | None:
+        """Send a command and wait for its response; None on timeout or exit."""
+        request_id = f"wp-{next(self._ids)}"
+        with self._cond:
+            self._pending.add(request_id)
+        try:
+            if not self._send({**command, "id": request_id}):
+                return None
+            with self._cond:
+                self._cond.wait_for(lambda: request_id in self._responses or self._eof, timeout)
+                return self._responses.pop(request_id, None)
+        finally:
+            with self._cond:
+                self._pending.discard(request_id)
+                self._responses.pop(request_id, None)
+
+    def _read_stdout(self) -> None:
+        stream = self._proc.stdout
+        assert stream is not None
+        while line := _read_line(stream):
+            event = parse_event(line)
+            if event is None:
+                continue
+            with self._cond:
+                if event.type == "response" and self.startup_seconds is None:
+                    self.startup_seconds = time.monotonic() - self._started
+                if event.type == "response" and event.response_id in self._pending:
+                    self._responses[event.response_id] = event
+                self._log.apply(event, time.time())
+                self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._log.process_ended(time.time(), closing=self._closing)
+            self._cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        stream = self._proc.stderr
+        assert stream is not None
+        while chunk := os.read(stream.fileno(), 8192):
+            with self._cond:
+                self._stderr += chunk
+                del self._stderr[:-STDERR_KEEP]
+
+    def _close_stdin(self) -> None:
+        with self._write_lock:
+            try:
+                if self._proc.stdin is not None:
+                    self._proc.stdin.close()
+            except OSError:
+                pass  # pi is gone already; closing was all we wanted
+
+    def _signal(self, sig: signal.Signals) -> None:
+        # pi was started in its own session, so its pid is its process group id.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    def _exited(self, timeout: float) -> bool:
+        """Whether the process ended (and was reaped) within timeout seconds."""
+        end = time.monotonic() + max(0.0, timeout)
+        while self._proc.poll() is None:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.02)
+        return True
+
+
+def _read_line(stream: IO[bytes]) -> bytes:
+    """The next line (split on b"\\n" only); an overlong line is skipped whole."""
+    while True:
+        line = stream.readline(MAX_LINE)
+        if not line or line.endswith(b"\n") or len(line) < MAX_LINE:
+            return line
+        while (rest := stream.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+            pass
+        if not rest:
+            return b""
