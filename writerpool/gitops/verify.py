@@ -1,0 +1,113 @@
+"""Is a writer's clone safe to hand to an agent, and to read from the host?
+
+Reads only: plain file reads through `safefs` and dulwich's config parser. No git
+process runs here, so nothing the clone holds can execute.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from writerpool.errors import WriterpoolError
+from writerpool.gitops.gitconfig_policy import config_problems
+from writerpool.gitops.safefs import GitDir, Kind, UnsafePathError
+
+CONFIG_LIMIT = 1024 * 1024
+
+# Files whose mere presence makes git read objects, config, attributes or history
+# from somewhere else, or marks a layout writerpool never creates.
+_FORBIDDEN_FILES: tuple[tuple[str, str], ...] = (
+    ("commondir", "commondir redirects the repository"),
+    ("gitdir", "gitdir file present"),
+    ("objects/info/alternates", "objects/info/alternates borrows objects from elsewhere"),
+    ("objects/info/http-alternates", "objects/info/http-alternates borrows objects"),
+    ("info/attributes", "info/attributes present"),
+    ("info/grafts", "info/grafts rewrites history"),
+    ("config.worktree", "config.worktree present"),
+    ("shallow", "shallow clone (history incomplete)"),
+    ("modules", "submodule repositories present"),
+    ("worktrees", "linked worktrees present"),
+    ("reftable", "reftable ref storage present"),
+)
+# Legacy remote definitions: harmless when empty, refused when they name anything.
+_LEGACY_DIRS = ("remotes", "branches")
+# Must be a real file or directory, never a link.
+_REQUIRED: tuple[tuple[str, Kind], ...] = (
+    ("HEAD", Kind.FILE),
+    ("config", Kind.FILE),
+    ("objects", Kind.DIR),
+    ("refs", Kind.DIR),
+)
+
+
+def verify_clone(clone: Path) -> list[str]:
+    """Problems that make `clone` unsafe; an empty list when it is safe.
+
+    Each problem is a short string naming the file or key, never a path or value.
+    """
+    try:
+        with GitDir.open(clone) as gitdir:
+            return _problems(gitdir)
+    except UnsafePathError as exc:
+        return [str(exc)]
+
+
+def require_safe_clone(clone: Path) -> None:
+    """Raise `clone_verification_failed` listing the problems, if any."""
+    problems = verify_clone(clone)
+    if problems:
+        raise WriterpoolError(
+            "clone_verification_failed", "the clone is unsafe: " + "; ".join(problems[:10])
+        )
+
+
+def _problems(gitdir: GitDir) -> list[str]:
+    problems: list[str] = []
+    for rel, wanted in _REQUIRED:
+        found = gitdir.kind(rel)
+        if found is not wanted:
+            problems.append(f"{rel} is a {found.value}, not a {wanted.value}")
+    for rel, message in _FORBIDDEN_FILES:
+        if gitdir.kind(rel) is not Kind.MISSING:
+            problems.append(message)
+    for rel in _LEGACY_DIRS:
+        if _non_empty(gitdir, rel):
+            problems.append(f"{rel}/ defines legacy remotes")
+    problems += _hook_problems(gitdir)
+    if gitdir.kind("config") is Kind.FILE:
+        problems += _config_file_problems(gitdir)
+    return problems
+
+
+def _non_empty(gitdir: GitDir, rel: str) -> bool:
+    found = gitdir.kind(rel)
+    if found is Kind.MISSING:
+        return False
+    return found is not Kind.DIR or bool(gitdir.entries(rel))
+
+
+def _hook_problems(gitdir: GitDir) -> list[str]:
+    found = gitdir.kind("hooks")
+    if found is Kind.MISSING:
+        return []
+    if found is not Kind.DIR:
+        return [f"hooks is a {found.value}"]
+    problems: list[str] = []
+    for name, kind in gitdir.entries("hooks"):
+        if kind is Kind.FILE and name.endswith(".sample"):
+            continue
+        # Hook names are a fixed list in git; anything else here is refused too, but
+        # only a known hook name is repeated in the message.
+        shown = name if name.isascii() and name.replace("-", "").isalpha() else "a file"
+        problems.append(f"hook present: {shown[:40]}")
+    return problems
+
+
+def _config_file_problems(gitdir: GitDir) -> list[str]:
+    try:
+        data = gitdir.read("config", limit=CONFIG_LIMIT)
+    except UnsafePathError as exc:
+        return [str(exc)]
+    if data is None:
+        return ["config is missing"]
+    return config_problems(data)
