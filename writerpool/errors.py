@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "image_unavailable": "The writer image is missing or does not match its pin",
     "writer_clone_failed": "Making the writer's clone failed",
     "clone_verification_failed": "The clone holds a hook or a redirecting or executing setting",
+    "clone_unreadable": "The clone's refs cannot be read safely from the host",
     "writer_state_invalid": "The writer's state is missing, malformed or mismatched",
     "writer_state_unreadable": "The writer's state cannot be read safely",
     # collection and lifecycle
