@@ -1,0 +1,279 @@
+"""The MCP server's pure parts: argument checks, placement, turn views, audit, scratch."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from writerpool.audit import audit
+from writerpool.config.models import Config, parse_config
+from writerpool.config.modes import ContainerSettings, ExecutionModes, ModeEntry
+from writerpool.config.paths import Paths
+from writerpool.errors import CODES, WriterpoolError
+from writerpool.mcp.placement import plan_session, workspace_capabilities
+from writerpool.mcp.scratch import ScratchRoot, sweep
+from writerpool.mcp.tools import TOOLS, TOOLS_BY_NAME
+from writerpool.mcp.turns import TEXT_CAP_BYTES, cap_text, turn_view
+from writerpool.mcp.validate import check_arguments
+
+SID = "s-0123456789abcdef"
+
+
+def _code(tool: str, arguments: object) -> str:
+    with pytest.raises(WriterpoolError) as info:
+        check_arguments(TOOLS_BY_NAME[tool], arguments)
+    return info.value.code
+
+
+# -- argument checks -------------------------------------------------------------------
+
+
+def test_every_tool_rejects_unknown_arguments_without_echoing_them() -> None:
+    for tool in TOOLS:
+        with pytest.raises(WriterpoolError) as info:
+            check_arguments(tool, {"/home/me/secret path": 1})
+        assert info.value.code == "input_invalid"
+        assert "/home" not in info.value.message
+
+
+def test_valid_arguments_pass_and_none_means_empty() -> None:
+    assert check_arguments(TOOLS_BY_NAME["pi_session_list"], None) == {}
+    args = {"sessionId": SID, "turnId": "t-3", "waitSeconds": 2.5}
+    assert check_arguments(TOOLS_BY_NAME["pi_turn_get"], args) == args
+    start = {"workspace": "demo", "executionProfile": "code", "base": "feature/x-1"}
+    assert check_arguments(TOOLS_BY_NAME["pi_session_start"], start) == start
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("pi_session_get", {"sessionId": SID + "\n"}),  # `$` must not match before "\n"
+        ("pi_session_get", []),
+        ("pi_turn_get", {"sessionId": SID, "turnId": "t-1", "waitSeconds": False}),
+        ("pi_turn_get", {"sessionId": SID, "turnId": "t-1", "waitSeconds": 60.5}),
+        ("pi_session_prompt", {"sessionId": SID, "message": "m" * 65537}),
+        ("pi_session_start", {"workspace": "demo", "base": "--upload-pack=evil"}),
+    ],
+)
+def test_malformed_arguments_are_input_invalid(tool: str, arguments: object) -> None:
+    assert _code(tool, arguments) == "input_invalid"
+
+
+def test_a_message_at_the_limit_passes_and_its_text_never_reaches_errors() -> None:
+    tool = TOOLS_BY_NAME["pi_session_prompt"]
+    check_arguments(tool, {"sessionId": SID, "message": "m" * 65536})
+    with pytest.raises(WriterpoolError) as info:
+        check_arguments(tool, {"sessionId": "nope", "message": "the secret plan"})
+    assert "secret plan" not in info.value.message
+
+
+def test_schemas_are_strict() -> None:
+    for tool in TOOLS:
+        schema = tool.input_schema()
+        assert schema["additionalProperties"] is False
+        assert set(schema["required"]) <= set(schema["properties"])
+
+
+# -- placement -------------------------------------------------------------------------
+
+CONFIG = """
+[workspaces]
+demo = "/srv/demo"
+[profiles.review]
+permission = "read-only"
+provider = "p"
+model = "m"
+default = true
+[profiles.code]
+permission = "coding"
+provider = "p"
+model = "m"
+[profiles.other]
+permission = "coding"
+provider = "p"
+model = "m"
+"""
+
+
+def _modes(entry: ModeEntry | None) -> ExecutionModes:
+    return ExecutionModes(workspaces={"demo": entry} if entry else {})
+
+
+CONTAINER = ModeEntry(
+    mode="container", container=ContainerSettings(profiles=("code",), writers=3, base="main")
+)
+
+
+@pytest.fixture
+def config() -> Config:
+    return parse_config(CONFIG.encode())
+
+
+@pytest.mark.parametrize(
+    ("entry", "profile", "placement"),
+    [
+        (None, None, "host"),
+        (None, "code", "host"),
+        (ModeEntry(mode="host", accept_host_writes=True), "code", "host"),
+        (ModeEntry(mode="read-only"), None, "host"),
+        (CONTAINER, None, "host"),
+        (CONTAINER, "code", "container"),
+    ],
+)
+def test_placement_follows_the_mode_table(
+    config: Config, entry: ModeEntry | None, profile: str | None, placement: str
+) -> None:
+    plan = plan_session(config, _modes(entry), "demo", profile, None)
+    assert plan.placement == placement
+    assert plan.read_only == (profile is None)
+    assert plan.profile_name == (profile or "review")
+
+
+@pytest.mark.parametrize(
+    ("entry", "profile", "base", "code"),
+    [
+        (ModeEntry(mode="read-only"), "code", None, "coding_refused"),
+        (CONTAINER, "other", None, "coding_refused"),
+        (None, "code", "main", "base_not_applicable"),
+        (CONTAINER, None, "main", "base_not_applicable"),
+        (ModeEntry(mode="host", accept_host_writes=True), "code", "main", "base_not_applicable"),
+        (None, "ghost", None, "profile_unknown"),
+    ],
+)
+def test_placement_refusals(
+    config: Config, entry: ModeEntry | None, profile: str, base: str | None, code: str
+) -> None:
+    with pytest.raises(WriterpoolError) as info:
+        plan_session(config, _modes(entry), "demo", profile, base)
+    assert info.value.code == code
+
+
+def test_container_coding_keeps_the_requested_base(config: Config) -> None:
+    assert plan_session(config, _modes(CONTAINER), "demo", "code", "fix-1").base == "fix-1"
+    with pytest.raises(WriterpoolError) as info:
+        plan_session(config, _modes(None), "elsewhere", None, None)
+    assert info.value.code == "workspace_unknown"
+
+
+def test_capabilities_name_modes_and_writers_but_no_paths(config: Config) -> None:
+    caps = workspace_capabilities(config, _modes(CONTAINER))
+    assert caps == [
+        {"alias": "demo", "mode": "container", "writers": 3, "defaultBase": "main",
+         "containerProfiles": ["code"]},
+    ]  # fmt: skip
+    assert workspace_capabilities(config, _modes(None)) == [{"alias": "demo", "mode": "unset"}]
+    assert "/srv" not in json.dumps(caps)
+
+
+# -- turn views ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snap:
+    status: str
+    text: str | None
+    stop_reason: str | None
+    started_at: float = 1_700_000_000.0
+    updated_at: float = 1_700_000_001.0
+    ended_at: float | None = None
+
+
+def test_only_completed_turns_show_text() -> None:
+    done = turn_view("t-1", Snap("completed", "answer", "stop", ended_at=1_700_000_002.0))
+    assert done["text"] == "answer"
+    assert done["startedAt"] == "2023-11-14T22:13:20.000Z"
+    for status in ("running", "failed", "aborted"):
+        view = turn_view("t-2", Snap(status, "partial tool output /etc/passwd", "error"))
+        assert view["text"] is None
+        assert view["status"] == status
+
+
+def test_unknown_stop_reasons_and_statuses_are_not_passed_through() -> None:
+    view = turn_view("t-1", Snap("exploded", None, "provider said: key sk-abc is invalid"))
+    assert view["status"] == "failed"
+    assert view["stopReason"] is None
+
+
+def test_text_is_capped_at_64_kib_on_a_character_boundary() -> None:
+    text = "é" * TEXT_CAP_BYTES  # two bytes each
+    capped, truncated = cap_text(text)
+    assert truncated
+    assert len(capped.encode()) <= TEXT_CAP_BYTES
+    assert capped == "é" * (TEXT_CAP_BYTES // 2)
+    view = turn_view("t-1", Snap("completed", text, "stop"))
+    assert view["textTruncated"] is True
+    assert cap_text("short") == ("short", False)
+
+
+# -- audit -----------------------------------------------------------------------------
+
+
+def _paths(tmp_path: Path) -> Paths:
+    return Paths(
+        config_file=tmp_path / "config.toml",
+        state_dir=tmp_path / "state",
+        cache_dir=tmp_path / "cache",
+    )
+
+
+def test_audit_appends_one_private_line_per_event_from_many_threads(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+
+    def work(n: int) -> None:
+        for i in range(25):
+            audit(paths, tool_or_command="pi_session_get", outcome="ok", session=f"s-{n}{i}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = paths.audit_log.read_text().splitlines()
+    assert len(lines) == 100
+    records = [json.loads(line) for line in lines]
+    assert {r["action"] for r in records} == {"pi_session_get"}
+    assert set(records[0]) == {"time", "action", "session", "writer", "outcome", "uid", "pid"}
+    assert stat.S_IMODE(os.stat(paths.audit_log).st_mode) == 0o600
+
+
+def test_audit_refuses_field_values_that_could_carry_paths_or_text(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+    audit(paths, tool_or_command="writer collect", outcome="ok", writer="/home/me/x")
+    audit(paths, tool_or_command="x\n{}", outcome="writer_busy", session="a prompt: do it")
+    text = paths.audit_log.read_text()
+    assert "/home" not in text and "prompt" not in text
+    first, second = (json.loads(line) for line in text.splitlines())
+    assert first["writer"] == "<refused>" and first["action"] == "writer collect"
+    assert second["action"] == "<refused>" and second["outcome"] == "writer_busy"
+    assert "writer_busy" in CODES
+
+
+# -- scratch ---------------------------------------------------------------------------
+
+
+def test_scratch_of_a_gone_server_is_swept_and_a_live_one_is_kept(tmp_path: Path) -> None:
+    parent = tmp_path / "sessions"
+    live = ScratchRoot(parent)
+    (live.session_dir("s-1") / "agent").mkdir()
+    # A server killed outright: its lock file exists but nobody holds it.
+    dead = parent / "deadbeefdeadbeef"
+    (dead / "s-2" / "agent").mkdir(parents=True)
+    (dead / "s-2" / "agent" / "auth.json").write_text("{}")
+    lock = parent / "deadbeefdeadbeef.lock"
+    lock.write_text("")
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    os.utime(live._lock_path, (old, old))
+    assert sweep(parent, keep="none") == 1
+    assert not dead.exists() and not lock.exists()
+    assert (live.root / "s-1" / "agent").is_dir()
+    live.close()
+    assert not live.root.exists()
+    assert list(parent.iterdir()) == []
