@@ -21,7 +21,7 @@ from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
-from writerpool.state.writer import WriterState, now, save_state
+from writerpool.state.writer import WriterState, load_state, now, save_state
 
 HARNESS_IN_CONTAINER = "/pi/harness.py"
 
@@ -131,7 +131,9 @@ def accept(
         code = "acceptance_harness_failed"
         message = "the contained harness did not pass: " + (", ".join(failed + inconclusive) or "no valid report")
     else:
-        after = fingerprint_groups(paths, podman, state, pool)
+        # Re-read: the recorded settings, the pin or Podman may have moved during the run.
+        fresh = load_state(paths.writer_dir(state.name)) or state
+        after = fingerprint_groups(paths, podman, fresh, pool)
         changed = sorted(k for k in before if before[k] != after.get(k))
         if changed:
             code, message = "acceptance_fingerprint_changed", "settings changed during acceptance: " + ", ".join(changed)

@@ -47,7 +47,9 @@ def check_host_home() -> Result:
                 return "fail", "the host home is visible"
         except OSError:
             pass
-    others = [d for d in glob.glob("/home/*") + glob.glob("/root/*") if os.path.exists(d)]
+    own = os.path.realpath(os.path.expanduser("~"))
+    others = [d for d in glob.glob("/home/*") + glob.glob("/root/*")
+              if os.path.realpath(d) != own]
     if others:
         return "fail", "other users' files are visible"
     return "pass", "no host home visible"

@@ -1,0 +1,99 @@
+"""Helpers for tests that drive writerpool as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+CONFIG = """\
+[workspaces]
+demo = "{repo}"
+
+[profiles.review]
+permission = "read-only"
+provider = "scripted"
+model = "scripted-model"
+default = true
+
+[profiles.code]
+permission = "coding"
+provider = "scripted"
+model = "scripted-model"
+
+[providers.scripted]
+base_url = "http://127.0.0.1:9/v1"
+
+[pool]
+lease_wait_seconds = {wait}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_checkout(path: Path, commits: int = 3, origin: str | None = None) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(commits):
+        (path / f"file{i}.txt").write_text(f"content {i}\n")
+        git(path, "add", ".")
+        git(path, "commit", "-q", "-m", f"commit {i}")
+    if origin:
+        git(path, "remote", "add", "origin", origin)
+    return path
+
+
+def write_config(repo: Path, wait: float = 1.0) -> Path:
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(CONFIG.format(repo=repo, wait=wait))
+    return config
+
+
+def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict[str, Any]]:
+    """Run the writerpool CLI as a real process with --json; return (exit code, report)."""
+    done = subprocess.run([sys.executable, "-m", "writerpool", *args, "--json"],
+                          capture_output=True, text=True, timeout=timeout)
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON (exit {done.returncode}): {done.stdout}\n{done.stderr}")
+    if check and done.returncode != 0:
+        raise AssertionError(f"exit {done.returncode}: {done.stdout}\n{done.stderr}")
+    return done.returncode, report
+
+
+def codes(report: dict[str, Any]) -> list[str]:
+    return [f["code"] for f in report["findings"]]
+
+
+def snapshot_tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under root with its size and mode (for before/after)."""
+    out = {}
+    if not root.exists():
+        return out
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(root))] = (st.st_size, st.st_mode)
+    return out
+
+
+def podman(*args: str) -> str:
+    """Podman as the operator account (its real home, not the test's)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "XDG_DATA_HOME")}
+    env["HOME"] = pwd.getpwuid(os.getuid()).pw_dir
+    return subprocess.run(["podman", *args], capture_output=True, text=True, check=True,
+                          env=env).stdout
+
+
+def writer_containers(name: str) -> list[str]:
+    out = podman("ps", "-a", "--filter", f"label=io.writerpool.writer={name}", "--format",
+                 "{{.Names}}")
+    return out.split()
