@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from writerpool.config.paths import Paths
 from writerpool.doctor.model import CheckContext, CheckResult, ImagePin
+from writerpool.errors import WriterpoolError
+from writerpool.runtime.image import load_pin
 
 BUILD = "run writerpool image build"
 
 
-class _PinFile(BaseModel):
-    # The pin records more (inputs, build time); doctor needs only its id.
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    schema_version: Literal[1] = Field(alias="schemaVersion")
-    image_id: str = Field(alias="imageId", pattern=r"^[0-9a-f]{64}$")
-
-
-def read_pin(path: Path) -> tuple[ImagePin | None, str | None]:
-    """(pin, None), (None, None) when there is no pin yet, or (None, why) when it is bad."""
+def read_pin(paths: Paths) -> tuple[ImagePin | None, str | None]:
+    """(pin, None), (None, None) when nothing is pinned yet, or (None, why) when the pin
+    cannot be used."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"the image pin is unreadable ({exc.strerror})"
-    try:
-        pin = _PinFile.model_validate_json(raw)
-    except ValidationError:
-        return None, "the image pin is not a valid version 1 pin"
-    return ImagePin(pin.image_id), None
+        pin = load_pin(paths)
+    except WriterpoolError as exc:
+        return None, exc.message
+    return (ImagePin(pin.image_id) if pin is not None else None), None
 
 
 def writer_image(ctx: CheckContext) -> list[CheckResult]:

@@ -47,6 +47,26 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     lease_dir,
 )
 
+# Every id the built-in checks report (docs/doctor.md documents each).
+CHECK_IDS = (
+    "podman_usable",
+    "rootless_user",
+    "subid_ranges",
+    "idmap_helpers",
+    "oci_runtime",
+    "storage_driver",
+    "network_helper",
+    "tun_device",
+    "cgroup_limits",
+    "writer_image",
+    "config_file",
+    "execution_modes",
+    "workspace_checkout",
+    "workspace_mode",
+    "profile_provider",
+    "lease_dir",
+)
+
 # Extension point: checks owned by other parts of writerpool run after the built-in
 # ones, with the same CheckContext. The isolation-control record check and the
 # per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
@@ -69,7 +89,7 @@ def build_context(paths: Paths, facts: HostFacts) -> CheckContext:
             modes = load_modes(paths)
         except WriterpoolError as exc:
             modes_error = exc
-    pin, pin_error = read_pin(paths.image_pin_file)
+    pin, pin_error = read_pin(paths)
     return CheckContext(paths, facts, loaded, config_error, modes, modes_error, pin, pin_error)
 
 

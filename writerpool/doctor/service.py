@@ -15,7 +15,7 @@ from writerpool.runtime.info import gather_host_facts
 def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
     """The pinned image (also used for the trial container) and every image id a
     container workspace names; unreadable files are reported by their own checks."""
-    pin, _ = read_pin(paths.image_pin_file)
+    pin, _ = read_pin(paths)
     pinned = pin.image_id if pin is not None else None
     ids = [pinned] if pinned is not None else []
     try:
