@@ -68,6 +68,9 @@ CODES: dict[str, str] = {
     "writer_lease_unavailable": "The lease file or directory cannot be opened safely",
     "writer_unknown": "No writer of that name exists",
     "writer_not_ready": "The writer is not ready for sessions",
+    "writer_status": "A writer's phase, readiness and reason",
+    "writer_verified": "The writer's state, clone and readiness check out",
+    "writer_acceptance_stale": "The writer was accepted under settings that are no longer current",
     # isolation control and acceptance
     "isolation_control_planned": "The control was planned only; no canaries written",
     "isolation_control_required": "A passing isolation control is required before acceptance",
@@ -108,6 +111,8 @@ CODES: dict[str, str] = {
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
     # doctor checks
+    "isolation_control": "Doctor: whether a passing isolation control is recorded",
+    "writer_readiness": "Doctor: a writer's phase and readiness",
     "podman_usable": "Podman is installed, its version known, and `podman info` works",
     "rootless_user": "writerpool runs as an ordinary user, as rootless containers need",
     "subid_ranges": "The user has subordinate uid and gid ranges Podman uses",

@@ -25,6 +25,7 @@ from writerpool.doctor.host import idmap_helpers, podman_usable, rootless_user, 
 from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
+from writerpool.doctor.writers import isolation_control, writer_readiness
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import HostFacts
 
@@ -71,7 +72,7 @@ CHECK_IDS = (
 # ones, with the same CheckContext. The isolation-control record check and the
 # per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
 # runtime/, never pool/, which itself calls blocking_failures).
-EXTRA_CHECKS: tuple[Check, ...] = ()
+EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
 
 # Checks that matter only to a writer with a user-mode network.
 NETWORK_CHECKS = frozenset({"network_helper", "tun_device"})

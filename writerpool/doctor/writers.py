@@ -1,0 +1,50 @@
+"""Doctor checks of the isolation control record and of each writer's readiness."""
+
+from __future__ import annotations
+
+from writerpool.doctor.model import CheckContext, CheckResult
+from writerpool.errors import WriterpoolError
+from writerpool.pool.acceptance import readiness
+from writerpool.pool.control import control_current, load_control
+from writerpool.pool.listing import writer_names
+from writerpool.runtime.podman import Podman
+from writerpool.state.writer import load_state
+
+
+def isolation_control(ctx: CheckContext) -> list[CheckResult]:
+    record = load_control(ctx.paths)
+    if control_current(ctx.paths):
+        return [CheckResult("isolation_control", "ok", "control", "a passing control is recorded")]
+    if record is None:
+        message = "no isolation control has been run"
+    elif not record.passed:
+        message = "the last isolation control failed"
+    else:
+        message = "the control was recorded with another harness"
+    return [CheckResult("isolation_control", "warning", "control", message,
+                        remedy="run `writerpool control --apply`")]
+
+
+def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
+    if ctx.loaded is None:
+        return []
+    results = []
+    podman = Podman()
+    for alias, name in writer_names(ctx.paths):
+        subject = f"writer/{alias}/{name}"
+        try:
+            state = load_state(ctx.paths.writer_dir(name))
+        except WriterpoolError as exc:
+            results.append(CheckResult("writer_readiness", "error", subject, exc.message,
+                                       remedy=f"`writerpool writer remove {name}` after collecting"))
+            continue
+        if state is None:
+            continue
+        phase, reason = readiness(ctx.paths, podman, state, ctx.loaded.config.pool)
+        if phase == "ready":
+            results.append(CheckResult("writer_readiness", "ok", subject, "ready"))
+        else:
+            results.append(CheckResult(
+                "writer_readiness", "warning", subject, f"{phase} ({reason})",
+                remedy=f"`writerpool mode set {alias} container … --apply` re-accepts it"))
+    return results
