@@ -21,6 +21,7 @@ class Lease:
     def acquire(self, wait: float) -> None:
         """Take the lease, waiting at most `wait` seconds, else writer_busy."""
         try:
+            ensure_private_dir(self.path.parent.parent)  # the writers directory itself
             ensure_private_dir(self.path.parent)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
