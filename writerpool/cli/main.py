@@ -11,6 +11,7 @@ from writerpool import __version__
 from writerpool.cli.config_cmd import config
 from writerpool.cli.image_cmd import image
 from writerpool.cli.doctor_cmd import doctor
+from writerpool.cli.serve_cmd import serve
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report, sanitize
 
@@ -24,6 +25,7 @@ def cli() -> None:
 cli.add_command(config)
 cli.add_command(image)
 cli.add_command(doctor)
+cli.add_command(serve)
 
 
 def _wants_json(argv: list[str]) -> bool:

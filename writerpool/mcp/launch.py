@@ -1,0 +1,160 @@
+"""Starting and stopping a session's agent: pi on the host, or pi in a leased writer."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from writerpool.agent import launch as agent_launch
+from writerpool.agent.install import install_pi
+from writerpool.agent.pi import PiAgent
+from writerpool.config.models import Config
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.mcp.placement import SessionPlan
+from writerpool.mcp.scratch import ScratchRoot
+from writerpool.mcp.turns import Snapshot
+from writerpool.proc import clean_env
+
+if TYPE_CHECKING:
+    from writerpool.pool.sessions import WriterSlot
+
+log = logging.getLogger(__name__)
+
+HOST_READY_SECONDS = 30.0
+# A container adds Podman's start to pi's own (about a second each on this kind of host).
+CONTAINER_READY_SECONDS = 90.0
+# Where the writer's private agent directory is mounted inside its container.
+CONTAINER_AGENT_DIR = Path("/pi/agent")
+
+
+class Agent(Protocol):
+    """The part of the pi adapter a session uses."""
+
+    @property
+    def alive(self) -> bool: ...
+    def prompt(self, message: str) -> str: ...
+    def abort(self) -> None: ...
+    def turn(self, turn_id: str) -> Snapshot: ...
+    def wait(self, turn_id: str, timeout: float) -> Snapshot: ...
+    def close(self, timeout: float) -> None: ...
+
+
+@dataclass
+class Launched:
+    agent: Agent
+    agent_dir: Path
+    scratch: Path | None = None  # a host session's private directory, removed at close
+    slot: WriterSlot | None = None
+
+    @property
+    def writer(self) -> str | None:
+        return self.slot.name if self.slot is not None else None
+
+    @property
+    def base(self) -> dict[str, str] | None:
+        if self.slot is None:
+            return None
+        return {"ref": self.slot.base_ref, "commit": self.slot.base_commit}
+
+
+class Launcher:
+    def __init__(self, paths: Paths, config: Config) -> None:
+        self._paths = paths
+        self._config = config
+        self._pi: Path | None = None
+        self._scratch: ScratchRoot | None = None
+        self._lock = threading.Lock()
+
+    def launch(self, plan: SessionPlan, session_id: str) -> Launched:
+        provider = self._config.providers.get(plan.profile.provider)
+        key = agent_launch.provider_credential(plan.profile.provider, provider)
+        if key is None:
+            raise WriterpoolError(
+                "provider_unconfigured",
+                f"no credential is available for provider {plan.profile.provider!r}",
+            )
+        if plan.placement == "container":
+            return self._launch_container(plan, key)
+        return self._launch_host(plan, session_id, key)
+
+    def stop(self, launched: Launched, timeout: float) -> None:
+        """Stop pi (and so its container), remove the credential, release the writer.
+        Every step runs even when an earlier one fails."""
+        try:
+            launched.agent.close(timeout)
+        finally:
+            try:
+                agent_launch.remove_credential(launched.agent_dir)
+            finally:
+                try:
+                    if launched.slot is not None:
+                        launched.slot.release()
+                finally:
+                    if launched.scratch is not None:
+                        shutil.rmtree(launched.scratch, ignore_errors=True)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._scratch is not None:
+                self._scratch.close()
+                self._scratch = None
+
+    # -- host ------------------------------------------------------------------------
+
+    def _host_prereqs(self) -> tuple[Path, ScratchRoot]:
+        with self._lock:
+            if self._pi is None:
+                # Idempotent: returns at once when the pinned pi is already installed.
+                self._pi = install_pi(self._paths.pi_prefix)
+            if self._scratch is None:
+                self._scratch = ScratchRoot(self._paths.state_dir / "sessions")
+            return self._pi, self._scratch
+
+    def _launch_host(self, plan: SessionPlan, session_id: str, key: str) -> Launched:
+        if not plan.workspace_dir.is_dir():
+            raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
+        pi, scratch = self._host_prereqs()
+        private = scratch.session_dir(session_id)
+        agent_dir = private / "agent"
+        tmp = private / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        try:
+            name = plan.profile.provider
+            provider = self._config.providers.get(name)
+            models = [p.model for p in self._config.profiles.values() if p.provider == name]
+            agent_launch.render_agent_dir(agent_dir, plan.profile.provider, provider, False, models)
+            agent_launch.install_credential(agent_dir, plan.profile.provider, key)
+            argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
+            env = agent_launch.host_env(agent_dir, tmp)
+            agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
+        except BaseException:
+            shutil.rmtree(private, ignore_errors=True)
+            raise
+        return Launched(agent=agent, agent_dir=agent_dir, scratch=private)
+
+    # -- container -------------------------------------------------------------------
+
+    def _launch_container(self, plan: SessionPlan, key: str) -> Launched:
+        # Loaded on first use: a server whose sessions all run on the host never
+        # loads the Podman and writer-pool code.
+        from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
+
+        slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
+        try:
+            # A server that was killed may have left its session's credential behind.
+            agent_launch.remove_credential(slot.agent_dir)
+            agent_launch.install_credential(slot.agent_dir, plan.profile.provider, key)
+            args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
+            agent = PiAgent.start(slot.pi_argv(args), clean_env(), None, CONTAINER_READY_SECONDS)
+        except BaseException:
+            try:
+                agent_launch.remove_credential(slot.agent_dir)
+            finally:
+                slot.release()
+            raise
+        return Launched(agent=agent, agent_dir=slot.agent_dir, slot=slot)

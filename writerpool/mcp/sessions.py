@@ -1,0 +1,239 @@
+"""Sessions of one `writerpool serve` process: start, prompt, turns, abort, close.
+
+The configuration and the execution modes are read once when the manager is built
+and never reloaded. Every public method returns a JSON-ready dict (the tool body
+without `ok`) or raises WriterpoolError with a stable code; nothing returned holds
+a path, a prompt, a credential or a provider error.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from writerpool import __version__
+from writerpool.config.models import LoadedConfig
+from writerpool.config.modes import ExecutionModes
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.mcp.launch import Agent, Launched, Launcher
+from writerpool.mcp.placement import (
+    SessionPlan,
+    plan_session,
+    profile_capabilities,
+    workspace_capabilities,
+)
+from writerpool.mcp.turns import now_iso, turn_view
+
+log = logging.getLogger(__name__)
+
+# Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
+MAX_TOMBSTONES = 256
+
+
+@dataclass
+class Session:
+    id: str
+    plan: SessionPlan
+    launched: Launched | None
+    created_at: str
+    # public turn id -> the agent's own turn id
+    turns: dict[str, str] = field(default_factory=dict)
+    closed_at: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def writer(self) -> str | None:
+        return self.launched.writer if self.launched is not None else None
+
+    def last_turn(self) -> str | None:
+        return next(reversed(self.turns), None) if self.turns else None
+
+    def state(self) -> str:
+        if self.closed_at is not None or self.launched is None:
+            return "closed"
+        agent = self.launched.agent
+        if not agent.alive:
+            return "failed"
+        last = self.last_turn()
+        if last is not None and agent.turn(self.turns[last]).status == "running":
+            return "running"
+        return "idle"
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sessionId": self.id,
+            "workspace": self.plan.workspace,
+            "executionProfile": self.plan.profile_name,
+            "permission": self.plan.profile.permission,
+            "placement": self.plan.placement,
+            "state": self.state(),
+            "createdAt": self.created_at,
+            "closedAt": self.closed_at,
+            "turns": len(self.turns),
+            "lastTurnId": self.last_turn(),
+        }
+        if self.plan.placement == "container":
+            out["writer"] = self.writer
+            out["base"] = self.launched.base if self.launched is not None else None
+        return out
+
+
+class SessionManager:
+    """All sessions of one server; thread-safe (tool calls run in worker threads)."""
+
+    def __init__(self, paths: Paths, loaded: LoadedConfig, modes: ExecutionModes) -> None:
+        self._paths = paths
+        self._loaded = loaded
+        self._modes = modes
+        self._launcher = Launcher(paths, loaded.config)
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self._shutting_down = False
+
+    # -- read-only tools -------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        config = self._loaded.config
+        return {
+            "version": __version__,
+            "configFingerprint": self._loaded.fingerprint,
+            "reloadPolicy": "restart-required",
+            "workspaces": workspace_capabilities(config, self._modes),
+            "profiles": profile_capabilities(config),
+        }
+
+    def list(self) -> dict[str, Any]:
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return {"sessions": [s.view() for s in sessions]}
+
+    def get(self, session_id: str) -> dict[str, Any]:
+        return {"session": self._find(session_id).view()}
+
+    def writer_of(self, session_id: str) -> str | None:
+        """The session's writer, for the audit log (None: unknown session or host)."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+        return session.writer if session is not None else None
+
+    # -- session life ----------------------------------------------------------------
+
+    def start(
+        self, workspace: str, profile: str | None = None, base: str | None = None
+    ) -> dict[str, Any]:
+        plan = plan_session(self._loaded.config, self._modes, workspace, profile, base)
+        session_id = "s-" + secrets.token_hex(8)
+        with self._lock:
+            if self._shutting_down:
+                raise WriterpoolError("session_start_failed", "the server is shutting down")
+        launched = self._launcher.launch(plan, session_id)
+        session = Session(session_id, plan, launched, now_iso())
+        with self._lock:
+            late = self._shutting_down
+            self._sessions[session_id] = session
+        if late:
+            # Shutdown began while the agent started: it must not outlive the server.
+            self.close(session_id)
+            raise WriterpoolError("session_start_failed", "the server is shutting down")
+        return {"session": session.view()}
+
+    def close(self, session_id: str) -> dict[str, Any]:
+        session = self._find(session_id)
+        with session.lock:
+            if session.closed_at is None:
+                launched, session.launched = session.launched, None
+                session.closed_at = now_iso()
+                if launched is not None:
+                    self._launcher.stop(launched, self._close_seconds())
+        self._forget_old_tombstones()
+        return {"session": session.view()}
+
+    def close_all(self) -> None:
+        """Close every open session in parallel, bounded by pool.session_close_seconds."""
+        with self._lock:
+            self._shutting_down = True
+            open_ids = [s.id for s in self._sessions.values() if s.closed_at is None]
+        threads = [
+            threading.Thread(target=self.close, args=(sid,), daemon=True) for sid in open_ids
+        ]
+        for thread in threads:
+            thread.start()
+        # Each close bounds itself; this extra margin only guards against a stuck step.
+        deadline = self._close_seconds() + 5.0
+        for thread in threads:
+            thread.join(deadline)
+            if thread.is_alive():
+                log.error("a session did not close within its bound")
+
+    def shutdown(self) -> None:
+        """After close_all: remove this server's scratch space."""
+        self._launcher.shutdown()
+
+    # -- turns -----------------------------------------------------------------------
+
+    def prompt(self, session_id: str, message: str) -> dict[str, Any]:
+        session = self._find(session_id)
+        with session.lock:
+            agent = self._open_agent(session)
+            last = session.last_turn()
+            if last is not None and agent.turn(session.turns[last]).status == "running":
+                raise WriterpoolError("session_busy", "the session already runs a turn")
+            agent_turn = agent.prompt(message)
+            turn_id = f"t-{len(session.turns) + 1}"
+            session.turns[turn_id] = agent_turn
+        return {"sessionId": session_id, "turnId": turn_id, "status": "running"}
+
+    def turn(self, session_id: str, turn_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        session = self._find(session_id)
+        agent_turn = session.turns.get(turn_id)
+        if agent_turn is None:
+            raise WriterpoolError("turn_unknown", "no such turn in this session")
+        launched = session.launched
+        if launched is None:
+            raise WriterpoolError("session_closed", "the session is closed")
+        agent = launched.agent
+        snapshot = agent.turn(agent_turn)
+        if wait_seconds > 0 and snapshot.status == "running" and agent.alive:
+            snapshot = agent.wait(agent_turn, wait_seconds)
+        return {"sessionId": session_id, "turn": turn_view(turn_id, snapshot)}
+
+    def abort(self, session_id: str) -> dict[str, Any]:
+        session = self._find(session_id)
+        with session.lock:
+            agent = self._open_agent(session)
+            last = session.last_turn()
+            running = last is not None and agent.turn(session.turns[last]).status == "running"
+            if running:
+                agent.abort()
+        return {"sessionId": session_id, "turnId": last if running else None, "aborted": running}
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _find(self, session_id: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise WriterpoolError("session_unknown", "no such session")
+        return session
+
+    def _open_agent(self, session: Session) -> Agent:
+        if session.launched is None or session.closed_at is not None:
+            raise WriterpoolError("session_closed", "the session is closed")
+        agent = session.launched.agent
+        if not agent.alive:
+            raise WriterpoolError("session_failed", "the session's agent exited; close it")
+        return agent
+
+    def _close_seconds(self) -> float:
+        return self._loaded.config.pool.session_close_seconds
+
+    def _forget_old_tombstones(self) -> None:
+        with self._lock:
+            closed = [sid for sid, s in self._sessions.items() if s.closed_at is not None]
+            for sid in closed[: max(0, len(closed) - MAX_TOMBSTONES)]:
+                del self._sessions[sid]
