@@ -16,13 +16,13 @@ EPOCH = 1_700_000_000
 _WHO = f"{IDENTITY['GIT_AUTHOR_NAME']} <{IDENTITY['GIT_AUTHOR_EMAIL']}>"
 
 
-def run_git(repo: Path, *args: str, input: bytes | None = None,
-            check: bool = True) -> proc.Completed:
+def run_git(
+    repo: Path, *args: str, input: bytes | None = None, check: bool = True
+) -> proc.Completed:
     """git in a test repository: clean environment plus the fixed test identity."""
     env = git_env()
     env.update(IDENTITY)
-    return proc.run(["git", "-C", str(repo), *args], env=env, input=input, check=check,
-                    timeout=600)
+    return proc.run(["git", "-C", str(repo), *args], env=env, input=input, check=check, timeout=600)
 
 
 def git_out(repo: Path, *args: str) -> str:
@@ -65,8 +65,13 @@ def make_repo(path: Path, commits: int, files: int = 50) -> Path:
         raise ValueError("a test repository needs at least one commit and one file")
     path.mkdir(parents=True, exist_ok=True)
     run_git(path, "init", "-q", "--initial-branch=main")
-    run_git(path, "fast-import", "--quiet", "--date-format=raw",
-            input=fast_import_stream(commits, files))
+    run_git(
+        path,
+        "fast-import",
+        "--quiet",
+        "--date-format=raw",
+        input=fast_import_stream(commits, files),
+    )
     run_git(path, "reset", "-q", "--hard", "main")
     return path
 

@@ -63,8 +63,16 @@ def validate_base_name(name: str) -> None:
 
 
 def _commit_of(repo: Path, ref: str) -> str | None:
-    done = git(repo, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}",
-               check=False, timeout=60)
+    done = git(
+        repo,
+        "rev-parse",
+        "-q",
+        "--verify",
+        "--end-of-options",
+        f"{ref}^{{commit}}",
+        check=False,
+        timeout=60,
+    )
     if done.returncode != 0:
         return None
     commit = done.out.strip()

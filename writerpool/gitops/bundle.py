@@ -54,8 +54,14 @@ def _object_format(repo: Path) -> str:
 
 def _merged_tags(repo: Path, commit: str) -> list[tuple[str, str]]:
     """(object id, full tag ref) of the tags whose commit is in commit's history."""
-    done = git(repo, "for-each-ref", "--format=%(objectname) %(refname)",
-               f"--merged={commit}", "refs/tags/", timeout=300)
+    done = git(
+        repo,
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        f"--merged={commit}",
+        "refs/tags/",
+        timeout=300,
+    )
     tags: list[tuple[str, str]] = []
     for line in done.out.splitlines():
         oid, _, ref = line.partition(" ")
@@ -85,14 +91,32 @@ def create_base_bundle(repo: Path, base: BaseRef, tags: bool, dest: Path) -> Pat
             if tags:
                 exported += _merged_tags(repo, base.commit)
             scratch = work / "export.git"
-            git(work, "init", "-q", "--bare", "--template=", f"--object-format={fmt}",
-                f"--initial-branch={branch}", "--", str(scratch), timeout=60)
+            git(
+                work,
+                "init",
+                "-q",
+                "--bare",
+                "--template=",
+                f"--object-format={fmt}",
+                f"--initial-branch={branch}",
+                "--",
+                str(scratch),
+                timeout=60,
+            )
             (scratch / "objects" / "info").mkdir(parents=True, exist_ok=True)
             (scratch / "objects" / "info" / "alternates").write_text(f"{objects}\n")
             updates = "".join(f"create {ref} {oid}\n" for oid, ref in exported)
             git(scratch, "update-ref", "--stdin", input=updates.encode(), timeout=300)
-            git(scratch, "bundle", "create", "-q", str(dest.resolve()), "--branches", "--tags",
-                timeout=BUNDLE_TIMEOUT)
+            git(
+                scratch,
+                "bundle",
+                "create",
+                "-q",
+                str(dest.resolve()),
+                "--branches",
+                "--tags",
+                timeout=BUNDLE_TIMEOUT,
+            )
         except CommandFailed as exc:
             raise WriterpoolError(
                 "writer_base_unavailable", "exporting the base as a bundle failed"
@@ -117,8 +141,19 @@ def clone_from_bundle(bundle: Path, dest: Path, branch: str, origin: str | None)
         raise WriterpoolError("writer_clone_failed", "the clone directory already exists")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        git(dest.parent, "clone", "-q", "--no-hardlinks", "--template=", "--branch", branch,
-            "--", str(bundle.resolve()), str(dest.resolve()), timeout=BUNDLE_TIMEOUT)
+        git(
+            dest.parent,
+            "clone",
+            "-q",
+            "--no-hardlinks",
+            "--template=",
+            "--branch",
+            branch,
+            "--",
+            str(bundle.resolve()),
+            str(dest.resolve()),
+            timeout=BUNDLE_TIMEOUT,
+        )
         git(dest, "remote", "remove", "origin", timeout=60)
         outcome = OriginOutcome.ABSENT
         if origin is not None:
@@ -150,8 +185,12 @@ def verify_bundle(repo: Path, bundle: Path) -> list[BundleRef]:
         match = _BUNDLE_LINE.fullmatch(line)
         if match is None or match.group(2) is None:
             raise WriterpoolError("writer_collect_failed", "the bundle's ref list is malformed")
-        refs.append(BundleRef(ref=match.group(2).decode("utf-8", "surrogateescape"),
-                              commit=match.group(1).decode()))
+        refs.append(
+            BundleRef(
+                ref=match.group(2).decode("utf-8", "surrogateescape"),
+                commit=match.group(1).decode(),
+            )
+        )
     return refs
 
 
@@ -185,9 +224,23 @@ def import_bundle(repo: Path, bundle: Path, mapping: list[tuple[str, str]]) -> N
             raise WriterpoolError("ref_name_refused", reason)
     refspecs = "".join(f"+{src}:{dst}\n" for src, dst in mapping)
     try:
-        git(repo, "-c", "transfer.fsckObjects=true", "fetch", "-q", "--no-write-fetch-head",
-            "--no-tags", "--atomic", "--no-auto-maintenance", "--no-recurse-submodules",
-            "--no-prune", "--stdin", "--", str(bundle.resolve()),
-            input=refspecs.encode("utf-8", "surrogateescape"), timeout=BUNDLE_TIMEOUT)
+        git(
+            repo,
+            "-c",
+            "transfer.fsckObjects=true",
+            "fetch",
+            "-q",
+            "--no-write-fetch-head",
+            "--no-tags",
+            "--atomic",
+            "--no-auto-maintenance",
+            "--no-recurse-submodules",
+            "--no-prune",
+            "--stdin",
+            "--",
+            str(bundle.resolve()),
+            input=refspecs.encode("utf-8", "surrogateescape"),
+            timeout=BUNDLE_TIMEOUT,
+        )
     except CommandFailed as exc:
         raise WriterpoolError("writer_collect_failed", "importing the bundle failed") from exc

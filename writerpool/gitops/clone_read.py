@@ -77,7 +77,7 @@ def _resolve(refs: dict[str, bytes], head: bytes) -> str:
     for _ in range(_MAX_SYMREF_DEPTH):
         if not value.startswith(_SYMREF):
             return value.decode()
-        target = _name(value[len(_SYMREF):].strip())
+        target = _name(value[len(_SYMREF) :].strip())
         if target not in refs:
             raise CloneUnreadableError("HEAD points at a branch that does not exist")
         value = refs[target]
@@ -108,7 +108,7 @@ def read_refs(clone: Path) -> CloneRefs:
             refs = _all_refs(gitdir)
     except UnsafePathError as exc:
         raise CloneUnreadableError(str(exc)) from exc
-    head_name = _name(head[len(_SYMREF):].strip()) if head.startswith(_SYMREF) else DETACHED
+    head_name = _name(head[len(_SYMREF) :].strip()) if head.startswith(_SYMREF) else DETACHED
     return CloneRefs(
         head=head_name,
         head_commit=_resolve(refs, head),

@@ -61,12 +61,41 @@ _DENIED_SECTIONS: dict[str, str] = {
 }
 
 # Sections whose other keys are harmless (formatting, identity, tracking, limits).
-_ALLOWED_SECTIONS = frozenset({
-    "core", "remote", "branch", "user", "extensions", "init", "advice", "color",
-    "column", "i18n", "gc", "fetch", "pull", "push", "status", "log", "pack",
-    "index", "feature", "rerere", "merge", "diff", "commit", "tag", "rebase",
-    "apply", "grep", "am", "transfer", "checkout", "clone",
-})
+_ALLOWED_SECTIONS = frozenset(
+    {
+        "core",
+        "remote",
+        "branch",
+        "user",
+        "extensions",
+        "init",
+        "advice",
+        "color",
+        "column",
+        "i18n",
+        "gc",
+        "fetch",
+        "pull",
+        "push",
+        "status",
+        "log",
+        "pack",
+        "index",
+        "feature",
+        "rerere",
+        "merge",
+        "diff",
+        "commit",
+        "tag",
+        "rebase",
+        "apply",
+        "grep",
+        "am",
+        "transfer",
+        "checkout",
+        "clone",
+    }
+)
 
 # (section, has a subsection, key) -> reason.
 _DENIED_KEYS: dict[tuple[str, bool | None, str], str] = {
@@ -110,8 +139,23 @@ _DENIED_KEYS: dict[tuple[str, bool | None, str], str] = {
 }
 
 # Sections where a subsection means something other than intended (or nothing).
-_NO_SUBSECTION = frozenset({"core", "user", "extensions", "init", "commit", "tag", "pull",
-                            "push", "fetch", "transfer", "pack", "index", "feature"})
+_NO_SUBSECTION = frozenset(
+    {
+        "core",
+        "user",
+        "extensions",
+        "init",
+        "commit",
+        "tag",
+        "pull",
+        "push",
+        "fetch",
+        "transfer",
+        "pack",
+        "index",
+        "feature",
+    }
+)
 _ALLOWED_EXTENSIONS = frozenset({"objectformat"})
 
 

@@ -63,19 +63,35 @@ def require_safe_clone(clone: Path) -> None:
 
 def _problems(gitdir: GitDir) -> list[str]:
     problems: list[str] = []
+    # Each check runs even when another met a link it refused to follow.
+    for check in (_layout_problems, _forbidden_problems, _hook_problems, _config_file_problems):
+        try:
+            problems += check(gitdir)
+        except UnsafePathError as exc:
+            problems.append(str(exc))
+    return list(dict.fromkeys(problems))  # a refused link may be met by several checks
+
+
+def _layout_problems(gitdir: GitDir) -> list[str]:
+    problems: list[str] = []
     for rel, wanted in _REQUIRED:
         found = gitdir.kind(rel)
         if found is not wanted:
             problems.append(f"{rel} is a {found.value}, not a {wanted.value}")
+    return problems
+
+
+def _forbidden_problems(gitdir: GitDir) -> list[str]:
+    problems: list[str] = []
     for rel, message in _FORBIDDEN_FILES:
-        if gitdir.kind(rel) is not Kind.MISSING:
-            problems.append(message)
+        try:
+            if gitdir.kind(rel) is not Kind.MISSING:
+                problems.append(message)
+        except UnsafePathError as exc:
+            problems.append(str(exc))
     for rel in _LEGACY_DIRS:
         if _non_empty(gitdir, rel):
             problems.append(f"{rel}/ defines legacy remotes")
-    problems += _hook_problems(gitdir)
-    if gitdir.kind("config") is Kind.FILE:
-        problems += _config_file_problems(gitdir)
     return problems
 
 
@@ -104,10 +120,9 @@ def _hook_problems(gitdir: GitDir) -> list[str]:
 
 
 def _config_file_problems(gitdir: GitDir) -> list[str]:
-    try:
-        data = gitdir.read("config", limit=CONFIG_LIMIT)
-    except UnsafePathError as exc:
-        return [str(exc)]
+    if gitdir.kind("config") is not Kind.FILE:
+        return []  # already reported by the layout check
+    data = gitdir.read("config", limit=CONFIG_LIMIT)
     if data is None:
         return ["config is missing"]
     return config_problems(data)
