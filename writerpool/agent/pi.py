@@ -140,8 +140,12 @@ class PiAgent:
                 self._signal(signal.SIGKILL)
                 self._exited(max(1.0, deadline - time.monotonic()))
         self._signal(signal.SIGKILL)  # whatever else is left in its process group
-        for thread in self._threads:
+        streams = (self._proc.stdout, self._proc.stderr)
+        for thread, stream in zip(self._threads, streams, strict=True):
             thread.join(timeout=max(0.5, deadline - time.monotonic()))
+            # A reader still blocked (a child kept the pipe open) keeps its stream.
+            if stream is not None and not thread.is_alive():
+                stream.close()
 
     def __enter__(self) -> PiAgent:
         return self

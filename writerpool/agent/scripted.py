@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 FINAL_TEXT = "done"
+TOOL_RESULTS = "{tool_results}"
 CHUNK_CHARS = 16  # fast steps: pieces of this size
 SLOW_CHUNKS = 20  # slow steps: spread over this many pieces at least
 MAX_BODY = 32 * 1024 * 1024
@@ -75,12 +76,19 @@ class Script(_Strict):
         return self.default
 
     def step_for(self, messages: list[Any]) -> Step:
-        """The step to play for a request's messages (stateless: derived from them)."""
-        user_text, answered = _position(messages)
+        """The step to play for a request's messages (stateless: derived from them).
+
+        A text step may hold `{tool_results}`: it is replaced by the tool results
+        since the last user message, so a test can see what pi's tools returned.
+        """
+        user_text, answered, results = _position(messages)
         steps = self.steps_for(user_text)
-        if answered < len(steps):
-            return steps[answered]
-        return Step(text=FINAL_TEXT)
+        if answered >= len(steps):
+            return Step(text=FINAL_TEXT)
+        step = steps[answered]
+        if step.text is not None and TOOL_RESULTS in step.text:
+            return step.model_copy(update={"text": step.text.replace(TOOL_RESULTS, results)})
+        return step
 
 
 def _message_text(message: dict[str, Any]) -> str:
@@ -92,18 +100,22 @@ def _message_text(message: dict[str, Any]) -> str:
     return ""
 
 
-def _position(messages: list[Any]) -> tuple[str, int]:
-    """The last user message's text, and how many assistant messages follow it."""
+def _position(messages: list[Any]) -> tuple[str, int, str]:
+    """The last user message's text, how many assistant messages follow it, and the
+    text of the tool results that follow it."""
     answered = 0
+    results: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, dict):
             continue
         role = message.get("role")
         if role == "user":
-            return _message_text(message), answered
+            return _message_text(message), answered, "\n".join(reversed(results))
         if role == "assistant":
             answered += 1
-    return "", answered
+        elif role == "tool":
+            results.append(_message_text(message))
+    return "", answered, "\n".join(reversed(results))
 
 
 def _pieces(text: str, slow: bool) -> list[str]:

@@ -1,0 +1,156 @@
+"""The agent directory, the one credential, pi's flags and its environment."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from writerpool.agent import launch
+from writerpool.config.models import Profile, Provider
+from writerpool.errors import WriterpoolError
+from writerpool.proc import run
+
+CUSTOM = Provider(
+    base_url="http://127.0.0.1:8080/v1",
+    container_base_url="http://10.0.2.2:8080/v1",
+    context_window=32000,
+    max_tokens=4096,
+)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_models_json_names_the_endpoint_and_the_profiles_models(tmp_path: Path) -> None:
+    launch.render_agent_dir(tmp_path / "agent", "local", CUSTOM, False, ["m-a", "m-b", "m-a"])
+    doc = json.loads((tmp_path / "agent" / "models.json").read_text())
+    entry = doc["providers"]["local"]
+    assert entry["baseUrl"] == "http://127.0.0.1:8080/v1"
+    assert entry["api"] == "openai-completions"
+    assert [m["id"] for m in entry["models"]] == ["m-a", "m-b"]
+    assert entry["models"][0] == {"id": "m-a", "contextWindow": 32000, "maxTokens": 4096}
+    assert entry["compat"]["supportsDeveloperRole"] is False
+    assert entry["apiKey"] == launch.PLACEHOLDER_KEY  # never the real key
+    assert mode(tmp_path / "agent") == 0o700
+    assert mode(tmp_path / "agent" / "models.json") == 0o600
+
+
+def test_a_writer_reaches_the_provider_through_the_container_url() -> None:
+    doc = launch.models_document("local", CUSTOM, container=True)
+    assert doc["providers"]["local"]["baseUrl"] == "http://10.0.2.2:8080/v1"
+    plain = Provider(base_url="http://192.0.2.7:9000/v1", api="anthropic-messages")
+    doc = launch.models_document("local", plain, container=True)
+    assert doc["providers"]["local"]["baseUrl"] == "http://192.0.2.7:9000/v1"
+    assert "compat" not in doc["providers"]["local"]  # compat keys are per API
+    assert [m["id"] for m in doc["providers"]["local"]["models"]] == [launch.TEMPLATE_MODEL]
+
+
+def test_settings_disable_retry_and_builtin_providers_get_no_models_json(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    launch.render_agent_dir(agent, "local", CUSTOM, False)
+    launch.render_agent_dir(agent, "anthropic", None, False)
+    assert not (agent / "models.json").exists()  # a stale endpoint is not left behind
+    assert json.loads((agent / "settings.json").read_text()) == {"retry": {"enabled": False}}
+
+
+def test_no_fd_shim_inside_a_container_agent_dir(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    (agent / "bin").mkdir(parents=True)
+    (agent / "bin" / "fd").write_text("#!/bin/sh\n")
+    launch.render_agent_dir(agent, "local", CUSTOM, True)
+    assert not (agent / "bin" / "fd").exists()
+
+
+def test_custom_provider_key_comes_only_from_its_variable() -> None:
+    keyed = CUSTOM.model_copy(update={"api_key_env": "LOCAL_KEY"})
+    env = {"LOCAL_KEY": "sk-local", "OPENAI_API_KEY": "sk-openai"}
+    assert launch.provider_credential("local", keyed, env) == "sk-local"
+    assert launch.provider_credential("local", keyed, {"OPENAI_API_KEY": "x"}) is None
+    assert launch.provider_credential("local", CUSTOM, env) == launch.PLACEHOLDER_KEY
+
+
+def test_builtin_key_from_environment_then_from_that_auth_store_entry(tmp_path: Path) -> None:
+    store = tmp_path / "auth.json"
+    store.write_text(json.dumps({
+        "anthropic": {"type": "api_key", "key": "sk-ant-store"},
+        "openai": {"type": "oauth", "access": "tok", "refresh": "r", "expires": 1},
+        "google": {"type": "api_key", "key": "!cat /etc/shadow"},
+    }))  # fmt: skip
+    env = {"ANTHROPIC_API_KEY": "sk-ant-env"}
+    assert launch.provider_credential("anthropic", None, env, store) == "sk-ant-env"
+    assert launch.provider_credential("anthropic", None, {}, store) == "sk-ant-store"
+    assert launch.provider_credential("openai", None, {}, store) is None  # OAuth: not copied
+    assert launch.provider_credential("google", None, {}, store) is None  # a command: refused
+    assert launch.provider_credential("anthropic", None, {}, tmp_path / "none.json") is None
+
+
+def test_the_operator_auth_store_is_found_under_home(tmp_path: Path) -> None:
+    store = tmp_path / ".pi" / "agent" / "auth.json"
+    store.parent.mkdir(parents=True)
+    store.write_text('{"anthropic": {"type": "api_key", "key": "sk-home"}}')
+    assert launch.provider_credential("anthropic", None, {"HOME": str(tmp_path)}) == "sk-home"
+
+
+def test_install_writes_exactly_one_entry_private_and_remove_is_idempotent(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    launch.render_agent_dir(agent, "local", CUSTOM, False)
+    launch.install_credential(agent, "local", "sk-one")
+    auth = agent / "auth.json"
+    assert json.loads(auth.read_text()) == {"local": {"type": "api_key", "key": "sk-one"}}
+    assert mode(auth) == 0o600
+    assert "sk-one" not in (agent / "models.json").read_text()
+    launch.remove_credential(agent)
+    launch.remove_credential(agent)
+    assert not auth.exists()
+
+
+@pytest.mark.parametrize("key", ["", "!echo x", "two\nlines", " padded"])
+def test_unusable_keys_are_refused(tmp_path: Path, key: str) -> None:
+    with pytest.raises(WriterpoolError) as err:
+        launch.install_credential(tmp_path, "local", key)
+    assert err.value.code == "provider_unconfigured"
+    assert key.strip() == "" or key.strip() not in err.value.message
+    assert not (tmp_path / "auth.json").exists()
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_pi_args_select_tools_by_permission() -> None:
+    coding = Profile(permission="coding", provider="local", model="m-1", thinking="high")
+    args = launch.pi_args(coding, False, "/pi/agent")
+    assert args[:3] == ["--mode", "rpc", "--no-session"]
+    assert flag(args, "--provider") == "local" and flag(args, "--model") == "m-1"
+    assert flag(args, "--thinking") == "high"
+    assert flag(args, "--tools") == "read,bash,edit,write,grep,find,ls"
+    for off in ("--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"):
+        assert off in args
+    assert flag(launch.pi_args(coding, True, "/pi/agent"), "--tools") == "read,grep,find,ls"
+    review = Profile(permission="read-only", provider="local", model="m-1", default=True)
+    # A read-only profile stays read-only even when the caller forgets to say so.
+    assert flag(launch.pi_args(review, False, "/pi/agent"), "--tools") == "read,grep,find,ls"
+
+
+def test_host_env_is_minimal_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-should-not-pass")
+    monkeypatch.setenv("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt")
+    env = launch.host_env(tmp_path / "agent", tmp_path / "tmp")
+    assert env["PI_CODING_AGENT_DIR"] == str(tmp_path / "agent")
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path / "tmp")
+    assert env["PI_OFFLINE"] == "1"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/ssl/certs/ca-certificates.crt"
+    assert "ANTHROPIC_API_KEY" not in env
+    assert "/usr/bin" in env["PATH"].split(":")
+
+
+def test_fd_shim_drops_only_the_flag_old_fd_rejects(tmp_path: Path) -> None:
+    shim = tmp_path / "fd"
+    shim.write_text(launch.FD_SHIM.format(fd="/bin/echo"))
+    shim.chmod(0o700)
+    out = run([str(shim), "--glob", "--no-require-git", "--", "a b", "/w"]).out
+    assert out == "--glob -- a b /w\n"
