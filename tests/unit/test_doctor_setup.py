@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from writerpool.cli.doctor_cmd import doctor
 from writerpool.config.paths import Paths
-from writerpool.doctor import CheckResult, exit_code, run_checks
+from writerpool.doctor import CheckResult, exit_code
+from writerpool.doctor import run_checks as run_all_checks
 from writerpool.doctor.registry import CHECK_IDS
 from writerpool.doctor.render import render_json, render_text, sanitize_remedy
 from writerpool.errors import CODES
@@ -108,6 +109,11 @@ def make_writers_dir(paths: Paths, mode: int = 0o700) -> None:
     paths.writers_dir.chmod(mode)
     if os.getuid() != UID:
         os.chown(paths.writers_dir, UID, -1)
+
+
+def run_checks(paths: Paths, facts: HostFacts) -> list[CheckResult]:
+    """The built-in checks only; the extension checks have tests of their own."""
+    return run_all_checks(paths, facts, extra=())
 
 
 def by_id(results: list[CheckResult], check_id: str) -> list[CheckResult]:
@@ -263,6 +269,7 @@ def test_cli_exit_codes_follow_the_worst_severity(
 ) -> None:
     facts = {"now": v2_facts()}
     monkeypatch.setattr("writerpool.doctor.service.gather_host_facts", lambda **_: facts["now"])
+    monkeypatch.setattr("writerpool.doctor.registry.EXTRA_CHECKS", ())
     write_config(paths, git_checkout(tmp_path / "demo"))
     write_modes(paths)
     write_pin(paths)

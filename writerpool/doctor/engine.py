@@ -48,7 +48,7 @@ def oci_runtime(ctx: CheckContext) -> list[CheckResult]:
         ]
     if trial is None and kind == "crun" and _hybrid(ctx.facts, info):
         return [_crun_hybrid(kind, tried=False)]
-    how = "ran a trivial container" if trial is not None else "not tried (no writer image yet)"
+    how = "ran a trivial container" if trial else "not tried (no pinned writer image to run)"
     return [
         CheckResult(
             "oci_runtime",

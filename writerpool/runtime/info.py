@@ -7,6 +7,7 @@ themselves are pure functions over HostFacts, so tests feed recorded outputs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -302,13 +303,23 @@ def run_trial(podman: Podman, image_id: str) -> RuntimeTrial:
         name=f"writerpool-doctor-{os.getpid()}",
         labels={LABEL_ROLE: "doctor"},
         network="none",
+        workdir="/",  # nothing is mounted at /work in the trial
     )
     try:
         done = podman.run(spec, ["true"], timeout=120)
     except (CommandFailed, WriterpoolError) as exc:
+        _remove_quietly(podman, spec.name)
         return RuntimeTrial(image_id, False, _failure(exc))
+    if done.returncode != 0:
+        # --rm does not cover a container that was created but never started.
+        _remove_quietly(podman, spec.name)
     tail = done.stderr.decode(errors="replace").strip()[-_STDERR_KEEP:]
     return RuntimeTrial(image_id, done.returncode == 0, sanitize(tail))
+
+
+def _remove_quietly(podman: Podman, name: str) -> None:
+    with contextlib.suppress(CommandFailed, WriterpoolError):
+        podman.cli(["rm", "--force", "--ignore", name], timeout=60, check=False)
 
 
 def _image_exists(podman: Podman, image_id: str) -> bool:
