@@ -305,6 +305,18 @@ def test_linked_config_objects_and_refs_are_refused(clone: Path, tmp_path: Path)
     assert "refs is a symbolic link, not a directory" in problems
 
 
+def test_links_and_special_files_in_git_dir_are_refused(clone: Path, tmp_path: Path) -> None:
+    git = clone / ".git"
+    (tmp_path / "packed").write_text("")
+    (git / "packed-refs").unlink()
+    (git / "packed-refs").symlink_to(tmp_path / "packed")
+    os.mkfifo(git / "weird-name")
+    assert verify_clone(clone) == [
+        "packed-refs is a symbolic link",
+        "an entry of .git is a special file",
+    ]
+
+
 def test_linked_hooks_directory_is_refused(clone: Path, tmp_path: Path) -> None:
     (tmp_path / "hooks").mkdir()
     (clone / ".git" / "hooks").symlink_to(tmp_path / "hooks")

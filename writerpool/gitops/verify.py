@@ -31,6 +31,32 @@ _FORBIDDEN_FILES: tuple[tuple[str, str], ...] = (
 )
 # Legacy remote definitions: harmless when empty, refused when they name anything.
 _LEGACY_DIRS = ("remotes", "branches")
+# Names git keeps directly in `.git`, safe to repeat in a message.
+_KNOWN_ENTRIES = frozenset(
+    {
+        "packed-refs",
+        "index",
+        "logs",
+        "info",
+        "hooks",
+        "description",
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "MERGE_HEAD",
+        "COMMIT_EDITMSG",
+        "shallow",
+        "modules",
+        "worktrees",
+        "lfs",
+        "branches",
+        "remotes",
+        "commondir",
+        "gitdir",
+        "config.worktree",
+        "reftable",
+        "sequencer",
+    }
+)
 # Must be a real file or directory, never a link.
 _REQUIRED: tuple[tuple[str, Kind], ...] = (
     ("HEAD", Kind.FILE),
@@ -64,7 +90,14 @@ def require_safe_clone(clone: Path) -> None:
 def _problems(gitdir: GitDir) -> list[str]:
     problems: list[str] = []
     # Each check runs even when another met a link it refused to follow.
-    for check in (_layout_problems, _forbidden_problems, _hook_problems, _config_file_problems):
+    checks = (
+        _layout_problems,
+        _entry_problems,
+        _forbidden_problems,
+        _hook_problems,
+        _config_file_problems,
+    )
+    for check in checks:
         try:
             problems += check(gitdir)
         except UnsafePathError as exc:
@@ -78,6 +111,18 @@ def _layout_problems(gitdir: GitDir) -> list[str]:
         found = gitdir.kind(rel)
         if found is not wanted:
             problems.append(f"{rel} is a {found.value}, not a {wanted.value}")
+    return problems
+
+
+def _entry_problems(gitdir: GitDir) -> list[str]:
+    """Links and special files directly in `.git` (packed-refs, index, logs, info, ...)."""
+    required = {rel for rel, _ in _REQUIRED}
+    problems: list[str] = []
+    for name, kind in gitdir.entries("."):
+        if name in required or kind not in (Kind.SYMLINK, Kind.OTHER):
+            continue
+        shown = name if name in _KNOWN_ENTRIES else "an entry of .git"
+        problems.append(f"{shown} is a {kind.value}")
     return problems
 
 
