@@ -26,10 +26,12 @@ WRITE_AND_COMMIT = (
     "printf 'def greet(name):\\n    return f\"hello, {name}\"\\n' > greet.py && "
     "git add greet.py && git commit -q -m 'Add greet()' && git log --oneline -1"
 )
-SCRIPT = {"default": [
-    {"tool_calls": [{"name": "bash", "arguments": {"command": WRITE_AND_COMMIT}}]},
-    {"text": "I added greet.py with a greet() function and committed it."},
-]}
+SCRIPT = {
+    "default": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": WRITE_AND_COMMIT}}]},
+        {"text": "I added greet.py with a greet() function and committed it."},
+    ]
+}
 PROMPT = "Add a greet(name) function in greet.py and commit it."
 
 
@@ -52,8 +54,9 @@ def wp(*args: str, check: bool = True) -> int:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def make_repo(root: Path) -> Path:
@@ -62,8 +65,17 @@ def make_repo(root: Path) -> Path:
     git(repo, "init", "-q", "-b", "main")
     (repo / "README.md").write_text("# demo\n")
     git(repo, "add", ".")
-    git(repo, "-c", "user.name=Demo", "-c", "user.email=demo@example.invalid",
-        "commit", "-q", "-m", "Initial commit")
+    git(
+        repo,
+        "-c",
+        "user.name=Demo",
+        "-c",
+        "user.email=demo@example.invalid",
+        "commit",
+        "-q",
+        "-m",
+        "Initial commit",
+    )
     return repo
 
 
@@ -93,8 +105,9 @@ container_base_url = "http://{host_address()}:{port}/v1"
 
 
 async def coding_session() -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "writerpool", "serve"],
-                                   env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "writerpool", "serve"], env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
 
@@ -111,7 +124,9 @@ async def coding_session() -> None:
         turn = await call("pi_session_prompt", {"sessionId": sid, "message": PROMPT})
         turn_id = str(turn["turnId"])
         while True:
-            got = await call("pi_turn_get", {"sessionId": sid, "turnId": turn_id, "waitSeconds": 10})
+            got = await call(
+                "pi_turn_get", {"sessionId": sid, "turnId": turn_id, "waitSeconds": 10}
+            )
             if got["turn"]["status"] != "running":  # type: ignore[index]
                 break
         print(f"turn {got['turn']['status']}: {got['turn'].get('text')}")  # type: ignore[index,union-attr]

@@ -24,17 +24,24 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state"),
-                     ("XDG_CACHE_HOME", ".cache"), ("XDG_DATA_HOME", ".local/share")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
         monkeypatch.setenv(var, str(home / sub))
     monkeypatch.setenv("WRITERPOOL_CONFIG", str(home / ".config" / "writerpool" / "config.toml"))
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text("[init]\n\tdefaultBranch = main\n")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-    for var, value in (("GIT_AUTHOR_NAME", "Test"), ("GIT_AUTHOR_EMAIL", "test@example.invalid"),
-                       ("GIT_COMMITTER_NAME", "Test"),
-                       ("GIT_COMMITTER_EMAIL", "test@example.invalid")):
+    for var, value in (
+        ("GIT_AUTHOR_NAME", "Test"),
+        ("GIT_AUTHOR_EMAIL", "test@example.invalid"),
+        ("GIT_COMMITTER_NAME", "Test"),
+        ("GIT_COMMITTER_EMAIL", "test@example.invalid"),
+    ):
         monkeypatch.setenv(var, value)
     monkeypatch.setenv("LC_ALL", "C")
     monkeypatch.delenv("WRITERPOOL_PODMAN", raising=False)
@@ -70,7 +77,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     # In CI a skipped integration test is a failure: it proves nothing.
     if REQUIRE and report.skipped and any(m in item.keywords for m in INTEGRATION_MARKERS):
         report.outcome = "failed"
-        report.longrepr = f"integration test skipped under WRITERPOOL_REQUIRE_PODMAN=1: {report.longrepr}"
+        report.longrepr = (
+            f"integration test skipped under WRITERPOOL_REQUIRE_PODMAN=1: {report.longrepr}"
+        )
     return report
 
 

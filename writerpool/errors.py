@@ -36,7 +36,7 @@ CODES: dict[str, str] = {
     "writer_finish_planned": "Finish was planned only",
     "writer_provisioned": "Clone and agent directory prepared; not yet accepted",
     "writer_unchanged": "The writer's provisioned settings already match",
-    "writer_settings_changed": "The writer's settings differ from the requested ones; nothing replaced",
+    "writer_settings_changed": "The writer's settings differ from the requested; nothing replaced",
     "writer_reconcile_failed": "Reconciling a writer failed unexpectedly",
     "writer_operation_failed": "A writer operation failed unexpectedly",
     "container_profile_unsupported": "The profile cannot be rendered safely inside a writer",

@@ -42,7 +42,7 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-    input: bytes | None = None,  # noqa: A002 - mirrors subprocess
+    input: bytes | None = None,
     check: bool = True,
 ) -> Completed:
     """Run argv; raise CommandFailed on a non-zero exit when check is set."""
@@ -83,16 +83,30 @@ def spawn(
         env=dict(env) if env is not None else None,
         stdin=subprocess.PIPE if stdin_pipe and not detach else subprocess.DEVNULL,
         stdout=subprocess.DEVNULL if detach else subprocess.PIPE,
-        stderr=subprocess.DEVNULL if detach else (stderr_to if stderr_to is not None else subprocess.PIPE),
+        stderr=subprocess.DEVNULL
+        if detach
+        else (stderr_to if stderr_to is not None else subprocess.PIPE),
         start_new_session=True,
     )
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment: no inherited git or credential variables."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "TMPDIR", "USER", "LOGNAME",
-            # trust anchors of hosts behind an intercepting proxy; not secrets
-            "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "XDG_RUNTIME_DIR",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        # trust anchors of hosts behind an intercepting proxy; not secrets
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+    )
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(extra or {})
     return env

@@ -79,7 +79,7 @@ class Report:
         statuses = {f.status for f in self.findings}
         for status in ("error", "warning", "planned"):
             if status in statuses:
-                return status  # type: ignore[return-value]
+                return status
         return "ok"
 
     def has_error(self) -> bool:

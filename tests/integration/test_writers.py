@@ -4,7 +4,6 @@ leases and fences, driven through the CLI as an operator would."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,13 +17,13 @@ from tests.integration.writers_support import (
     make_checkout,
     podman,
     snapshot_tree,
-    write_config,
     wp,
+    write_config,
     writer_containers,
 )
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.acceptance import accept, readiness
+from writerpool.pool.acceptance import accept
 from writerpool.pool.control import run_control
 from writerpool.pool.writers import operate
 from writerpool.runtime.podman import Podman
@@ -65,19 +64,24 @@ def test_dry_run_leaves_nothing_behind(configured: Path, isolated_env: Path) -> 
 
 def test_apply_provisions_full_independent_clones(configured: Path) -> None:
     wp("control", "--apply", check=True)
-    code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--writers", "2",
-                      "--apply")
+    code, report = wp(
+        "mode", "set", "demo", "container", "--profiles", "code", "--writers", "2", "--apply"
+    )
     assert code == 0, report
     assert codes(report).count("writer_provisioned") == 2
     assert codes(report).count("writer_accepted") == 2
-    operator_inodes = {p.stat().st_ino for p in (configured / ".git" / "objects").rglob("*")
-                       if p.is_file()}
+    operator_inodes = {
+        p.stat().st_ino for p in (configured / ".git" / "objects").rglob("*") if p.is_file()
+    }
     paths = Paths.from_env()
     for name in ("demo-w1", "demo-w2"):
         clone = paths.writer_dir(name) / "clone"
-        assert git(clone, "rev-list", "--count", "main") == git(configured, "rev-list", "--count", "main")
-        clone_inodes = {p.stat().st_ino for p in (clone / ".git" / "objects").rglob("*")
-                        if p.is_file()}
+        assert git(clone, "rev-list", "--count", "main") == git(
+            configured, "rev-list", "--count", "main"
+        )
+        clone_inodes = {
+            p.stat().st_ino for p in (clone / ".git" / "objects").rglob("*") if p.is_file()
+        }
         assert not operator_inodes & clone_inodes
         assert git(clone, "remote", "get-url", "origin") == "https://example.invalid/r.git"
         assert not any((clone / ".git" / "hooks").iterdir())
@@ -105,7 +109,8 @@ def test_isolation_control_passes_here_and_fails_when_blind(tmp_path: Path) -> N
         "import json\n"
         "checks = {n: {'status': 'pass', 'detail': ''} for n in ("
         "'host_canary','host_home','root_readonly','no_new_privs','pid_namespace','user_namespace')}\n"
-        "print(json.dumps({'schemaVersion': 1, 'verdict': 'pass', 'network': 'limited', 'checks': checks}))\n"
+        "print(json.dumps({'schemaVersion': 1, 'verdict': 'pass', 'network': 'limited',"
+        " 'checks': checks}))\n"
     )
     report = run_control(paths, apply=True, harness_file=blind)
     assert report.codes() == ["isolation_control_failed"]
@@ -134,7 +139,9 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
         "touch /work/.git/hooks/pre-commit && echo HOOKS-WRITABLE; "
         "echo hi > /work/new.txt && echo WORK-WRITABLE; "
         "grep -E 'CapEff|NoNewPrivs' /proc/self/status; ls /proc | grep -c '^[0-9]'; "
-        "touch /etc/x 2>/dev/null && echo ROOT-WRITABLE; ls -A " + str(Path.home()) + " 2>&1 | head -1"
+        "touch /etc/x 2>/dev/null && echo ROOT-WRITABLE; ls -A "
+        + str(Path.home())
+        + " 2>&1 | head -1"
     )
     done = Podman().run(spec, ["sh", "-c", script], timeout=60)
     out = done.stdout.decode()
@@ -166,8 +173,9 @@ def test_changed_image_makes_writer_not_ready(accepted: Path) -> None:
         code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply")
         assert "writer_accepted" in codes(report)
         # a settings change is never applied silently
-        code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
-                          "--network", "none", "--apply")
+        code, report = wp(
+            "mode", "set", "demo", "container", "--profiles", "code", "--network", "none", "--apply"
+        )
         assert "writer_settings_changed" in codes(report)
         _, listing = wp("writer", "list")
         assert listing["data"]["writers"][0]["reason"] == "writer_settings_changed"
@@ -184,6 +192,7 @@ def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
 
     def change_cache_setting() -> None:  # as if the writer's settings moved mid-run
         from writerpool.state.writer import save_state
+
         current = load_state(paths.writer_dir("demo-w1"))
         assert current is not None
         save_state(paths.writer_dir("demo-w1"), current.model_copy(update={"network": "none"}))
@@ -235,11 +244,11 @@ def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(wdir)], stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        paths = Paths.from_env()
         # a new image pin makes w1 stale, so the next apply must take its lease to re-accept
         state = load_state(wdir)
         assert state is not None
         from writerpool.state.writer import save_state
+
         save_state(wdir, state.model_copy(update={"fingerprint": "sha256:stale"}))
         code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply")
         assert code == 1 and "writer_busy" in codes(report)
@@ -253,8 +262,17 @@ def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
 def test_fence_removes_orphan_container(accepted: Path) -> None:
     paths = Paths.from_env()
     pin = json.loads(paths.image_pin_file.read_text())
-    podman("create", "--name", "writerpool-demo-w1", "--label", "io.writerpool.writer=demo-w1",
-           "--pull=never", pin["imageId"], "sleep", "600")
+    podman(
+        "create",
+        "--name",
+        "writerpool-demo-w1",
+        "--label",
+        "io.writerpool.writer=demo-w1",
+        "--pull=never",
+        pin["imageId"],
+        "sleep",
+        "600",
+    )
     assert writer_containers("demo-w1") == ["writerpool-demo-w1"]
     from writerpool.pool.fence import fence
     from writerpool.pool.lease import leased
@@ -265,16 +283,18 @@ def test_fence_removes_orphan_container(accepted: Path) -> None:
     assert writer_containers("demo-w1") == []
 
 
-def test_unreachable_podman_fences_and_changes_nothing(accepted: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      tmp_path: Path) -> None:
+def test_unreachable_podman_fences_and_changes_nothing(
+    accepted: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     paths = Paths.from_env()
     state_file = paths.writer_dir("demo-w1") / "state.json"
     before = state_file.read_bytes()
     clone_before = snapshot_tree(paths.writer_dir("demo-w1") / "clone")
     monkeypatch.setenv("WRITERPOOL_PODMAN", str(tmp_path / "no-podman"))
     monkeypatch.setenv("WRITERPOOL_PODMAN_SOCKET", str(tmp_path / "none" / "podman.sock"))
-    code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--writers", "2",
-                      "--apply")
+    code, report = wp(
+        "mode", "set", "demo", "container", "--profiles", "code", "--writers", "2", "--apply"
+    )
     assert "writer_fenced" in codes(report)
     assert state_file.read_bytes() == before
     assert snapshot_tree(paths.writer_dir("demo-w1") / "clone") == clone_before

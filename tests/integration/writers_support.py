@@ -34,8 +34,9 @@ lease_wait_seconds = {wait}
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def make_checkout(path: Path, commits: int = 3, origin: str | None = None) -> Path:
@@ -59,12 +60,17 @@ def write_config(repo: Path, wait: float = 1.0) -> Path:
 
 def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict[str, Any]]:
     """Run the writerpool CLI as a real process with --json; return (exit code, report)."""
-    done = subprocess.run([sys.executable, "-m", "writerpool", *args, "--json"],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "writerpool", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     try:
         report = json.loads(done.stdout)
-    except ValueError:
-        raise AssertionError(f"not JSON (exit {done.returncode}): {done.stdout}\n{done.stderr}")
+    except ValueError as exc:
+        message = f"not JSON (exit {done.returncode}): {done.stdout}\n{done.stderr}"
+        raise AssertionError(message) from exc
     if check and done.returncode != 0:
         raise AssertionError(f"exit {done.returncode}: {done.stdout}\n{done.stderr}")
     return done.returncode, report
@@ -89,11 +95,13 @@ def podman(*args: str) -> str:
     """Podman as the operator account (its real home, not the test's)."""
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "XDG_DATA_HOME")}
     env["HOME"] = pwd.getpwuid(os.getuid()).pw_dir
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=True,
-                          env=env).stdout
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, check=True, env=env
+    ).stdout
 
 
 def writer_containers(name: str) -> list[str]:
-    out = podman("ps", "-a", "--filter", f"label=io.writerpool.writer={name}", "--format",
-                 "{{.Names}}")
+    out = podman(
+        "ps", "-a", "--filter", f"label=io.writerpool.writer={name}", "--format", "{{.Names}}"
+    )
     return out.split()

@@ -9,9 +9,12 @@ import click
 
 from writerpool import __version__
 from writerpool.cli.config_cmd import config
-from writerpool.cli.image_cmd import image
+from writerpool.cli.control_cmd import control
 from writerpool.cli.doctor_cmd import doctor
+from writerpool.cli.image_cmd import image
+from writerpool.cli.mode_cmd import mode
 from writerpool.cli.serve_cmd import serve
+from writerpool.cli.writer_cmd import writer
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report, sanitize
 
@@ -23,9 +26,12 @@ def cli() -> None:
 
 
 cli.add_command(config)
-cli.add_command(image)
 cli.add_command(doctor)
+cli.add_command(image)
 cli.add_command(serve)
+cli.add_command(control)
+cli.add_command(mode)
+cli.add_command(writer)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -10,7 +10,16 @@ from writerpool.config.paths import Paths
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.runtime.podman import Podman
 
-CONTAINER_OPTIONS = ("profiles", "writers", "lifecycle", "image", "network", "tags", "cache", "base")
+CONTAINER_OPTIONS = (
+    "profiles",
+    "writers",
+    "lifecycle",
+    "image",
+    "network",
+    "tags",
+    "cache",
+    "base",
+)
 
 
 @click.group()
@@ -20,34 +29,69 @@ def mode() -> None:
 
 @mode.command("set")
 @click.argument("alias")
-@click.argument("mode_name", metavar="[MODE]", required=False,
-                type=click.Choice(["host", "container", "read-only"]))
+@click.argument(
+    "mode_name",
+    metavar="[MODE]",
+    required=False,
+    type=click.Choice(["host", "container", "read-only"]),
+)
 @click.option("--accept-host-writes", is_flag=True, help="Required for host mode.")
 @click.option("--profiles", help="Comma-separated coding profiles (container mode).")
 @click.option("--writers", type=click.IntRange(1, 16), help="Number of writers, 1-16 (default 1).")
 @click.option("--lifecycle", type=click.Choice(["persistent", "ephemeral"]))
 @click.option("--image", help="'default' (the built image's pin) or a 64-hex local image id.")
-@click.option("--network", type=click.Choice(["none", "slirp4netns", "pasta"]),
-              help="none, or a user-mode network that is NOT limited (default slirp4netns).")
+@click.option(
+    "--network",
+    type=click.Choice(["none", "slirp4netns", "pasta"]),
+    help="none, or a user-mode network that is NOT limited (default slirp4netns).",
+)
 @click.option("--tags", type=click.Choice(["none", "reachable"]))
 @click.option("--cache", type=click.Choice(["none", "go", "uv"]))
 @click.option("--base", help="A named local or remote branch to provision writers from.")
 @click.option("--discard", is_flag=True, help="Allow losing surplus writers' uncollected work.")
 @click.option("--apply", is_flag=True, help="Make the change (default: plan only).")
 @json_option
-def set_cmd(alias: str, mode_name: str | None, accept_host_writes: bool, profiles: str | None,
-            writers: int | None, lifecycle: str | None, image: str | None, network: str | None,
-            tags: str | None, cache: str | None, base: str | None, discard: bool, apply: bool,
-            as_json: bool) -> None:
+def set_cmd(
+    alias: str,
+    mode_name: str | None,
+    accept_host_writes: bool,
+    profiles: str | None,
+    writers: int | None,
+    lifecycle: str | None,
+    image: str | None,
+    network: str | None,
+    tags: str | None,
+    cache: str | None,
+    base: str | None,
+    discard: bool,
+    apply: bool,
+    as_json: bool,
+) -> None:
     """Plan (or with --apply, make) a workspace's execution mode."""
-    given = {"profiles": profiles, "writers": writers, "lifecycle": lifecycle, "image": image,
-             "network": network, "tags": tags, "cache": cache, "base": base}
+    given = {
+        "profiles": profiles,
+        "writers": writers,
+        "lifecycle": lifecycle,
+        "image": image,
+        "network": network,
+        "tags": tags,
+        "cache": cache,
+        "base": base,
+    }
     req = ModeRequest(
-        alias=alias, mode=mode_name, accept_host_writes=accept_host_writes,
+        alias=alias,
+        mode=mode_name,
+        accept_host_writes=accept_host_writes,
         profiles=tuple(p for p in (profiles or "").split(",") if p),
-        writers=writers or 1, lifecycle=lifecycle or "persistent", image=image or "default",
-        network=network or "slirp4netns", tags=tags or "none", cache=cache or "none", base=base,
-        discard=discard, apply=apply,
+        writers=writers or 1,
+        lifecycle=lifecycle or "persistent",
+        image=image or "default",
+        network=network or "slirp4netns",
+        tags=tags or "none",
+        cache=cache or "none",
+        base=base,
+        discard=discard,
+        apply=apply,
         container_options_given=any(v is not None for v in given.values()),
     )
     paths = Paths.from_env()

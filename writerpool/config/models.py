@@ -130,5 +130,7 @@ def load_config(paths: Paths) -> LoadedConfig:
             "config_missing", "no configuration yet; run `writerpool config init`"
         ) from exc
     except OSError as exc:
-        raise WriterpoolError("config_invalid", f"config.toml is unreadable: {exc.strerror}") from exc
+        raise WriterpoolError(
+            "config_invalid", f"config.toml is unreadable: {exc.strerror}"
+        ) from exc
     return LoadedConfig(parse_config(raw), fingerprint(raw))

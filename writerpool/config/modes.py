@@ -56,7 +56,7 @@ class ModeEntry(Strict):
 
 
 class ExecutionModes(Strict):
-    schema_version: Literal[1] = Field(default=MODES_SCHEMA_VERSION, alias="schemaVersion")
+    schema_version: Literal[1] = Field(default=1, alias="schemaVersion")
     workspaces: dict[str, ModeEntry] = {}
 
 

@@ -21,9 +21,7 @@ class Paths:
     def from_env(cls) -> Paths:
         explicit = os.environ.get("WRITERPOOL_CONFIG")
         config = (
-            Path(explicit)
-            if explicit
-            else Path(platformdirs.user_config_dir(APP)) / "config.toml"
+            Path(explicit) if explicit else Path(platformdirs.user_config_dir(APP)) / "config.toml"
         )
         return cls(
             config_file=config.absolute(),

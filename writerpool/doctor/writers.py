@@ -21,8 +21,15 @@ def isolation_control(ctx: CheckContext) -> list[CheckResult]:
         message = "the last isolation control failed"
     else:
         message = "the control was recorded with another harness"
-    return [CheckResult("isolation_control", "warning", "control", message,
-                        remedy="run `writerpool control --apply`")]
+    return [
+        CheckResult(
+            "isolation_control",
+            "warning",
+            "control",
+            message,
+            remedy="run `writerpool control --apply`",
+        )
+    ]
 
 
 def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
@@ -35,8 +42,15 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
         try:
             state = load_state(ctx.paths.writer_dir(name))
         except WriterpoolError as exc:
-            results.append(CheckResult("writer_readiness", "error", subject, exc.message,
-                                       remedy=f"`writerpool writer remove {name}` after collecting"))
+            results.append(
+                CheckResult(
+                    "writer_readiness",
+                    "error",
+                    subject,
+                    exc.message,
+                    remedy=f"`writerpool writer remove {name}` after collecting",
+                )
+            )
             continue
         if state is None:
             continue
@@ -44,7 +58,13 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
         if phase == "ready":
             results.append(CheckResult("writer_readiness", "ok", subject, "ready"))
         else:
-            results.append(CheckResult(
-                "writer_readiness", "warning", subject, f"{phase} ({reason})",
-                remedy=f"`writerpool mode set {alias} container … --apply` re-accepts it"))
+            results.append(
+                CheckResult(
+                    "writer_readiness",
+                    "warning",
+                    subject,
+                    f"{phase} ({reason})",
+                    remedy=f"`writerpool mode set {alias} container … --apply` re-accepts it",
+                )
+            )
     return results

@@ -15,7 +15,12 @@ from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import writer_spec
-from writerpool.pool.control import control_current, harness_digest, harness_path, parse_harness_report
+from writerpool.pool.control import (
+    control_current,
+    harness_digest,
+    harness_path,
+    parse_harness_report,
+)
 from writerpool.report import Finding
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
@@ -26,7 +31,9 @@ from writerpool.state.writer import WriterState, load_state, now, save_state
 HARNESS_IN_CONTAINER = "/pi/harness.py"
 
 
-def fingerprint_groups(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> dict[str, str]:
+def fingerprint_groups(
+    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named)."""
     image_id = resolve_image(paths, state.image)
     spec = writer_spec(paths, state, image_id, pool)
@@ -50,7 +57,9 @@ def current_fingerprint(paths: Paths, podman: Podman, state: WriterState, pool: 
     return fingerprint_of(fingerprint_groups(paths, podman, state, pool))
 
 
-def readiness(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> tuple[str, str | None]:
+def readiness(
+    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+) -> tuple[str, str | None]:
     """The writer's phase and reason as of now (a ready record can have gone stale)."""
     if state.phase != "ready":
         return state.phase, state.reason
@@ -76,7 +85,9 @@ def _token_list(names: object) -> list[str]:
     return [n for n in names if isinstance(n, str) and n.replace("_", "").isalnum() and len(n) < 40]
 
 
-def _run_harness(podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]) -> tuple[int, bytes]:
+def _run_harness(
+    podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
+) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
     spec = writer_spec(paths, state, image_id, pool)
     home = Path.home()
@@ -85,14 +96,20 @@ def _run_harness(podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
     canary = canary_dir / "secret"
     canary.write_text("writerpool canary\n")
     try:
-        spec = spec.model_copy(update={
-            "mounts": (*spec.mounts, Mount(source=harness_path(), target=HARNESS_IN_CONTAINER,
-                                           read_only=True)),
-            "env": {**spec.env,
+        spec = spec.model_copy(
+            update={
+                "mounts": (
+                    *spec.mounts,
+                    Mount(source=harness_path(), target=HARNESS_IN_CONTAINER, read_only=True),
+                ),
+                "env": {
+                    **spec.env,
                     "WRITERPOOL_HARNESS_CANARIES": str(canary),
                     "WRITERPOOL_HARNESS_HOST_HOME": str(home),
-                    "WRITERPOOL_HARNESS_WORK": "/work"},
-        })
+                    "WRITERPOOL_HARNESS_WORK": "/work",
+                },
+            }
+        )
         done = podman.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
@@ -110,10 +127,13 @@ def accept(
     target = f"writer/{state.alias}/{state.name}"
     failure_file = paths.writer_dir(state.name) / "acceptance-failure.json"
     if not control_current(paths):
-        state = save_state(paths.writer_dir(state.name), state.model_copy(
-            update={"phase": "not_ready", "reason": "isolation_control_required"}))
-        return state, Finding("isolation_control_required", "error", target,
-                              "run `writerpool control --apply` first")
+        state = save_state(
+            paths.writer_dir(state.name),
+            state.model_copy(update={"phase": "not_ready", "reason": "isolation_control_required"}),
+        )
+        return state, Finding(
+            "isolation_control_required", "error", target, "run `writerpool control --apply` first"
+        )
     before = fingerprint_groups(paths, podman, state, pool)
     exit_code, out = _run_harness(podman, (paths, state, before["image"], pool))
     if after_run is not None:
@@ -123,34 +143,63 @@ def accept(
     failed = sorted(n for n, c in checks.items() if c.get("status") == "fail")
     inconclusive = sorted(n for n, c in checks.items() if c.get("status") == "inconclusive")
     network = report.get("network") if report else None
-    ok = (exit_code == 0 and report is not None and report.get("verdict") == "pass"
-          and network in ("limited", "not_limited"))
+    ok = (
+        exit_code == 0
+        and report is not None
+        and report.get("verdict") == "pass"
+        and network in ("limited", "not_limited")
+    )
     code, message = "writer_accepted", f"accepted (network {network})"
     changed: list[str] = []
     if not ok:
         code = "acceptance_harness_failed"
-        message = "the contained harness did not pass: " + (", ".join(failed + inconclusive) or "no valid report")
+        message = "the contained harness did not pass: " + (
+            ", ".join(failed + inconclusive) or "no valid report"
+        )
     else:
         # Re-read: the recorded settings, the pin or Podman may have moved during the run.
         fresh = load_state(paths.writer_dir(state.name)) or state
         after = fingerprint_groups(paths, podman, fresh, pool)
         changed = sorted(k for k in before if before[k] != after.get(k))
         if changed:
-            code, message = "acceptance_fingerprint_changed", "settings changed during acceptance: " + ", ".join(changed)
+            code, message = (
+                "acceptance_fingerprint_changed",
+                "settings changed during acceptance: " + ", ".join(changed),
+            )
     if code != "writer_accepted":
-        write_atomic(failure_file, _failure_record(
-            code, exitCode=exit_code,
-            report="absent" if not out.strip() else ("present" if report else "invalid"),
-            verdict=report.get("verdict") if report else None,
-            network=network if network in ("limited", "not_limited") else None,
-            failedChecks=_token_list(failed), inconclusiveChecks=_token_list(inconclusive),
-            changedDigestGroups=_token_list(changed)))
-        state = save_state(paths.writer_dir(state.name), state.model_copy(
-            update={"phase": "not_ready", "reason": code, "fingerprint": None}))
+        write_atomic(
+            failure_file,
+            _failure_record(
+                code,
+                exitCode=exit_code,
+                report="absent" if not out.strip() else ("present" if report else "invalid"),
+                verdict=report.get("verdict") if report else None,
+                network=network if network in ("limited", "not_limited") else None,
+                failedChecks=_token_list(failed),
+                inconclusiveChecks=_token_list(inconclusive),
+                changedDigestGroups=_token_list(changed),
+            ),
+        )
+        state = save_state(
+            paths.writer_dir(state.name),
+            state.model_copy(update={"phase": "not_ready", "reason": code, "fingerprint": None}),
+        )
         return state, Finding(code, "error", target, message)
     failure_file.unlink(missing_ok=True)
-    state = save_state(paths.writer_dir(state.name), state.model_copy(update={
-        "phase": "ready", "reason": None, "fingerprint": fingerprint_of(before),
-        "accepted_at": now()}))
-    note = " (not limited: the agent can reach any network the host can)" if network == "not_limited" else ""
+    state = save_state(
+        paths.writer_dir(state.name),
+        state.model_copy(
+            update={
+                "phase": "ready",
+                "reason": None,
+                "fingerprint": fingerprint_of(before),
+                "accepted_at": now(),
+            }
+        ),
+    )
+    note = (
+        " (not limited: the agent can reach any network the host can)"
+        if network == "not_limited"
+        else ""
+    )
     return state, Finding(code, "ok", target, message + note)

@@ -71,6 +71,6 @@ def writer_spec(
         },
         mounts=tuple(mounts),
         env=env,
-        network=state.network,  # type: ignore[arg-type]
+        network=state.network,
         limits=limits,
     )

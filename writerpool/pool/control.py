@@ -85,9 +85,13 @@ def run_control(
 ) -> Report:
     report = Report("control")
     if not apply:
-        report.add("isolation_control_planned", "planned", TARGET,
-                   "would plant canary files under the home directory, run the harness "
-                   "uncontained on a disposable clone, and remove the canaries")
+        report.add(
+            "isolation_control_planned",
+            "planned",
+            TARGET,
+            "would plant canary files under the home directory, run the harness "
+            "uncontained on a disposable clone, and remove the canaries",
+        )
         return report
     program = harness_file or harness_path()
     home = Path.home()
@@ -112,16 +116,26 @@ def run_control(
         name for name in EXPECTED_ESCAPES if checks.get(name, {}).get("status") != "fail"
     )
     passed = parsed is not None and not missed
-    _save(paths, ControlRecord(passed=passed, at=now(), harness_digest=harness_digest(),
-                               missed=missed))
+    _save(
+        paths,
+        ControlRecord(passed=passed, at=now(), harness_digest=harness_digest(), missed=missed),
+    )
     if passed:
-        report.add("isolation_control_passed", "ok", TARGET,
-                   "the uncontained harness detected every expected escape; canaries removed")
+        report.add(
+            "isolation_control_passed",
+            "ok",
+            TARGET,
+            "the uncontained harness detected every expected escape; canaries removed",
+        )
     else:
-        report.add("isolation_control_failed", "error", TARGET,
-                   "the harness did not detect: " + (", ".join(missed) or "(no valid report)"),
-                   remedy="the harness cannot be trusted on this host; no writer can be accepted",
-                   missed=list(missed))
+        report.add(
+            "isolation_control_failed",
+            "error",
+            TARGET,
+            "the harness did not detect: " + (", ".join(missed) or "(no valid report)"),
+            remedy="the harness cannot be trusted on this host; no writer can be accepted",
+            missed=list(missed),
+        )
     return report
 
 

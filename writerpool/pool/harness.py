@@ -48,8 +48,7 @@ def check_host_home() -> Result:
         except OSError:
             pass
     own = os.path.realpath(os.path.expanduser("~"))
-    others = [d for d in glob.glob("/home/*") + glob.glob("/root/*")
-              if os.path.realpath(d) != own]
+    others = [d for d in glob.glob("/home/*") + glob.glob("/root/*") if os.path.realpath(d) != own]
     if others:
         return "fail", "other users' files are visible"
     return "pass", "no host home visible"

@@ -17,7 +17,7 @@ from writerpool.state.writer import load_state
 
 def writer_names(paths: Paths) -> list[tuple[str, str]]:
     """(alias, name) of every writer that has a directory, in order."""
-    found = []
+    found: list[tuple[str, str]] = []
     if not paths.writers_dir.is_dir():
         return found
     present = {p.name for p in paths.writers_dir.iterdir() if p.is_dir()}
@@ -43,9 +43,17 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
             report.add("writer_state_invalid", "error", target, "no state file")
             continue
         phase, reason = readiness(paths, podman, state, loaded.config.pool)
-        rows.append({"name": name, "workspace": alias, "phase": phase, "reason": reason,
-                     "base": state.base.name, "lifecycle": state.lifecycle,
-                     "network": state.network})
+        rows.append(
+            {
+                "name": name,
+                "workspace": alias,
+                "phase": phase,
+                "reason": reason,
+                "base": state.base.name,
+                "lifecycle": state.lifecycle,
+                "network": state.network,
+            }
+        )
         text = f"{phase}" + (f" ({reason})" if reason else "") + f", base {state.base.name}"
         report.add("writer_status", "ok" if phase == "ready" else "warning", target, text)
     report.data["writers"] = rows
@@ -60,7 +68,9 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
         raise UsageError(f"no writer named {name!r}", code="writer_unknown")
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.mode != "container":
-        report.add("writer_settings_changed", "warning", target, "its workspace is not in container mode")
+        report.add(
+            "writer_settings_changed", "warning", target, "its workspace is not in container mode"
+        )
     state = load_state(paths.writer_dir(name))
     if state is None:
         report.add("writer_state_invalid", "error", target, "no state file")

@@ -11,6 +11,8 @@ from writerpool.config.paths import Paths
 from writerpool.doctor import blocking_failures, diagnose
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
+from writerpool.pool.provision import existing_states, settings_digest, writer_name
+from writerpool.pool.work import has_uncollected_work
 from writerpool.pool.writers import (
     PoolContext,
     accept_kept,
@@ -18,10 +20,9 @@ from writerpool.pool.writers import (
     provision_one,
     remove_surplus,
 )
-from writerpool.pool.provision import existing_states, settings_digest, writer_name
-from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman, PodmanUnavailable
+from writerpool.state.writer import WriterState
 
 BUILTIN_PROVIDERS = {"anthropic", "openai", "google", "mistral", "groq", "xai", "openrouter"}
 
@@ -60,17 +61,23 @@ def check_profiles(config: Config, names: tuple[str, ...]) -> None:
     for name in names:
         profile = config.profiles.get(name)
         if profile is None:
-            raise WriterpoolError("container_profile_unsupported", f"profile {name!r} is not configured")
+            raise WriterpoolError(
+                "container_profile_unsupported", f"profile {name!r} is not configured"
+            )
         if profile.permission != "coding" or profile.default:
-            raise WriterpoolError("container_profile_unsupported",
-                                  f"profile {name!r} must be a non-default coding profile")
+            raise WriterpoolError(
+                "container_profile_unsupported",
+                f"profile {name!r} must be a non-default coding profile",
+            )
         if profile.provider not in config.providers and profile.provider not in BUILTIN_PROVIDERS:
-            raise WriterpoolError("container_profile_unsupported",
-                                  f"profile {name!r} names an unknown provider")
+            raise WriterpoolError(
+                "container_profile_unsupported", f"profile {name!r} names an unknown provider"
+            )
 
 
-def choose_base(paths: Paths, repo_base: str | None, recorded: str | None, alias: str,
-                repo: object) -> str:
+def choose_base(
+    paths: Paths, repo_base: str | None, recorded: str | None, alias: str, repo: object
+) -> str:
     if repo_base is not None:
         validate_base_name(repo_base)
         return repo_base
@@ -78,7 +85,9 @@ def choose_base(paths: Paths, repo_base: str | None, recorded: str | None, alias
         return recorded
     bases = {s.base.name for s in existing_states(paths, alias).values() if s is not None}
     if len(bases) > 1:
-        raise WriterpoolError("workspace_base_ambiguous", "writers sit on different bases; give --base")
+        raise WriterpoolError(
+            "workspace_base_ambiguous", "writers sit on different bases; give --base"
+        )
     if bases:
         return bases.pop()
     return default_base_name(repo)  # type: ignore[arg-type]
@@ -90,8 +99,13 @@ def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
     if mode == "read-only":
         return ModeEntry(mode="read-only")
     settings = ContainerSettings(
-        profiles=req.profiles, writers=req.writers, lifecycle=req.lifecycle,  # type: ignore[arg-type]
-        image=req.image, network=req.network, tags=req.tags, cache=req.cache,  # type: ignore[arg-type]
+        profiles=req.profiles,
+        writers=req.writers,
+        lifecycle=req.lifecycle,
+        image=req.image,
+        network=req.network,
+        tags=req.tags,
+        cache=req.cache,
         base=base or "",
     )
     return ModeEntry(mode="container", container=settings)
@@ -106,16 +120,24 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
     mode = req.mode
     if mode is None:
         if not rootless_podman_usable(podman):
-            report.add("mode_choice_required", "error", target,
-                       "rootless Podman is not usable here; choose host or read-only explicitly",
-                       remedy="writerpool mode set ALIAS read-only (or host --accept-host-writes)")
+            report.add(
+                "mode_choice_required",
+                "error",
+                target,
+                "rootless Podman is not usable here; choose host or read-only explicitly",
+                remedy="writerpool mode set ALIAS read-only (or host --accept-host-writes)",
+            )
             return report
         mode = "container"
     if mode != "container" and req.container_options_given:
         raise UsageError("container options apply to container mode only")
     if mode == "host" and not req.accept_host_writes:
-        report.add("host_ack_required", "error", target,
-                   "host mode lets coding sessions write the checkout; add --accept-host-writes")
+        report.add(
+            "host_ack_required",
+            "error",
+            target,
+            "host mode lets coding sessions write the checkout; add --accept-host-writes",
+        )
         return report
     current = load_modes(paths).workspaces.get(req.alias)
     base: BaseRef | None = None
@@ -130,9 +152,17 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
     elif not req.apply:
         report.add("mode_planned", "planned", target, f"would store mode {mode}")
     if mode == "container" and entry.container is not None:
-        ctx = PoolContext(paths=paths, podman=podman, loaded=loaded, alias=req.alias,
-                          settings=entry.container, base=base, report=report, apply=req.apply,
-                          discard=req.discard)
+        ctx = PoolContext(
+            paths=paths,
+            podman=podman,
+            loaded=loaded,
+            alias=req.alias,
+            settings=entry.container,
+            base=base,
+            report=report,
+            apply=req.apply,
+            discard=req.discard,
+        )
         if not plan_writers(ctx):
             return report
     if not req.apply:
@@ -142,8 +172,12 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
     if current != entry:
         store_entry(paths, req.alias, entry)
         report.add("mode_applied", "ok", target, f"mode {mode} stored")
-        report.add("controllers_restart_required", "warning", target,
-                   "running servers keep the modes they loaded; restart them to apply this")
+        report.add(
+            "controllers_restart_required",
+            "warning",
+            target,
+            "running servers keep the modes they loaded; restart them to apply this",
+        )
     if mode == "container" and entry.container is not None:
         reconcile(ctx)
     return report
@@ -151,11 +185,18 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
 
 def doctor_gate(paths: Paths, req: ModeRequest, report: Report, target: str) -> bool:
     """Blocking doctor checks, one doctor_failed finding each; True when none failed."""
-    failures = blocking_failures(diagnose(paths), workspace=req.alias, profiles=req.profiles,
-                                 network=req.network)
+    failures = blocking_failures(
+        diagnose(paths), workspace=req.alias, profiles=req.profiles, network=req.network
+    )
     for failure in failures:
-        report.add("doctor_failed", "error", target, f"{failure.id}: {failure.message}",
-                   remedy=failure.remedy, check=failure.id)
+        report.add(
+            "doctor_failed",
+            "error",
+            target,
+            f"{failure.id}: {failure.message}",
+            remedy=failure.remedy,
+            check=failure.id,
+        )
     return not failures
 
 
@@ -172,21 +213,39 @@ def plan_writers(ctx: PoolContext) -> bool:
             if not ctx.apply:
                 ctx.report.add("writer_planned", "planned", target, "would be provisioned")
         elif state.settings_digest != digest:
-            ctx.report.add("writer_settings_changed", "warning", target,
-                           "provisioned with other settings; not replaced (remove it to rebuild)")
+            ctx.report.add(
+                "writer_settings_changed",
+                "warning",
+                target,
+                "provisioned with other settings; not replaced (remove it to rebuild)",
+            )
         elif not ctx.apply:
             ctx.report.add("writer_unchanged", "ok", target, "settings match")
     for index, state in states.items():
         if index <= ctx.settings.writers:
             continue
         target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
-        if state is not None and not ctx.discard and has_uncollected_work(ctx.paths, state):
-            ctx.report.add("writer_uncollected", "error", target,
-                           "surplus writer holds uncollected work; collect it or pass --discard")
+        if state is not None and not ctx.discard and _uncollected(ctx, state):
+            ctx.report.add(
+                "writer_uncollected",
+                "error",
+                target,
+                "surplus writer holds uncollected work; collect it or pass --discard",
+            )
             ok = False
         elif not ctx.apply:
-            ctx.report.add("writer_remove_planned", "planned", target, "surplus writer would be removed")
+            ctx.report.add(
+                "writer_remove_planned", "planned", target, "surplus writer would be removed"
+            )
     return ok
+
+
+def _uncollected(ctx: PoolContext, state: WriterState) -> bool:
+    # Fail closed: work that cannot be inspected counts as uncollected.
+    try:
+        return has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+    except WriterpoolError:
+        return True
 
 
 def reconcile(ctx: PoolContext) -> None:

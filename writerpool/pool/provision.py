@@ -28,8 +28,12 @@ def writer_name(alias: str, index: int) -> str:
 
 def settings_digest(settings: ContainerSettings) -> str:
     """Digest of what a writer was provisioned with; a difference is never silently applied."""
-    keys = {"image": settings.image, "network": settings.network, "cache": settings.cache,
-            "tags": settings.tags}
+    keys = {
+        "image": settings.image,
+        "network": settings.network,
+        "cache": settings.cache,
+        "tags": settings.tags,
+    }
     return "sha256:" + hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()
 
 
@@ -45,14 +49,19 @@ def base_record(base: BaseRef) -> BaseRecord:
 def _origin(repo: Path, report: Report, target: str) -> str | None:
     url = origin_url(repo)
     if url is not None and url_has_userinfo(url):
-        report.add("remote_url_refused", "warning", target,
-                   "the origin URL carries credentials and was not copied into the clone")
+        report.add(
+            "remote_url_refused",
+            "warning",
+            target,
+            "the origin URL carries credentials and was not copied into the clone",
+        )
         return None
     return url
 
 
-def make_clone(paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool,
-               report: Report, target: str) -> Baseline:
+def make_clone(
+    paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool, report: Report, target: str
+) -> Baseline:
     """(Re)build the writer's clone from a bundle of the base; return its baseline."""
     lay = writer_layout(paths, name)
     staging = lay["root"] / "clone.new"
@@ -74,16 +83,30 @@ def make_clone(paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool,
     return Baseline(head=refs.head, commit=refs.head_commit, branches=dict(refs.branches))
 
 
-def provision(paths: Paths, alias: str, name: str, repo: Path, settings: ContainerSettings,
-              base: BaseRef, report: Report) -> WriterState:
+def provision(
+    paths: Paths,
+    alias: str,
+    name: str,
+    repo: Path,
+    settings: ContainerSettings,
+    base: BaseRef,
+    report: Report,
+) -> WriterState:
     """Provision (or finish an interrupted provisioning of) one writer; lease held."""
     target = f"writer/{alias}/{name}"
     lay = writer_layout(paths, name)
     ensure_private_dir(lay["root"])
     state = WriterState(
-        name=name, alias=alias, settings_digest=settings_digest(settings), image=settings.image,
-        network=settings.network, cache=settings.cache, lifecycle=settings.lifecycle,
-        tags=settings.tags, profiles=settings.profiles, base=base_record(base),
+        name=name,
+        alias=alias,
+        settings_digest=settings_digest(settings),
+        image=settings.image,
+        network=settings.network,
+        cache=settings.cache,
+        lifecycle=settings.lifecycle,
+        tags=settings.tags,
+        profiles=settings.profiles,
+        base=base_record(base),
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
     save_state(lay["root"], state)
@@ -92,10 +115,18 @@ def provision(paths: Paths, alias: str, name: str, repo: Path, settings: Contain
         ensure_private_dir(lay[key])
     if settings.cache != "none":
         ensure_private_dir(lay["cache"])
-    state = save_state(lay["root"], state.model_copy(
-        update={"baseline": baseline, "phase": "not_ready", "reason": "writer_provisioned"}))
-    report.add("writer_provisioned", "ok", target,
-               f"full clone of {base.name} at {base.commit[:12]}; not yet accepted")
+    state = save_state(
+        lay["root"],
+        state.model_copy(
+            update={"baseline": baseline, "phase": "not_ready", "reason": "writer_provisioned"}
+        ),
+    )
+    report.add(
+        "writer_provisioned",
+        "ok",
+        target,
+        f"full clone of {base.name} at {base.commit[:12]}; not yet accepted",
+    )
     return state
 
 

@@ -89,9 +89,13 @@ def lease_ready_writer(
                 continue
             image_id = resolve_image(paths, state.image)
             return WriterSlot(
-                name=name, base_ref=state.base.name, base_commit=state.base.commit,
+                name=name,
+                base_ref=state.base.name,
+                base_commit=state.base.commit,
                 agent_dir=writer_layout(paths, name)["agent"],
-                spec=writer_spec(paths, state, image_id, config.pool), podman=podman, lease=lease,
+                spec=writer_spec(paths, state, image_id, config.pool),
+                podman=podman,
+                lease=lease,
             )
         except WriterpoolError:
             lease.release()

@@ -16,6 +16,7 @@ from writerpool.pool.acceptance import accept, readiness
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, leased
 from writerpool.pool.provision import provision, writer_name
+from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState, load_state, save_state
@@ -95,14 +96,30 @@ def mark_settings_changed(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     state = load_state(ctx.paths.writer_dir(name))
     if state is not None and state.reason != "writer_settings_changed":
-        save_state(ctx.paths.writer_dir(name), state.model_copy(
-            update={"phase": "not_ready", "reason": "writer_settings_changed"}))
+        save_state(
+            ctx.paths.writer_dir(name),
+            state.model_copy(update={"phase": "not_ready", "reason": "writer_settings_changed"}),
+        )
 
 
 def remove_surplus(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     try:
         with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+            # Checked again under the lease: a session may have added work since the plan.
+            state = load_state(ctx.paths.writer_dir(name))
+            if (
+                state is not None
+                and not ctx.discard
+                and has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+            ):
+                ctx.report.add(
+                    "writer_uncollected",
+                    "error",
+                    _target(ctx.alias, name),
+                    "surplus writer holds uncollected work; collect it or pass --discard",
+                )
+                return
             delete_writer_files(ctx.paths, name)
         ctx.report.add("writer_removed", "ok", _target(ctx.alias, name), "surplus writer removed")
     except WriterpoolError as exc:

@@ -64,12 +64,17 @@ class Podman:
 
     # -- CLI ---------------------------------------------------------------
     def cli(
-        self, args: Sequence[str], *, timeout: float = 120.0, input: bytes | None = None,  # noqa: A002
+        self,
+        args: Sequence[str],
+        *,
+        timeout: float = 120.0,
+        input: bytes | None = None,
         check: bool = True,
     ) -> Completed:
         try:
-            return run([self.binary, *args], env=podman_env(), timeout=timeout, input=input,
-                       check=check)
+            return run(
+                [self.binary, *args], env=podman_env(), timeout=timeout, input=input, check=check
+            )
         except CommandFailed as exc:
             if exc.returncode == 127:
                 raise PodmanUnavailable("podman is not installed") from exc
@@ -85,11 +90,21 @@ class Podman:
         """Full argv of a disposable container, for callers that attach its stdio."""
         return [self.binary, *spec.run_argv(command, interactive=interactive)]
 
-    def run(self, spec: ContainerSpec, command: list[str], *, timeout: float = 120.0,
-            input: bytes | None = None) -> Completed:  # noqa: A002
+    def run(
+        self,
+        spec: ContainerSpec,
+        command: list[str],
+        *,
+        timeout: float = 120.0,
+        input: bytes | None = None,
+    ) -> Completed:
         """Run a disposable container to completion; stdout and stderr captured."""
-        return self.cli(spec.run_argv(command, interactive=input is not None), timeout=timeout,
-                        input=input, check=False)
+        return self.cli(
+            spec.run_argv(command, interactive=input is not None),
+            timeout=timeout,
+            input=input,
+            check=False,
+        )
 
     def image_exists(self, image_id: str) -> bool:
         return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0
@@ -101,9 +116,15 @@ class Podman:
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             spawn(
-                [self.binary, "system", "service", f"--time={SERVICE_IDLE_SECONDS}",
-                 f"unix://{self.socket_path}"],
-                env=podman_env(), detach=True,
+                [
+                    self.binary,
+                    "system",
+                    "service",
+                    f"--time={SERVICE_IDLE_SECONDS}",
+                    f"unix://{self.socket_path}",
+                ],
+                env=podman_env(),
+                detach=True,
             )
         except OSError as exc:
             raise PodmanUnavailable("cannot start the podman API service") from exc
@@ -124,8 +145,12 @@ class Podman:
             with self._client() as client:
                 found = client.containers.list(all=True, filters={"label": f"{label}={value}"})
                 return [ContainerRef(c.id, c.name, c.status) for c in found]
-        except (podman.errors.PodmanError, podman.errors.APIError, requests.RequestException,
-                OSError) as exc:
+        except (
+            podman.errors.PodmanError,
+            podman.errors.APIError,
+            requests.RequestException,
+            OSError,
+        ) as exc:
             raise PodmanUnavailable("listing containers failed") from exc
 
     def remove(self, container_id: str) -> None:
@@ -134,8 +159,12 @@ class Podman:
                 client.containers.remove(container_id, force=True)
         except podman.errors.NotFound:
             return
-        except (podman.errors.PodmanError, podman.errors.APIError, requests.RequestException,
-                OSError) as exc:
+        except (
+            podman.errors.PodmanError,
+            podman.errors.APIError,
+            requests.RequestException,
+            OSError,
+        ) as exc:
             raise PodmanUnavailable("removing a container failed") from exc
 
     def writer_containers(self, writer: str) -> list[ContainerRef]:

@@ -11,8 +11,9 @@ from writerpool.proc import CommandFailed, clean_env, run
 def run_harness_on_host(program: Path, env: dict[str, str], cwd: Path) -> bytes:
     """Run the harness as this user, with no containment; return its stdout."""
     try:
-        done = run([sys.executable, str(program)], cwd=cwd, env=clean_env(env), timeout=60,
-                   check=False)
+        done = run(
+            [sys.executable, str(program)], cwd=cwd, env=clean_env(env), timeout=60, check=False
+        )
     except CommandFailed:
         return b""
     return done.stdout

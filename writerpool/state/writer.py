@@ -16,6 +16,10 @@ STATE_SCHEMA_VERSION = 1
 Phase = Literal["provisioning", "not_ready", "ready"]
 
 
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,7 +45,7 @@ class Collection(Strict):
 
 
 class WriterState(Strict):
-    schema_version: Literal[1] = STATE_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     name: str
     alias: str
     settings_digest: str
@@ -58,11 +62,7 @@ class WriterState(Strict):
     fingerprint: str | None = None
     accepted_at: str | None = None
     collection: Collection | None = None
-    updated_at: str = Field(default_factory=lambda: now())
-
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    updated_at: str = Field(default_factory=now)
 
 
 def state_file(writer_dir: Path) -> Path:
@@ -77,7 +77,9 @@ def load_state(writer_dir: Path) -> WriterState | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise WriterpoolError("writer_state_unreadable", "the writer's state cannot be read") from exc
+        raise WriterpoolError(
+            "writer_state_unreadable", "the writer's state cannot be read"
+        ) from exc
     try:
         data = json.loads(raw)
     except ValueError as exc:
