@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -73,30 +74,36 @@ def pi_prefix() -> Path:
 
 @pytest.fixture(scope="session")
 def scripted() -> Iterator[ScriptedProvider]:
-    with ScriptedProvider(SCRIPT, host="127.0.0.1") as provider:
+    # Bound on every address: a writer's container reaches it through the host's address.
+    with ScriptedProvider(SCRIPT) as provider:
         yield provider
 
 
-def _config_text(workspaces: dict[str, Path], base_url: str) -> str:
+def host_address() -> str:
+    """The host's own non-loopback address (no packet is sent for a UDP connect)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))
+        return str(probe.getsockname()[0])
+
+
+def _config_text(workspaces: dict[str, Path], port: int) -> str:
     lines = ["[workspaces]"]
     lines += [f'{alias} = "{path}"' for alias, path in workspaces.items()]
+    for name, permission, default in (("review", "read-only", True), ("code", "coding", False)):
+        lines += [
+            "",
+            f"[profiles.{name}]",
+            f'permission = "{permission}"',
+            'provider = "scripted"',
+            'model = "scripted-model"',
+            'thinking = "off"',
+        ]
+        lines += ["default = true"] if default else []
     lines += [
         "",
-        "[profiles.review]",
-        'permission = "read-only"',
-        'provider = "scripted"',
-        'model = "scripted-model"',
-        'thinking = "off"',
-        "default = true",
-        "",
-        "[profiles.code]",
-        'permission = "coding"',
-        'provider = "scripted"',
-        'model = "scripted-model"',
-        'thinking = "off"',
-        "",
         "[providers.scripted]",
-        f'base_url = "{base_url}"',
+        f'base_url = "http://127.0.0.1:{port}/v1"',
+        f'container_base_url = "http://{host_address()}:{port}/v1"',
         f'api_key_env = "{KEY_ENV}"',
         "",
         "[pool]",
@@ -105,56 +112,44 @@ def _config_text(workspaces: dict[str, Path], base_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _store_modes(paths: Paths) -> None:
+def _store_modes(paths: Paths, boxed: bool) -> None:
     store_entry(paths, "hosted", ModeEntry(mode="host", accept_host_writes=True))
     store_entry(paths, "locked", ModeEntry(mode="read-only"))
-    store_entry(
-        paths,
-        "boxed",
-        ModeEntry(
-            mode="container",
-            container=ContainerSettings(profiles=("code",), writers=2, base="main"),
-        ),
-    )
+    if boxed:
+        settings = ContainerSettings(profiles=("code",), writers=2, base="main")
+        store_entry(paths, "boxed", ModeEntry(mode="container", container=settings))
 
 
 MakeServer = Callable[..., ServerEnv]
+SERVER_ENV_VARS = (
+    "WRITERPOOL_CONFIG", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+    "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL",
+)  # fmt: skip
 
 
 @pytest.fixture
-def make_server(tmp_path: Path, scripted: ScriptedProvider) -> MakeServer:
-    """Build config, modes and environment for one server (pi optional)."""
+def make_server(tmp_path: Path, isolated_env: Path, scripted: ScriptedProvider) -> MakeServer:
+    """Config and modes for one server, in the test's isolated HOME and XDG dirs (which
+    operator commands run by the test share). `pi`: link the installed pi into the
+    test's cache. `boxed`: the checkout of the container workspace, whose mode the test
+    sets itself; without it, a made-up container entry is stored."""
 
-    def make(pi: Path | None = None) -> ServerEnv:
-        root = tmp_path
-        xdg = root / "xdg"
-        workspaces = {name: root / "ws" / name for name in ("demo", "hosted", "locked", "boxed")}
+    def make(pi: Path | None = None, boxed: Path | None = None) -> ServerEnv:
+        workspaces = {name: tmp_path / "ws" / name for name in ("demo", "hosted", "locked")}
         for path in workspaces.values():
             path.mkdir(parents=True, exist_ok=True)
             (path / "README.md").write_text("a workspace\n")
-        config_file = root / "config" / "config.toml"
-        config_file.parent.mkdir(parents=True, exist_ok=True)
-        config_file.write_text(_config_text(workspaces, scripted.base_url()))
-        paths = Paths(
-            config_file=config_file,
-            state_dir=xdg / "state" / "writerpool",
-            cache_dir=xdg / "cache" / "writerpool",
-        )
-        _store_modes(paths)
+        workspaces["boxed"] = boxed or workspaces["demo"]
+        paths = Paths.from_env()
+        paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+        paths.config_file.write_text(_config_text(workspaces, scripted.port))
+        _store_modes(paths, boxed=boxed is None)
         if pi is not None:
             paths.cache_dir.mkdir(parents=True, exist_ok=True)
             (paths.cache_dir / "pi").symlink_to(pi, target_is_directory=True)
         key = "sk-scripted-" + secrets.token_hex(12)
-        env = {
-            "WRITERPOOL_CONFIG": str(config_file),
-            "HOME": str(root / "home"),
-            "XDG_CONFIG_HOME": str(xdg / "config"),
-            "XDG_STATE_HOME": str(xdg / "state"),
-            "XDG_CACHE_HOME": str(xdg / "cache"),
-            "XDG_DATA_HOME": str(xdg / "data"),
-            KEY_ENV: key,
-        }
-        (root / "home").mkdir(exist_ok=True)
-        return ServerEnv(root, env, paths, workspaces, secrets=[key, str(root)])
+        env = {k: os.environ[k] for k in SERVER_ENV_VARS if k in os.environ}
+        env[KEY_ENV] = key
+        return ServerEnv(tmp_path, env, paths, workspaces, secrets=[key, str(tmp_path)])
 
     return make

@@ -48,14 +48,17 @@ def test_read_only_session_answers_a_prompt_with_the_scripted_text(
             got = (await client.ok("pi_session_get", {"sessionId": sid}))["session"]
             assert (got["state"], got["turns"], got["lastTurnId"]) == ("idle", 1, turn["turnId"])
             await client.ok("pi_session_close", {"sessionId": sid})
+            # The tombstone still answers for the turns the session ran.
+            kept = await client.ok("pi_turn_get", {"sessionId": sid, "turnId": turn["turnId"]})
+            assert kept["turn"] == turn
             return client
 
     client = anyio.run(scenario)
     client.assert_clean([*server.secrets, HELLO_PROMPT, "zebra-7781"])
     audit = server.audit_lines()
     assert [line["action"] for line in audit] == [
-        "pi_session_start", "pi_session_prompt", *["pi_turn_get"] * (len(audit) - 4),
-        "pi_session_get", "pi_session_close",
+        "pi_session_start", "pi_session_prompt", *["pi_turn_get"] * (len(audit) - 5),
+        "pi_session_get", "pi_session_close", "pi_turn_get",
     ]  # fmt: skip
     assert {line["outcome"] for line in audit} == {"ok"}
     assert "zebra" not in server.paths.audit_log.read_text()

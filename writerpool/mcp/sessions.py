@@ -41,26 +41,27 @@ class Session:
     plan: SessionPlan
     launched: Launched | None
     created_at: str
+    # Fixed at start, so a tombstone still names them.
+    writer: str | None = None
+    base: dict[str, str] | None = None
     # public turn id -> the agent's own turn id
     turns: dict[str, str] = field(default_factory=dict)
+    # A closed session's turns as they ended (the agent is gone by then).
+    final_turns: dict[str, dict[str, Any]] = field(default_factory=dict)
     closed_at: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def writer(self) -> str | None:
-        return self.launched.writer if self.launched is not None else None
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
 
     def state(self) -> str:
-        if self.closed_at is not None or self.launched is None:
+        launched = self.launched
+        if self.closed_at is not None or launched is None:
             return "closed"
-        agent = self.launched.agent
-        if not agent.alive:
+        if not launched.agent.alive:
             return "failed"
         last = self.last_turn()
-        if last is not None and agent.turn(self.turns[last]).status == "running":
+        if last is not None and launched.agent.turn(self.turns[last]).status == "running":
             return "running"
         return "idle"
 
@@ -79,8 +80,15 @@ class Session:
         }
         if self.plan.placement == "container":
             out["writer"] = self.writer
-            out["base"] = self.launched.base if self.launched is not None else None
+            out["base"] = self.base
         return out
+
+    def keep_final_turns(self, agent: Agent) -> None:
+        for public, own in self.turns.items():
+            try:
+                self.final_turns[public] = turn_view(public, agent.turn(own))
+            except WriterpoolError:
+                continue  # the agent no longer keeps turns that old
 
 
 class SessionManager:
@@ -132,7 +140,9 @@ class SessionManager:
             if self._shutting_down:
                 raise WriterpoolError("session_start_failed", "the server is shutting down")
         launched = self._launcher.launch(plan, session_id)
-        session = Session(session_id, plan, launched, now_iso())
+        session = Session(
+            session_id, plan, launched, now_iso(), writer=launched.writer, base=launched.base
+        )
         with self._lock:
             late = self._shutting_down
             self._sessions[session_id] = session
@@ -146,10 +156,16 @@ class SessionManager:
         session = self._find(session_id)
         with session.lock:
             if session.closed_at is None:
-                launched, session.launched = session.launched, None
+                # Marked closed first (no new prompt or abort gets through); the agent
+                # stays reachable for turn reads until its final turns are kept.
                 session.closed_at = now_iso()
+                launched = session.launched
                 if launched is not None:
-                    self._launcher.stop(launched, self._close_seconds())
+                    try:
+                        self._launcher.stop(launched, self._close_seconds())
+                    finally:
+                        session.keep_final_turns(launched.agent)
+                        session.launched = None
         self._forget_old_tombstones()
         return {"session": session.view()}
 
@@ -195,7 +211,10 @@ class SessionManager:
             raise WriterpoolError("turn_unknown", "no such turn in this session")
         launched = session.launched
         if launched is None:
-            raise WriterpoolError("session_closed", "the session is closed")
+            final = session.final_turns.get(turn_id)
+            if final is None:
+                raise WriterpoolError("turn_unknown", "the closed session no longer has it")
+            return {"sessionId": session_id, "turn": final}
         agent = launched.agent
         snapshot = agent.turn(agent_turn)
         if wait_seconds > 0 and snapshot.status == "running" and agent.alive:
