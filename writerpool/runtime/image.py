@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from writerpool import __version__
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.proc import CommandFailed, run
 from writerpool.report import sanitize
+from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -221,13 +222,10 @@ def _podman_failure(exc: CommandFailed) -> WriterpoolError:
     return WriterpoolError("podman_unavailable", sanitize(f"podman failed: {last[0]}"))
 
 
-def inspect_image(image_id: str) -> ImageInfo | None:
-    """The local image with exactly this 64-hex ID, or None when storage lacks it."""
-    if not HEX64.match(image_id):
-        raise UsageError("an image must be 'default' or a 64-hex local image ID")
-    argv = ["podman", "image", "inspect", "--format", "json", image_id]
+def _inspect(reference: str) -> ImageInfo | None:
+    argv = ["podman", "image", "inspect", "--format", "json", "--", reference]
     try:
-        done = run(argv, env=clean_env(), timeout=PODMAN_TIMEOUT, check=False)
+        done = run(argv, env=podman_env(), timeout=PODMAN_TIMEOUT, check=False)
     except CommandFailed as exc:  # podman missing or hung
         raise _podman_failure(exc) from exc
     if done.returncode != 0:
@@ -235,23 +233,30 @@ def inspect_image(image_id: str) -> ImageInfo | None:
         if "image not known" in err or "no such image" in err:
             return None
         raise _podman_failure(CommandFailed(argv, done.returncode, done.stdout, done.stderr))
-    found = [info for info in parse_image_list(done.out) if info.id == image_id]
-    return found[0] if found else None
+    found = parse_image_list(done.out)
+    return found[0] if len(found) == 1 else None
+
+
+def inspect_image(image_id: str) -> ImageInfo | None:
+    """The local image with exactly this 64-hex ID, or None when storage lacks it."""
+    if not HEX64.match(image_id):
+        raise UsageError("an image must be 'default' or a 64-hex local image ID")
+    info = _inspect(image_id)
+    return info if info is not None and info.id == image_id else None
 
 
 def image_exists(image_id: str) -> bool:
     return inspect_image(image_id) is not None
 
 
-def images_labelled(key: str, value: str) -> list[ImageInfo]:
-    """Local images carrying label key=value, newest first."""
-    argv = ["podman", "images", "--filter", f"label={key}={value}", "--format", "json"]
-    try:
-        done = run(argv, env=clean_env(), timeout=PODMAN_TIMEOUT)
-    except CommandFailed as exc:
-        raise _podman_failure(exc) from exc
-    found = [i for i in parse_image_list(done.out) if i.label(key) == value]
-    return sorted(found, key=lambda i: i.created if isinstance(i.created, int) else 0, reverse=True)
+def tagged_image(tag: str, label: str, value: str) -> ImageInfo | None:
+    """The image carrying writerpool's tag, if it is labelled label=value.
+
+    Both are needed: a label alone is inherited by every image derived from this one
+    (a `podman commit` of a writer's container carries the inputs label too).
+    """
+    info = _inspect(tag)
+    return info if info is not None and info.label(label) == value else None
 
 
 def resolve_image(paths: Paths, setting: str) -> str:

@@ -25,16 +25,15 @@ from writerpool.runtime.image import (
     LABEL_VERSION,
     ROOTFS_REPO,
     ImageDefinition,
-    images_labelled,
-    load_pin,
     save_pin,
+    tagged_image,
 )
+from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir
 
 MMDEBSTRAP_TIMEOUT = 1800.0
 IMPORT_TIMEOUT = 600.0
 BUILD_TIMEOUT = 1200.0
-TAG_TIMEOUT = 60.0
 # apt inside mmdebstrap needs the operator's proxy settings; they reach only that child.
 PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
@@ -94,14 +93,14 @@ def run_tool(
     except FileNotFoundError as exc:
         raise WriterpoolError("image_build_failed", f"{argv[0]} is not installed") from exc
     out, err = bytearray(), bytearray()
-    try:
-        _pump(((proc.stdout, out), (proc.stderr, err)), progress=progress,
-              deadline=time.monotonic() + timeout, what=what)  # fmt: skip
-        returncode = proc.wait()
-    except BaseException:  # timeout, Ctrl-C: never leave a builder running
-        _stop(proc.pid, proc.poll)
-        proc.wait()
-        raise
+    with proc:  # closes the pipes and reaps the process however this ends
+        try:
+            _pump(((proc.stdout, out), (proc.stderr, err)), progress=progress,
+                  deadline=time.monotonic() + timeout, what=what)  # fmt: skip
+        except BaseException:  # timeout, Ctrl-C: never leave a builder running
+            _stop(proc.pid, proc.poll)
+            raise
+    returncode = proc.returncode
     if returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise WriterpoolError(
@@ -133,10 +132,6 @@ def _pump(
                     continue
                 key.data.extend(chunk)
                 progress.output(chunk)
-
-
-def _podman_env() -> dict[str, str]:
-    return clean_env()
 
 
 def _mmdebstrap_env() -> dict[str, str]:
@@ -183,11 +178,15 @@ def _import(tarball: Path, rootfs_digest: str, progress: Progress) -> str:
     argv = [
         "podman", "import", "--quiet", "--message", "writerpool writer root file system",
         "--change", f"LABEL {LABEL_ROOTFS}={rootfs_digest}",
-        str(tarball), f"{ROOTFS_REPO}:{rootfs_digest[:16]}",
+        str(tarball), _rootfs_tag(rootfs_digest),
     ]  # fmt: skip
-    raw = run_tool(argv, env=_podman_env(), timeout=IMPORT_TIMEOUT, progress=progress,
+    raw = run_tool(argv, env=podman_env(), timeout=IMPORT_TIMEOUT, progress=progress,
                    what="podman import")  # fmt: skip
     return _image_id(raw.decode(errors="replace").strip().splitlines()[-1:])
+
+
+def _rootfs_tag(rootfs_digest: str) -> str:
+    return f"{ROOTFS_REPO}:{rootfs_digest[:16]}"
 
 
 def _image_id(lines: list[str]) -> str:
@@ -203,10 +202,10 @@ def ensure_rootfs(
     """The imported root file system's image ID: reused image, cached tarball, or mmdebstrap."""
     digest = definition.rootfs_digest()
     if not force:
-        found = images_labelled(LABEL_ROOTFS, digest)
-        if found:
-            progress.step(f"reusing the imported root file system {found[0].id[:12]}")
-            return found[0].id, "image"
+        found = tagged_image(_rootfs_tag(digest), LABEL_ROOTFS, digest)
+        if found is not None and found.label(LABEL_INPUTS) is None:
+            progress.step(f"reusing the imported root file system {found.id[:12]}")
+            return found.id, "image"
     tarball = _tarball(paths, digest)
     source: RootfsSource = "tarball"
     if force or not tarball.exists():
@@ -243,21 +242,12 @@ def _build(
     iidfile = paths.image_cache_dir / "build.iid"
     iidfile.unlink(missing_ok=True)
     argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force)
-    run_tool(argv, env=_podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
+    run_tool(argv, env=podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
              what="podman build")  # fmt: skip
     try:
         return _image_id(iidfile.read_text().splitlines())
     finally:
         iidfile.unlink(missing_ok=True)
-
-
-def _reusable(paths: Paths, inputs_digest: str) -> str | None:
-    """An image already built from these inputs: the pinned one if it qualifies, else newest."""
-    found = [i.id for i in images_labelled(LABEL_INPUTS, inputs_digest)]
-    if not found:
-        return None
-    pin = load_pin(paths) if paths.image_pin_file.exists() else None
-    return pin.image_id if pin is not None and pin.image_id in found else found[0]
 
 
 @contextmanager
@@ -296,15 +286,15 @@ def build_image(
     inputs = definition.inputs_digest()
     ensure_private_dir(paths.image_cache_dir)
     with _build_lock(paths, progress):
-        existing = None if force else _reusable(paths, inputs)
+        found = None if force else tagged_image(definition.tag, LABEL_INPUTS, inputs)
+        existing = found.id if found is not None else None
         rootfs: RootfsSource | None = None
         if existing is not None:
             progress.step(f"an image built from the same inputs exists: {existing[:12]}")
             image_id = existing
-            _tag(image_id, definition.tag, progress)
         else:
             base_id, rootfs = ensure_rootfs(paths, definition, progress, force=force)
-            progress.step(f"installing pi {definition.pi_version} with npm on the host")
+            progress.step(f"pi {definition.pi_version}: installing with npm unless present")
             prefix = _install_pi(install_pi)
             image_id = _build(paths, definition, base_id, prefix, progress, force=force)
         save_pin(paths, image_id, inputs, definition.writerpool_version)
@@ -318,8 +308,3 @@ def _install_pi(install_pi: Callable[[], Path]) -> Path:
         return install_pi()
     except WriterpoolError as exc:
         raise WriterpoolError("image_build_failed", f"installing pi failed: {exc.message}") from exc
-
-
-def _tag(image_id: str, tag: str, progress: Progress) -> None:
-    run_tool(["podman", "tag", image_id, tag], env=_podman_env(), timeout=TAG_TIMEOUT,
-             progress=progress, what="podman tag")  # fmt: skip

@@ -1,0 +1,177 @@
+"""`writerpool image build` for real: rootless Podman, mmdebstrap, the pinned pi.
+
+The writer image is left in the account's storage (other tests and the operator use it);
+anything else a test builds is removed by the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REAL_PATHS, REQUIRE
+from writerpool.agent.install import PI_VERSION, install_pi, installed_version
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.proc import Completed, run
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_definition, load_pin, resolve_image
+from writerpool.runtime.image_build import Progress, build_image, run_tool
+from writerpool.runtime.podman import podman_env
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.timeout(2400)]
+
+BUILD_TIMEOUT = 2400
+
+
+@pytest.fixture(autouse=True)
+def _tools() -> None:
+    missing = [t for t in ("podman", "mmdebstrap", "npm") if shutil.which(t) is None]
+    if missing:
+        if REQUIRE:
+            pytest.fail(f"missing tools: {', '.join(missing)}")
+        pytest.skip(f"missing tools: {', '.join(missing)}")
+
+
+def _cli(*args: str) -> tuple[int, dict[str, Any]]:
+    done = run([sys.executable, "-m", "writerpool", *args, "--json"], env=dict(os.environ),
+               timeout=BUILD_TIMEOUT, check=False)  # fmt: skip
+    assert done.stdout, done.stderr[-3000:]
+    return done.returncode, json.loads(done.out)
+
+
+def _podman(*args: str, timeout: float = 120) -> Completed:
+    return run(["podman", *args], env=podman_env(), timeout=timeout, check=False)
+
+
+def _build_twice() -> tuple[dict[str, Any], dict[str, Any]]:
+    first_rc, first = _cli("image", "build")
+    assert first_rc == 0, first
+    second_rc, second = _cli("image", "build")
+    assert second_rc == 0, second
+    return first, second
+
+
+def test_rebuild_with_nothing_changed_reuses_the_image_and_pins_it() -> None:
+    first, second = _build_twice()
+    assert first["findings"][0]["code"] in ("image_built", "image_reused")
+    assert second["findings"][0]["code"] == "image_reused"
+    image_id = second["data"]["imageId"]
+    assert image_id == first["data"]["imageId"]
+    pin = load_pin(Paths.from_env())
+    assert pin is not None and pin.image_id == image_id
+    assert pin.inputs_digest == second["data"]["inputsDigest"]
+    assert resolve_image(Paths.from_env(), "default") == image_id
+
+    show_rc, show = _cli("image", "show")
+    assert show_rc == 0, show
+    assert show["findings"][0]["code"] == "image_pinned"
+    assert show["data"]["exists"] is True
+
+    labels = json.loads(_podman("image", "inspect", "--format", "{{json .Labels}}", image_id).out)
+    assert labels["io.writerpool.inputs"] == pin.inputs_digest
+    assert labels["io.writerpool.version"] == pin.writerpool_version
+
+
+def test_image_holds_node_git_search_tools_python_and_pi() -> None:
+    _, second = _build_twice()
+    image_id = second["data"]["imageId"]
+    script = (
+        "node --version; git --version; rg --version | head -n 1; fdfind --version; "
+        "python3 -c 'import json, sys; print(sys.version_info[:2])'; pi --version 2>&1"
+    )
+    done = _podman("run", "--rm", "--network", "none", image_id, "sh", "-ec", script)
+    assert done.returncode == 0, done.stderr
+    lines = done.out.splitlines()
+    major, minor = (int(p) for p in lines[0].removeprefix("v").split(".")[:2])
+    assert (major, minor) >= (20, 6)
+    assert lines[1].startswith("git version ")
+    assert lines[2].startswith("ripgrep ")
+    assert lines[3].startswith("fdfind ")
+    assert lines[4].startswith("(3, ")
+    assert lines[5].strip() == PI_VERSION
+
+
+def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Path) -> None:
+    _, second = _build_twice()  # makes sure the root file system was imported
+    images = Path(shutil.copytree(DEFAULT_IMAGES_DIR, tmp_path / "images"))
+    containerfile = images / "Containerfile"
+    containerfile.write_text(containerfile.read_text() + 'LABEL io.writerpool.test="1"\n')
+    definition = load_definition(PI_VERSION, images, writerpool_version="0.0.0-test")
+    # pi installed for the operator is read, never written; elsewhere install it here.
+    real = REAL_PATHS.pi_prefix
+    prefix = real if installed_version(real) == PI_VERSION else tmp_path / "pi"
+    progress = Progress(None, verbose=False)
+
+    def pi_prefix() -> Path:
+        install_pi(prefix)
+        return prefix
+
+    try:
+        outcome = build_image(Paths.from_env(), definition, pi_prefix, progress)
+        assert not outcome.reused and outcome.rootfs == "image"
+        assert outcome.image_id != second["data"]["imageId"]
+
+        def layers(image_id: str) -> list[str]:
+            raw = _podman("image", "inspect", "--format", "{{json .RootFS.Layers}}", image_id)
+            return list(json.loads(raw.out))
+
+        # Built on the imported root file system, not on top of the other writer image.
+        assert len(layers(outcome.image_id)) == len(layers(second["data"]["imageId"]))
+        again = build_image(Paths.from_env(), definition, pi_prefix, progress)
+        assert again.reused and again.image_id == outcome.image_id
+    finally:
+        _podman("rmi", "--force", definition.tag)
+
+
+@pytest.mark.parametrize("image_id", ["0" * 64])
+def test_resolving_an_absent_image_is_image_unavailable(image_id: str) -> None:
+    with pytest.raises(WriterpoolError) as info:
+        resolve_image(Paths.from_env(), image_id)
+    assert info.value.code == "image_unavailable"
+
+
+def test_a_failing_tool_reports_its_last_line_without_paths() -> None:
+    progress = Progress(None, verbose=False)
+    argv = ["sh", "-c", "echo working; echo 'E: cannot open /var/lib/x' >&2; exit 3"]
+    with pytest.raises(WriterpoolError) as info:
+        run_tool(argv, env={"PATH": "/usr/bin:/bin"}, timeout=30, progress=progress, what="tool")
+    assert info.value.code == "image_build_failed"
+    assert "exited 3" in info.value.message and "E: cannot open" in info.value.message
+    assert "/var/lib" not in info.value.message
+
+
+def test_a_tool_past_its_timeout_is_stopped() -> None:
+    progress = Progress(None, verbose=False)
+    with pytest.raises(WriterpoolError) as info:
+        run_tool(["sleep", "30"], env={"PATH": "/usr/bin:/bin"}, timeout=1, progress=progress,
+                 what="sleep")  # fmt: skip
+    assert "timed out" in info.value.message
+
+
+def test_a_committed_derivative_carrying_the_labels_is_not_reused() -> None:
+    _, built = _build_twice()
+    image_id = built["data"]["imageId"]
+    name = "wp-test-image-derivative"
+    _podman("rm", "-f", name)
+    assert _podman("run", "--name", name, "--network", "none", image_id, "true").returncode == 0
+    try:
+        derived = _podman("commit", "-q", name).out.strip().removeprefix("sha256:")
+    finally:
+        _podman("rm", "-f", name)
+    try:
+        labels = json.loads(_podman("image", "inspect", "--format", "{{json .Labels}}",
+                                    derived).out)  # fmt: skip
+        assert labels["io.writerpool.inputs"] == built["data"]["inputsDigest"]
+        rc, again = _cli("image", "build")
+        assert rc == 0 and again["findings"][0]["code"] == "image_reused"
+        assert again["data"]["imageId"] == image_id
+    finally:
+        _podman("rmi", "-f", derived)
+    # removing the derivative left the writer image (its tagged parent) in place
+    assert _podman("image", "exists", image_id).returncode == 0
