@@ -31,3 +31,19 @@ def verify_cmd(name: str, as_json: bool) -> None:
     """Doctor plus a bounded MCP handshake; starts no session."""
     paths = Paths.from_env()
     emit(verify_writer(paths, Podman(), load_config(paths), name), as_json)
+
+
+# Lifecycle commands live in their own module; imported last so it can stay independent.
+from writerpool.cli.lifecycle_cmd import (  # noqa: E402
+    collect_cmd,
+    finish_cmd,
+    recreate_cmd,
+    remove_cmd,
+    reset_cmd,
+)
+
+writer.add_command(collect_cmd)
+writer.add_command(reset_cmd)
+writer.add_command(recreate_cmd)
+writer.add_command(finish_cmd)
+writer.add_command(remove_cmd)

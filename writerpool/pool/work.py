@@ -1,24 +1,83 @@
-"""Whether a writer holds work that no complete collection covers."""
+"""A writer's work as one digest, and whether a complete collection covers it.
+
+The digest covers what reset or recreate would destroy: branches that are new or
+moved relative to the baseline (and branches that cannot be read at all), the tree of
+uncommitted and untracked work, and HEAD. Tags the agent made are not work: they are
+never collected and do not change the digest. A stash is never collected, so it always
+counts as uncollected.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
+from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.gitops.clone_read import read_refs
 from writerpool.pool.container import writer_layout
-from writerpool.state.writer import WriterState
+from writerpool.pool.inspect import Inspection, inspect_writer
+from writerpool.runtime.podman import Podman
+from writerpool.state.writer import Baseline, WriterState
 
 
-def refs_moved(paths: Paths, state: WriterState) -> bool:
-    """Branches, HEAD or stash differ from the baseline (read with dulwich, nothing run)."""
+def changed_branches(inspection: Inspection, baseline: Baseline) -> dict[str, str]:
+    """Branches that are new or moved (name -> commit), and unreadable ones (-> "!why")."""
+    changed = {
+        name: commit
+        for name, commit in inspection.branches.items()
+        if baseline.branches.get(name) != commit
+    }
+    changed.update({name: f"!{why}" for name, why in inspection.problems.items()})
+    return changed
+
+
+def holds_work(inspection: Inspection, baseline: Baseline) -> bool:
+    """Anything reset would lose: changed branches, WIP, or commits only HEAD reaches."""
+    detached = any(e.kind == "detached" for e in inspection.exports)
+    return bool(changed_branches(inspection, baseline)) or inspection.dirty or detached
+
+
+def work_digest(inspection: Inspection, baseline: Baseline) -> str | None:
+    """sha256 over the work; None when the clone holds none."""
+    if not holds_work(inspection, baseline):
+        return None
+    document = {
+        "head": inspection.head,
+        "headCommit": inspection.head_commit,
+        "branches": changed_branches(inspection, baseline),
+        "wipTree": inspection.wip_tree,
+    }
+    # ensure_ascii keeps undecodable name bytes (kept as surrogates) digestible.
+    blob = json.dumps(document, sort_keys=True, ensure_ascii=True).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def uncollected_reason(inspection: Inspection, state: WriterState) -> str | None:
+    """Why destroying this clone would lose work, or None when nothing would be lost."""
     if state.baseline is None:
-        return False
-    refs = read_refs(writer_layout(paths, state.name)["clone"])
-    return (refs.stash or refs.head != state.baseline.head
-            or dict(refs.branches) != state.baseline.branches)
+        return None
+    if inspection.stash:
+        return "a stash exists; stashes are never collected"
+    digest = work_digest(inspection, state.baseline)
+    if digest is None:
+        return None
+    collection = state.collection
+    if collection is None:
+        return "the writer holds work that was never collected"
+    if not collection.complete:
+        return "the last collection was incomplete"
+    if collection.digest != digest:
+        return "the work changed since the last complete collection"
+    return None
 
 
-def has_uncollected_work(paths: Paths, state: WriterState) -> bool:
-    # A complete collection authorizes cleanup only while nothing moved since.
-    if state.collection is not None and state.collection.complete:
-        return False
-    return refs_moved(paths, state)
+def has_uncollected_work(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> bool:
+    """True unless the clone's current work digest equals the last complete collection's.
+
+    Inspects the clone in a throwaway container; raises (writer_inspect_failed,
+    image_unavailable, ...) when that cannot be done, so callers fail closed.
+    """
+    if state.baseline is None or not writer_layout(paths, state.name)["clone"].exists():
+        return False  # never handed to a session, or no clone left: nothing to lose
+    inspection = inspect_writer(paths, podman, state, pool)
+    return uncollected_reason(inspection, state) is not None

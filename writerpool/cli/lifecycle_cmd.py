@@ -1,0 +1,70 @@
+"""`writerpool writer collect|reset|recreate|finish|remove`: parse, call the pool, render."""
+
+from __future__ import annotations
+
+import click
+
+from writerpool.cli.output import emit, json_option
+from writerpool.config.models import load_config
+from writerpool.config.paths import Paths
+from writerpool.pool import lifecycle
+from writerpool.pool.collect import collect
+from writerpool.runtime.podman import Podman
+
+apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
+discard_option = click.option(
+    "--discard", is_flag=True, help="Allow losing work that no complete collection covers."
+)
+
+
+@click.command("collect")
+@click.argument("name")
+@apply_option
+@json_option
+def collect_cmd(name: str, apply: bool, as_json: bool) -> None:
+    """Export the writer's changed branches and uncommitted work into the checkout."""
+    paths = Paths.from_env()
+    emit(collect(paths, Podman(), load_config(paths), name, apply), as_json)
+
+
+@click.command("reset")
+@click.argument("name")
+@click.option("--base", "base", metavar="BRANCH", help="Reset onto this branch of the checkout.")
+@discard_option
+@apply_option
+@json_option
+def reset_cmd(name: str, base: str | None, discard: bool, apply: bool, as_json: bool) -> None:
+    """Put the writer's clone back on its base (or on --base)."""
+    paths = Paths.from_env()
+    emit(lifecycle.reset(paths, Podman(), load_config(paths), name, base, discard, apply), as_json)
+
+
+@click.command("recreate")
+@click.argument("name")
+@discard_option
+@apply_option
+@json_option
+def recreate_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
+    """Rebuild the writer's clone and agent directory on the workspace base."""
+    paths = Paths.from_env()
+    emit(lifecycle.recreate(paths, Podman(), load_config(paths), name, discard, apply), as_json)
+
+
+@click.command("finish")
+@click.argument("name")
+@apply_option
+@json_option
+def finish_cmd(name: str, apply: bool, as_json: bool) -> None:
+    """Collect, then reset (persistent) or recreate (ephemeral) on the workspace base."""
+    paths = Paths.from_env()
+    emit(lifecycle.finish(paths, Podman(), load_config(paths), name, apply), as_json)
+
+
+@click.command("remove")
+@click.argument("name")
+@discard_option
+@json_option
+def remove_cmd(name: str, discard: bool, as_json: bool) -> None:
+    """Delete the writer and everything it owns (no planning step)."""
+    paths = Paths.from_env()
+    emit(lifecycle.remove(paths, Podman(), load_config(paths), name, discard), as_json)

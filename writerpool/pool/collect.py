@@ -1,0 +1,322 @@
+"""`writer collect`: export a writer's work as a bundle into the operator's checkout.
+
+Only the bundle reaches host git. The clone is read in a throwaway container
+(read-only mount, no network) which also writes the bundle; the host verifies it
+against the operator's checkout and fetches it to `refs/remotes/writer-<name>/…`.
+Nothing is merged or checked out.
+
+Crash safety: the container writes to a private incoming directory (removed at the
+next start), the bundle is renamed into `collections/`, refs are updated in one
+transaction, and the digest is recorded last. Killed anywhere, the state file still
+describes the previous collection and the next run redoes the whole export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from writerpool.config.models import LoadedConfig
+from writerpool.config.paths import Paths
+from writerpool.errors import UsageError, WriterpoolError
+from writerpool.gitops.bundle import import_bundle, verify_bundle
+from writerpool.gitops.hostgit import CommandFailed, git
+from writerpool.gitops.refnames import refuse_reason
+from writerpool.pool.container import writer_layout
+from writerpool.pool.inspect import Export, Inspection, inspect_writer, scan_for_collect
+from writerpool.pool.work import changed_branches, work_digest
+from writerpool.pool.writers import operate
+from writerpool.report import Report
+from writerpool.runtime.podman import Podman
+from writerpool.state.atomic import ensure_private_dir, write_atomic
+from writerpool.state.writer import Collection, WriterState, load_state, now, save_state
+
+Status = Literal["collected", "nothing", "incomplete"]
+NOTHING = "no changed branch and no uncommitted work"
+WRITER_NAME = re.compile(r"([a-z][a-z0-9_-]{0,63})-w([1-9]|1[0-6])")
+
+
+@dataclass(frozen=True)
+class WriterRef:
+    """A writer named on the command line that has a directory."""
+
+    paths: Paths
+    name: str
+    alias: str
+
+    @property
+    def target(self) -> str:
+        return f"writer/{self.alias}/{self.name}"
+
+    def load(self) -> WriterState:
+        state = load_state(self.paths.writer_dir(self.name))
+        if state is None:
+            raise WriterpoolError("writer_state_invalid", "the writer has no state file")
+        return state
+
+
+def find_writer(paths: Paths, name: str) -> WriterRef:
+    match = WRITER_NAME.fullmatch(name)
+    if match is None:
+        raise UsageError("a writer name looks like ALIAS-wN (N from 1 to 16)")
+    if not paths.writer_dir(name).is_dir():
+        raise UsageError(f"no writer named {name}", code="writer_unknown")
+    return WriterRef(paths, name, match.group(1))
+
+
+def workspace_repo(loaded: LoadedConfig, alias: str) -> Path:
+    repo = loaded.config.workspaces.get(alias)
+    if repo is None:
+        raise UsageError(f"workspace {alias} is not configured", code="alias_unknown")
+    return repo
+
+
+@dataclass(frozen=True)
+class Refusal:
+    name: str
+    reason: str
+
+
+@dataclass
+class Decision:
+    accepted: list[Export] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CollectOutcome:
+    status: Status
+    inspection: Inspection
+    digest: str | None
+
+
+def shown(name: str) -> str:
+    """A ref name as it may appear in a message: escaped and bounded."""
+    text = ascii(name)[1:-1]
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def remote_prefix(name: str) -> str:
+    return f"refs/remotes/writer-{name}/"
+
+
+def existing_collected(repo: Path, name: str) -> set[str]:
+    """Short names already under refs/remotes/writer-<name>/ in the operator's checkout."""
+    prefix = remote_prefix(name)
+    try:
+        done = git(repo, "for-each-ref", "--format=%(refname)", prefix, timeout=120)
+    except CommandFailed as exc:
+        raise WriterpoolError("writer_collect_failed", "checkout refs are unreadable") from exc
+    return {line.removeprefix(prefix) for line in done.out.splitlines() if line.startswith(prefix)}
+
+
+def _nests(a: str, b: str) -> bool:
+    # git keeps refs as files: `x` and `x/y` cannot both exist.
+    return a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _candidates(inspection: Inspection) -> list[Export]:
+    """Every ref collection should export, in a stable order (branches, detached, WIP)."""
+    found = list(inspection.exports)
+    for name in sorted(inspection.problems):
+        found.append(Export(name=name, kind="branch"))
+    order = {"branch": 0, "detached": 1, "wip": 2}
+    return sorted(found, key=lambda e: (order[e.kind], e.name))
+
+
+def _reason(
+    export: Export, inspection: Inspection, taken: list[str], existing: set[str]
+) -> str | None:
+    if export.name in inspection.problems:
+        return f"the branch cannot be read ({inspection.problems[export.name]})"
+    label = export.name.removesuffix("-wip") if export.kind == "wip" else export.name
+    reason = refuse_reason(label) or refuse_reason(export.name)
+    if reason is not None:
+        return reason
+    if export.kind != "branch" and (
+        export.name in inspection.branches or export.name in inspection.problems
+    ):
+        return "a branch of the clone has the same name"
+    if any(_nests(export.name, other) for other in taken):
+        return "nests with another collected name"
+    if any(_nests(export.name, other) for other in existing):
+        return "nests with a ref an earlier collection imported; delete that ref to proceed"
+    return None
+
+
+def decide(inspection: Inspection, existing: set[str]) -> Decision:
+    """Which refs are imported and which are refused (ref_name_refused)."""
+    decision = Decision()
+    taken: list[str] = []
+    for export in _candidates(inspection):
+        reason = _reason(export, inspection, taken, existing)
+        if reason is None:
+            decision.accepted.append(export)
+            taken.append(export.name)
+        else:
+            decision.refused.append(Refusal(export.name, reason))
+    return decision
+
+
+def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
+    """Set refs to commits the checkout already has (no new history, so not in the bundle)."""
+    if not updates:
+        return
+    try:
+        for _, commit in updates:
+            git(repo, "cat-file", "-e", f"{commit}^{{commit}}", timeout=60)
+        lines = "".join(f"update {ref} {commit}\n" for ref, commit in updates)
+        git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
+    except CommandFailed as exc:
+        raise WriterpoolError("writer_collect_failed", "updating collected refs failed") from exc
+
+
+def _import(repo: Path, name: str, accepted: list[Export], bundle: Path | None) -> None:
+    in_bundle = [e for e in accepted if e.in_bundle]
+    if in_bundle:
+        if bundle is None:
+            raise WriterpoolError("writer_collect_failed", "the bundle is missing")
+        heads = {(r.ref, r.commit) for r in verify_bundle(repo, bundle)}
+        if heads != {(e.ref, e.commit) for e in in_bundle if e.ref and e.commit}:
+            raise WriterpoolError("writer_collect_failed", "the bundle holds unplanned refs")
+        mapping = [(e.ref or "", remote_prefix(name) + e.name) for e in in_bundle]
+        import_bundle(repo, bundle, mapping)
+    _point_refs(repo, [(remote_prefix(name) + e.name, e.commit or "")
+                       for e in accepted if not e.in_bundle])
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def _keep_bundle(collections: Path, incoming: Path, inspection: Inspection, digest: str,
+                 decision: Decision) -> Path | None:
+    """Move the bundle under collections/ with a manifest beside it (kept for audit)."""
+    stem = f"{_stamp()}-{digest.removeprefix('sha256:')[:12]}"
+    bundle = None
+    if inspection.bundle is not None:
+        bundle = collections / f"{stem}.bundle"
+        os.replace(incoming / inspection.bundle, bundle)
+    manifest = {
+        "schemaVersion": 1, "at": now(), "digest": digest,
+        "bundle": bundle.name if bundle else None,
+        "refs": [{"name": e.name, "kind": e.kind, "commit": e.commit, "bundleRef": e.ref}
+                 for e in decision.accepted],
+        "refused": [{"name": r.name, "reason": r.reason} for r in decision.refused],
+    }  # fmt: skip
+    write_atomic(collections / f"{stem}.json",
+                 (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    return bundle
+
+
+def _clear_incoming(collections: Path) -> None:
+    for stale in collections.glob(".incoming-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _report_stash(report: Report, inspection: Inspection, target: str) -> None:
+    if inspection.stash:
+        report.add("writer_stash_present", "warning", target,
+                   "the clone holds a stash, which is never collected; reset, recreate, remove "
+                   "and finish refuse until it is dropped inside the writer or --discard is given")
+
+
+def _report_refused(report: Report, decision: Decision, target: str, status: str) -> None:
+    for refusal in decision.refused:
+        report.add("ref_name_refused", status, target,  # type: ignore[arg-type]
+                   f"branch {shown(refusal.name)} not collected: {refusal.reason}",
+                   remedy="rename it inside the writer and collect again, or reset with --discard",
+                   name=ascii(refusal.name)[1:-1][:300])
+
+
+def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
+                   report: Report) -> CollectOutcome:
+    """Collect a leased, fenced writer's work; record the digest when complete."""
+    if state.baseline is None:
+        raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
+    target = f"writer/{state.alias}/{state.name}"
+    repo = workspace_repo(loaded, state.alias)
+    collections = writer_layout(paths, state.name)["collections"]
+    ensure_private_dir(collections)
+    _clear_incoming(collections)
+    incoming = collections / f".incoming-{secrets.token_hex(6)}"
+    ensure_private_dir(incoming)
+    try:
+        inspection = scan_for_collect(paths, podman, state, loaded.config.pool, incoming)
+        digest = work_digest(inspection, state.baseline)
+        _report_stash(report, inspection, target)
+        if digest is None:
+            report.add("nothing_to_collect", "ok", target, NOTHING)
+            return CollectOutcome("nothing", inspection, None)
+        decision = decide(inspection, existing_collected(repo, state.name))
+        bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+    _import(repo, state.name, decision.accepted, bundle)
+    complete = not decision.refused
+    save_state(paths.writer_dir(state.name), state.model_copy(update={"collection": Collection(
+        digest=digest, complete=complete, at=now(), bundle=bundle.name if bundle else None)}))
+    _report_collected(report, state, decision, bundle, target)
+    return CollectOutcome("collected" if complete else "incomplete", inspection, digest)
+
+
+def _report_collected(report: Report, state: WriterState, decision: Decision,
+                      bundle: Path | None, target: str) -> None:
+    _report_refused(report, decision, target, "error")
+    names = [remote_prefix(state.name) + e.name for e in decision.accepted]
+    name = bundle.name if bundle else None
+    size = bundle.stat().st_size if bundle else 0
+    if decision.refused:
+        report.add("writer_collect_incomplete", "error", target,
+                   f"{len(decision.refused)} ref(s) refused, {len(names)} imported; "
+                   "this collection authorizes no cleanup", refs=names, bundle=name,
+                   bundleBytes=size)
+        return
+    report.add("writer_collected", "ok", target,
+               f"imported {len(names)} ref(s) under refs/remotes/writer-{state.name}/ "
+               "(untrusted until reviewed; nothing merged)", refs=names, bundle=name,
+               bundleBytes=size)
+
+
+def plan_collect(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
+                 report: Report) -> CollectOutcome:
+    """What collect would export and refuse; changes nothing."""
+    if state.baseline is None:
+        raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
+    target = f"writer/{state.alias}/{state.name}"
+    inspection = inspect_writer(paths, podman, state, loaded.config.pool)
+    digest = work_digest(inspection, state.baseline)
+    _report_stash(report, inspection, target)
+    if digest is None:
+        report.add("nothing_to_collect", "ok", target, NOTHING)
+        return CollectOutcome("nothing", inspection, None)
+    repo = workspace_repo(loaded, state.alias)
+    decision = decide(inspection, existing_collected(repo, state.name))
+    _report_refused(report, decision, target, "warning")
+    names = [e.name for e in decision.accepted]
+    changed = changed_branches(inspection, state.baseline)
+    report.add("writer_collect_planned", "planned", target,
+               f"would import {len(names)} ref(s) under refs/remotes/writer-{state.name}/"
+               + (" (incomplete: some names would be refused)" if decision.refused else ""),
+               refs=[remote_prefix(state.name) + n for n in names], changedBranches=len(changed))
+    return CollectOutcome("incomplete" if decision.refused else "collected", inspection, digest)
+
+
+def collect(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool) -> Report:
+    """`writer collect NAME [--apply]`, under the writer's lease and fence."""
+    report = Report("writer collect")
+    ref: WriterRef = find_writer(paths, name)
+    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+        state = ref.load()
+        if apply:
+            collect_writer(paths, podman, loaded, state, report)
+        else:
+            plan_collect(paths, podman, loaded, state, report)
+    return report
