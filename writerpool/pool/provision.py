@@ -10,8 +10,8 @@ from pathlib import Path
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.base import BaseRef, origin_url, url_has_userinfo
-from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
+from writerpool.gitops.base import BaseRef, origin_url
+from writerpool.gitops.bundle import OriginOutcome, clone_from_bundle, create_base_bundle
 from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.container import writer_layout
@@ -46,19 +46,6 @@ def base_record(base: BaseRef) -> BaseRecord:
     return BaseRecord(name=base.name, ref=base.ref, commit=base.commit, branch=clone_branch(base))
 
 
-def _origin(repo: Path, report: Report, target: str) -> str | None:
-    url = origin_url(repo)
-    if url is not None and url_has_userinfo(url):
-        report.add(
-            "remote_url_refused",
-            "warning",
-            target,
-            "the origin URL carries credentials and was not copied into the clone",
-        )
-        return None
-    return url
-
-
 def make_clone(
     paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool, report: Report, target: str
 ) -> Baseline:
@@ -69,7 +56,14 @@ def make_clone(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         create_base_bundle(repo, base, tags, bundle)
-        clone_from_bundle(bundle, staging, clone_branch(base), _origin(repo, report, target))
+        result = clone_from_bundle(bundle, staging, clone_branch(base), origin_url(repo))
+        if result.origin is OriginOutcome.REFUSED:
+            report.add(
+                "remote_url_refused",
+                "warning",
+                target,
+                "the origin URL carries credentials or an unsafe form; not copied",
+            )
     finally:
         bundle.unlink(missing_ok=True)
     problems = verify_clone(staging)
