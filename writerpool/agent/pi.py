@@ -102,7 +102,8 @@ class PiAgent:
         for command in ({"type": "set_auto_retry", "enabled": False}, {"type": "get_state"}):
             answer = self._request(command, max(0.0, deadline - time.monotonic()))
             if answer is None:
-                why = "exited" if self._eof else f"did not answer within {timeout:g}s"
+                # A failed write can precede the reader's EOF: ask the process itself.
+                why = "exited" if self._exited(0.5) else f"did not answer within {timeout:g}s"
                 raise WriterpoolError("session_start_failed", f"the agent {why} while starting")
             if not answer.success:
                 raise WriterpoolError("session_start_failed", "the agent refused its setup")
