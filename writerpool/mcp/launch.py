@@ -18,7 +18,6 @@ from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot
 from writerpool.mcp.turns import Snapshot
-from writerpool.proc import clean_env
 
 if TYPE_CHECKING:
     from writerpool.pool.sessions import WriterSlot
@@ -143,6 +142,7 @@ class Launcher:
         # Loaded on first use: a server whose sessions all run on the host never
         # loads the Podman and writer-pool code.
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
+        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
         try:
@@ -150,7 +150,9 @@ class Launcher:
             agent_launch.remove_credential(slot.agent_dir)
             agent_launch.install_credential(slot.agent_dir, plan.profile.provider, key)
             args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
-            agent = PiAgent.start(slot.pi_argv(args), clean_env(), None, CONTAINER_READY_SECONDS)
+            # Podman needs the account's real home (its storage), whatever HOME says.
+            argv = slot.pi_argv(args)
+            agent = PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
         except BaseException:
             try:
                 agent_launch.remove_credential(slot.agent_dir)
