@@ -29,11 +29,12 @@ from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.refnames import refuse_reason
+from writerpool.gitops.verify import verify_clone
 from writerpool.pool.container import writer_layout
 from writerpool.pool.inspect import Export, Inspection, inspect_writer, scan_for_collect
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
-from writerpool.report import Report
+from writerpool.report import Report, sanitize
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import Collection, WriterState, load_state, now, save_state
@@ -100,6 +101,8 @@ class CollectOutcome:
 def shown(name: str) -> str:
     """A ref name as it may appear in a message: escaped and bounded."""
     text = ascii(name)[1:-1]
+    if sanitize(text) != text:  # a name shaped like a path would be blanked in the report
+        return "(a path-like name; see the JSON report)"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -178,13 +181,15 @@ def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
         raise WriterpoolError("writer_collect_failed", "updating collected refs failed") from exc
 
 
-def _import(repo: Path, name: str, accepted: list[Export], bundle: Path | None) -> None:
+def _import(repo: Path, name: str, inspection: Inspection, accepted: list[Export],
+            bundle: Path | None) -> None:
     in_bundle = [e for e in accepted if e.in_bundle]
     if in_bundle:
         if bundle is None:
             raise WriterpoolError("writer_collect_failed", "the bundle is missing")
         heads = {(r.ref, r.commit) for r in verify_bundle(repo, bundle)}
-        if heads != {(e.ref, e.commit) for e in in_bundle if e.ref and e.commit}:
+        # The bundle also carries refused refs (under synthetic names); none is imported.
+        if heads != {(e.ref, e.commit) for e in inspection.exports if e.in_bundle}:
             raise WriterpoolError("writer_collect_failed", "the bundle holds unplanned refs")
         mapping = [(e.ref or "", remote_prefix(name) + e.name) for e in in_bundle]
         import_bundle(repo, bundle, mapping)
@@ -221,6 +226,16 @@ def _clear_incoming(collections: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, target: str) -> None:
+    # Collection does not depend on it (host git never reads the clone), but say so.
+    problems = verify_clone(writer_layout(paths, state.name)["clone"])
+    if problems:
+        report.add("clone_verification_failed", "warning", target,
+                   "the clone's git settings were tampered with (" + ", ".join(problems[:3])
+                   + "); collected anyway, since only the bundle reaches host git",
+                   remedy="reset or recreate rebuilds the clone")
+
+
 def _report_stash(report: Report, inspection: Inspection, target: str) -> None:
     if inspection.stash:
         report.add("writer_stash_present", "warning", target,
@@ -248,6 +263,7 @@ def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Wr
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"
     ensure_private_dir(incoming)
+    _report_unsafe_clone(report, paths, state, target)
     try:
         inspection = scan_for_collect(paths, podman, state, loaded.config.pool, incoming)
         digest = work_digest(inspection, state.baseline)
@@ -259,7 +275,7 @@ def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Wr
         bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
-    _import(repo, state.name, decision.accepted, bundle)
+    _import(repo, state.name, inspection, decision.accepted, bundle)
     complete = not decision.refused
     save_state(paths.writer_dir(state.name), state.model_copy(update={"collection": Collection(
         digest=digest, complete=complete, at=now(), bundle=bundle.name if bundle else None)}))
