@@ -102,11 +102,17 @@ def run_tool(
             raise
     returncode = proc.returncode
     if returncode != 0:
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise WriterpoolError(
-            "image_build_failed", sanitize(f"{what} exited {returncode}: {tail[0][-300:]}")
+            "image_build_failed", sanitize(f"{what} exited {returncode}: {_cause(err)[-300:]}")
         )
     return bytes(out)
+
+
+def _cause(stderr: bytearray) -> str:
+    """The first apt/mmdebstrap error line names the cause; otherwise the last line."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("E: ", "Error: "))]
+    return (errors or lines or [""])[0 if errors else -1]
 
 
 def _pump(
@@ -160,8 +166,7 @@ def _make_tarball(paths: Paths, definition: ImageDefinition, progress: Progress)
     """Run mmdebstrap into a temporary name, then keep only this tarball in the cache."""
     tarball = _tarball(paths, definition.rootfs_digest())
     partial = tarball.with_name(tarball.name + ".partial")
-    for stale in paths.image_cache_dir.glob("rootfs-*.tar*"):
-        stale.unlink()
+    partial.unlink(missing_ok=True)  # left by an interrupted run
     progress.step(
         f"building the Debian {definition.rootfs.suite} root file system with mmdebstrap "
         f"({len(definition.rootfs.packages)} packages)"
@@ -170,6 +175,10 @@ def _make_tarball(paths: Paths, definition: ImageDefinition, progress: Progress)
              timeout=MMDEBSTRAP_TIMEOUT, progress=progress, what="mmdebstrap")  # fmt: skip
     partial.chmod(0o600)
     partial.replace(tarball)
+    # Only the newest root file system is kept: each is about 400 MB.
+    for stale in paths.image_cache_dir.glob("rootfs-*.tar*"):
+        if stale != tarball:
+            stale.unlink()
     return tarball
 
 
