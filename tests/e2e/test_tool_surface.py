@@ -184,3 +184,23 @@ def test_malformed_and_unknown_inputs_get_schema_errors_or_stable_codes(
     mode = stat.S_IMODE(os.stat(server.paths.audit_log).st_mode)
     assert mode == 0o600
     assert "do-not-echo" not in server.paths.audit_log.read_text()
+
+
+def test_a_server_without_configuration_lists_its_tools_and_answers_with_the_code(
+    make_server: MakeServer,
+) -> None:
+    server = make_server()
+    server.paths.config_file.unlink()
+
+    async def scenario() -> tuple[Client, int]:
+        async with connect(server) as client:
+            tools = await _tools(client)
+            assert await client.code("pi_capabilities_get") == "config_missing"
+            assert await client.code("pi_session_start", {"workspace": "demo"}) == "config_missing"
+            # Argument checks still come first.
+            assert await client.code("pi_session_start", {}) == "input_invalid"
+            return client, len(tools)
+
+    client, count = anyio.run(scenario)
+    assert count == 8
+    client.assert_clean(server.secrets)
