@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from pathlib import Path
 from typing import Any
@@ -185,5 +186,35 @@ def test_close_is_idempotent_removes_the_credential_and_leaves_a_tombstone(
 
     client = anyio.run(scenario)
     assert_no_process_in(server.root / "ws")
+    client.assert_clean(server.secrets)
+    assert files_holding(server.paths.state_dir, key) == []
+
+
+def test_a_session_whose_agent_dies_reports_failed_and_still_closes(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    key = server.env["WRITERPOOL_TEST_SCRIPTED_KEY"]
+
+    async def scenario() -> Client:
+        async with connect(server) as client:
+            sid = (await client.ok("pi_session_start", {"workspace": "demo"}))["session"][
+                "sessionId"
+            ]
+            slow = {"sessionId": sid, "message": "take-your-time"}
+            body = await client.ok("pi_session_prompt", slow)
+            for pid in processes_in(server.workspaces["demo"]):
+                os.kill(pid, signal.SIGKILL)
+            turn = await client.wait_turn(sid, body["turnId"])
+            assert (turn["status"], turn["text"]) == ("failed", None)
+            got = await client.ok("pi_session_get", {"sessionId": sid})
+            assert got["session"]["state"] == "failed"
+            prompt = {"sessionId": sid, "message": "say-hello"}
+            assert await client.code("pi_session_prompt", prompt) == "session_failed"
+            closed = await client.ok("pi_session_close", {"sessionId": sid})
+            assert closed["session"]["state"] == "closed"
+            return client
+
+    client = anyio.run(scenario)
     client.assert_clean(server.secrets)
     assert files_holding(server.paths.state_dir, key) == []
