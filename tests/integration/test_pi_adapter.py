@@ -79,13 +79,15 @@ def start_agent(pi_bin: Path, provider: ScriptedProvider, tmp_path: Path) -> Ite
     work.mkdir()
     (work / "hay.txt").write_text("a needle in here\n")
 
-    def start(read_only: bool = False, key: str | None = None) -> PiAgent:
+    def start(read_only: bool = False, key: str | None = None, frozen: bool = False) -> PiAgent:
         agent_dir, tmp = tmp_path / f"agent{len(agents)}", tmp_path / f"tmp{len(agents)}"
         tmp.mkdir()
         endpoint = Provider(base_url=provider.base_url())
         launch.render_agent_dir(agent_dir, "scripted", endpoint, False, [MODEL])
         if key is not None:
             launch.install_credential(agent_dir, "scripted", key)
+        if frozen:  # as a writer's agent directory mounted read-only
+            agent_dir.chmod(0o500)
         permission = "read-only" if read_only else "coding"
         profile = Profile(permission=permission, provider="scripted", model=MODEL)
         argv = [str(pi_bin), *launch.pi_args(profile, read_only, agent_dir)]
@@ -171,6 +173,10 @@ def test_read_only_session_cannot_write(start_agent: StartAgent, tmp_path: Path)
     assert not (tmp_path / "work" / "w.txt").exists()
 
 
+@pytest.mark.skipif(
+    shutil.which("rg") is None or not (shutil.which("fd") or shutil.which("fdfind")),
+    reason="pi's grep and find tools need ripgrep and fd-find on the host",
+)
 def test_read_only_find_and_grep_tools_work_on_this_host(start_agent: StartAgent) -> None:
     agent = start_agent(read_only=True)
     snap = agent.wait(agent.prompt("look around"), 120)
@@ -243,3 +249,12 @@ def test_the_installed_credential_is_what_pi_sends(
     plain = start_agent(read_only=True)
     assert plain.wait(plain.prompt("say hello"), 120).status == "completed"
     assert provider.last_authorization == f"Bearer {launch.PLACEHOLDER_KEY}"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a 0500 directory regardless")
+def test_the_credential_reaches_pi_from_a_read_only_agent_directory(
+    start_agent: StartAgent, provider: ScriptedProvider
+) -> None:
+    agent = start_agent(read_only=True, key="sk-frozen-key", frozen=True)
+    assert agent.wait(agent.prompt("say hello"), 120).status == "completed"
+    assert provider.last_authorization == "Bearer sk-frozen-key"

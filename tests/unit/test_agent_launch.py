@@ -95,17 +95,42 @@ def test_the_operator_auth_store_is_found_under_home(tmp_path: Path) -> None:
     assert launch.provider_credential("anthropic", None, {"HOME": str(tmp_path)}) == "sk-home"
 
 
-def test_install_writes_exactly_one_entry_private_and_remove_is_idempotent(tmp_path: Path) -> None:
+def test_custom_key_goes_into_models_json_and_is_taken_out_again(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    launch.render_agent_dir(agent, "local", CUSTOM, False)
+    launch.render_agent_dir(agent, "local", CUSTOM, False, ["m-1"])
+    (agent / "auth.json").write_text('{"local": {"type": "api_key", "key": "stale"}}')
     launch.install_credential(agent, "local", "sk-one")
-    auth = agent / "auth.json"
-    assert json.loads(auth.read_text()) == {"local": {"type": "api_key", "key": "sk-one"}}
-    assert mode(auth) == 0o600
-    assert "sk-one" not in (agent / "models.json").read_text()
+    models = agent / "models.json"
+    entry = json.loads(models.read_text())["providers"]["local"]
+    assert entry["apiKey"] == "sk-one" and entry["models"][0]["id"] == "m-1"
+    assert mode(models) == 0o600
+    assert not (agent / "auth.json").exists()  # it would take precedence in pi
     launch.remove_credential(agent)
     launch.remove_credential(agent)
-    assert not auth.exists()
+    assert "sk-one" not in models.read_text()
+    entry = json.loads(models.read_text())["providers"]["local"]
+    assert entry["apiKey"] == launch.PLACEHOLDER_KEY and entry["baseUrl"] == CUSTOM.base_url
+
+
+def test_builtin_key_is_a_key_only_entry_removed_with_the_file(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    launch.render_agent_dir(agent, "anthropic", None, False)
+    launch.install_credential(agent, "anthropic", "sk-ant-1")
+    doc = json.loads((agent / "models.json").read_text())
+    assert doc == {"providers": {"anthropic": {"apiKey": "sk-ant-1", "headers": {}}}}
+    assert mode(agent / "models.json") == 0o600
+    launch.remove_credential(agent)
+    assert not (agent / "models.json").exists()
+
+
+def test_an_unreadable_models_json_is_dropped_rather_than_left_with_a_key(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "models.json").write_text('{"providers": {"x": {"apiKey": "sk-1"')
+    with pytest.raises(WriterpoolError):
+        launch.install_credential(agent, "x", "sk-2")
+    launch.remove_credential(agent)
+    assert not (agent / "models.json").exists()
 
 
 @pytest.mark.parametrize("key", ["", "!echo x", "two\nlines", " padded"])
@@ -114,7 +139,7 @@ def test_unusable_keys_are_refused(tmp_path: Path, key: str) -> None:
         launch.install_credential(tmp_path, "local", key)
     assert err.value.code == "provider_unconfigured"
     assert key.strip() == "" or key.strip() not in err.value.message
-    assert not (tmp_path / "auth.json").exists()
+    assert not (tmp_path / "models.json").exists()
 
 
 def flag(args: list[str], name: str) -> str:

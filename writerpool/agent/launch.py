@@ -1,10 +1,13 @@
 """How a pi process is configured: its private agent directory, credential, flags, env.
 
-The agent directory holds `models.json` (a custom provider's endpoint), `settings.json`
-(auto-retry off) and, only while a session runs, `auth.json` with exactly one
-credential. pi reads a provider's key from `auth.json` before `models.json`, for
-custom providers too, so `models.json` never holds a secret: its mandatory `apiKey`
-is a placeholder, and ending a session only has to remove `auth.json`.
+The agent directory holds `models.json` (a custom provider's endpoint) and
+`settings.json` (auto-retry off). While a session runs, `models.json` also carries the
+one credential of the session's provider, as that provider's `apiKey`; between
+sessions a custom provider's `apiKey` is a placeholder (pi requires one).
+
+The key does not go to pi's own credential store, `auth.json`: pi 0.73.1 reads that
+file only under a lock file created beside it, so in an agent directory mounted
+read-only the credential would be silently ignored. `models.json` is read plainly.
 """
 
 from __future__ import annotations
@@ -186,18 +189,58 @@ def _usable_key(key: str) -> bool:
 
 
 def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
-    """Put exactly this provider's key into agent_dir/auth.json (0600)."""
+    """Put exactly this provider's key into agent_dir/models.json (0600)."""
     if not _usable_key(key):
         raise WriterpoolError(
             "provider_unconfigured", f"the credential for provider {provider_name} is unusable"
         )
-    document = {provider_name: {"type": "api_key", "key": key}}
-    write_atomic(agent_dir / "auth.json", json.dumps(document).encode(), mode=0o600)
+    # pi prefers auth.json over models.json; a leftover one must not shadow this key.
+    (agent_dir / "auth.json").unlink(missing_ok=True)
+    document = _read_models(agent_dir)
+    if document is None:
+        raise WriterpoolError("session_start_failed", "the agent directory is unreadable")
+    providers = document.setdefault("providers", {})
+    entry = providers.get(provider_name)
+    if isinstance(entry, dict) and entry.get("models"):
+        entry["apiKey"] = key  # a custom provider rendered by render_agent_dir
+    else:
+        # A built-in provider: pi accepts a key-only entry once it names one of its
+        # override fields; empty headers change nothing.
+        providers[provider_name] = {"apiKey": key, "headers": {}}
+    write_atomic(agent_dir / "models.json", _json(document))
 
 
 def remove_credential(agent_dir: Path) -> None:
-    """Remove the session's credential (idempotent)."""
+    """Take the session's credential out of the agent directory (idempotent)."""
     (agent_dir / "auth.json").unlink(missing_ok=True)
+    models_file = agent_dir / "models.json"
+    document = _read_models(agent_dir)
+    if document is None:
+        models_file.unlink(missing_ok=True)  # unreadable: drop it, key and all
+        return
+    providers = document.get("providers", {})
+    for name, entry in list(providers.items()):
+        if isinstance(entry, dict) and entry.get("models"):
+            entry["apiKey"] = PLACEHOLDER_KEY
+        else:
+            del providers[name]  # a key-only entry of a built-in provider
+    if providers:
+        write_atomic(models_file, _json(document))
+    else:
+        models_file.unlink(missing_ok=True)
+
+
+def _read_models(agent_dir: Path) -> dict[str, Any] | None:
+    """models.json as written by writerpool; {} when absent, None when unreadable."""
+    try:
+        document = json.loads((agent_dir / "models.json").read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("providers", {}), dict):
+        return None
+    return document
 
 
 # -- the process ---------------------------------------------------------------
