@@ -6,10 +6,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.e2e.conftest import MakeServer
-from tests.e2e.harness import RawServer, assert_no_process_in, files_holding
+from tests.e2e.harness import RawServer, assert_no_process_in, connect, files_holding
 
 pytestmark = pytest.mark.pi
 
@@ -47,3 +48,28 @@ def test_shutdown_closes_every_session_and_leaves_no_pi(
     assert not any((server.paths.state_dir / "sessions").iterdir())
     actions = [line["action"] for line in server.audit_lines()]
     assert actions == ["pi_session_start", "pi_session_start", "pi_session_prompt"]
+
+
+def test_a_killed_server_leaves_no_pi_and_the_next_server_removes_its_credentials(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    key = server.env["WRITERPOOL_TEST_SCRIPTED_KEY"]
+    raw = RawServer(server)
+    try:
+        raw.initialize()
+        assert raw.call("pi_session_start", {"workspace": "demo"})["ok"]
+        raw.proc.kill()
+        raw.proc.wait(10)
+    finally:
+        raw.close()
+    # pi exits when its stdin (a pipe from the dead server) closes.
+    assert_no_process_in(server.root / "ws")
+    assert files_holding(server.paths.state_dir, key) != []  # nobody could clean up
+
+    async def next_server() -> None:
+        async with connect(server) as client:
+            await client.ok("pi_capabilities_get")
+
+    anyio.run(next_server)
+    assert files_holding(server.paths.state_dir, key) == []

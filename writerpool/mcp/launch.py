@@ -16,7 +16,7 @@ from writerpool.config.models import Config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
-from writerpool.mcp.scratch import ScratchRoot
+from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
 
 if TYPE_CHECKING:
@@ -68,6 +68,11 @@ class Launcher:
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
         self._lock = threading.Lock()
+        # Credentials left by a server that was killed go now, not at the next host session.
+        try:
+            sweep(paths.state_dir / "sessions", keep="")
+        except OSError as exc:
+            log.warning("stale session directories not swept: %s", exc.strerror)
 
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
         provider = self._config.providers.get(plan.profile.provider)

@@ -13,15 +13,11 @@ import logging
 import os
 import secrets
 import shutil
-import time
 from pathlib import Path
 
 from writerpool.state.atomic import ensure_private_dir
 
 log = logging.getLogger(__name__)
-
-# A lock file this young may belong to a server that has created but not yet locked it.
-_SWEEP_MIN_AGE_SECONDS = 30.0
 
 
 class ScratchRoot:
@@ -31,8 +27,12 @@ class ScratchRoot:
         self._parent = ensure_private_dir(sessions_dir)
         token = secrets.token_hex(8)
         self._lock_path = self._parent / f"{token}.lock"
-        self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        # Locked under a name sweepers ignore, then renamed: no sweeper ever sees the
+        # lock file of a live server unlocked.
+        pending = self._parent / f".{token}.pending"
+        self._fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(pending, self._lock_path)
         self.root = ensure_private_dir(self._parent / token)
         sweep(self._parent, keep=token)
 
@@ -51,8 +51,6 @@ def _owner_gone(lock_path: Path) -> bool:
     except OSError:
         return False
     try:
-        if time.time() - os.fstat(fd).st_mtime < _SWEEP_MIN_AGE_SECONDS:
-            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False  # locked: its server is alive
