@@ -22,7 +22,8 @@ WRITER = "boxed-w1"
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known defect: pi exits while starting inside the writer (session_start_failed)",
+    reason="provisioning does not render the writer's agent directory yet, so pi in the "
+    "writer knows no provider and exits while starting (session_start_failed)",
 )
 def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
     tmp_path: Path, make_server: MakeServer, image_pin: Path
@@ -54,8 +55,8 @@ def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
             # The one writer is leased: a second coding session finds none free.
             assert await client.code("pi_session_start", code) == "writer_unavailable"
             # Only this profile's credential, in the writer's agent dir, while it runs.
-            assert files_holding(agent_dir, key) == [agent_dir / "auth.json"]
-            assert stat.S_IMODE(os.stat(agent_dir / "auth.json").st_mode) == 0o600
+            assert files_holding(agent_dir, key) == [agent_dir / "models.json"]
+            assert stat.S_IMODE(os.stat(agent_dir / "models.json").st_mode) == 0o600
             assert files_holding(clone, key) == []
             assert writer_containers(WRITER) == [f"writerpool-{WRITER}"]
             body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": WRITE_PROMPT})
@@ -69,7 +70,7 @@ def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
             assert closed["state"] == "closed" and closed["writer"] == WRITER
             assert (await client.ok("pi_session_close", {"sessionId": sid}))["session"] == closed
             assert writer_containers(WRITER) == []
-            assert not (agent_dir / "auth.json").exists()
+            assert files_holding(agent_dir, key) == []
             # The writer now holds uncollected work: the session guard refuses it ...
             assert await client.code("pi_session_start", code) == "writer_unavailable"
             # ... until the operator resets it; the server sees that without a restart.

@@ -164,7 +164,7 @@ def test_close_is_idempotent_removes_the_credential_and_leaves_a_tombstone(
             ]
             # While the session runs, its credential sits in its private agent directory.
             holders = files_holding(sessions_dir, key)
-            assert [p.name for p in holders] == ["auth.json"]
+            assert [p.name for p in holders] == ["models.json"]
             assert stat.S_IMODE(os.stat(holders[0]).st_mode) == 0o600
             assert processes_in(server.workspaces["demo"]) != []
             first = await client.ok("pi_session_close", {"sessionId": sid})
