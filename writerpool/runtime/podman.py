@@ -56,6 +56,15 @@ def _socket_answers(path: Path) -> bool:
     return True
 
 
+def _status(attrs: dict[str, object]) -> str:
+    # A list() entry carries State as a plain string; podman-py's `status` property
+    # indexes it as a dict and raises TypeError, so read it here.
+    state = attrs.get("State")
+    if isinstance(state, dict):
+        return str(state.get("Status", "unknown"))
+    return str(state or "unknown")
+
+
 class Podman:
     def __init__(self, binary: str | None = None, socket_path: Path | None = None) -> None:
         self.binary = binary or os.environ.get("WRITERPOOL_PODMAN", "podman")
@@ -144,7 +153,7 @@ class Podman:
         try:
             with self._client() as client:
                 found = client.containers.list(all=True, filters={"label": f"{label}={value}"})
-                return [ContainerRef(c.id, c.name, c.status) for c in found]
+                return [ContainerRef(c.id, c.name, _status(c.attrs)) for c in found]
         except (
             podman.errors.PodmanError,
             podman.errors.APIError,
