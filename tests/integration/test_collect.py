@@ -17,6 +17,7 @@ from tests.integration.test_collect_helpers import (
     snapshot,
     state_of,
     tree_files,
+    unique_alias,
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp, writer_containers
@@ -43,15 +44,20 @@ mkdir -p notes && echo 'todo' > notes/todo.md
 
 
 @pytest.fixture
-def repo(tmp_path: Path, image_pin: Path) -> Path:
+def alias() -> str:
+    return unique_alias("col")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, image_pin: Path, alias: str) -> Path:
     checkout = make_repo(tmp_path / "checkout", commits=20, files=5)
-    write_workspaces({"demo": checkout})
+    write_workspaces({alias: checkout})
     return checkout
 
 
 @pytest.fixture
-def writer(repo: Path) -> str:
-    return ready_writer("demo")
+def writer(repo: Path, alias: str) -> str:
+    return ready_writer(alias)
 
 
 def _uncollected(name: str) -> bool:

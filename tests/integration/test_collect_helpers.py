@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import struct
 from pathlib import Path
 
@@ -48,6 +49,12 @@ AGENT_ENV = (
 )
 
 
+def unique_alias(stem: str) -> str:
+    """A workspace alias no other test uses: writer names and their containers are
+    global to the Podman account, and a fence removes every container of its writer."""
+    return f"{stem}{secrets.token_hex(3)}"
+
+
 def write_workspaces(workspaces: dict[str, Path]) -> Paths:
     config = Path(os.environ["WRITERPOOL_CONFIG"])
     config.parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +90,8 @@ def run_agent(name: str, script: str) -> str:
     """Run `script` with bash in the writer's session container (its exact spec)."""
     paths = Paths.from_env()
     state = state_of(name)
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), load_config(paths).config.pool)
+    pool = load_config(paths).config.pool
+    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool)
     done = Podman().run(spec, ["bash", "-euc", AGENT_ENV + script], timeout=600)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.out

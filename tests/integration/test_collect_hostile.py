@@ -17,6 +17,7 @@ from tests.integration.test_collect_helpers import (
     show,
     state_of,
     tree_files,
+    unique_alias,
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp
@@ -29,9 +30,14 @@ LONG = "/".join(["n" * 99] * 5)  # 499 characters; git itself accepts it
 
 
 @pytest.fixture
-def repo(tmp_path: Path, image_pin: Path) -> Path:
+def alias() -> str:
+    return unique_alias("hos")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, image_pin: Path, alias: str) -> Path:
     checkout = make_repo(tmp_path / "checkout", commits=10, files=4)
-    write_workspaces({"demo": checkout})
+    write_workspaces({alias: checkout})
     return checkout
 
 
@@ -52,8 +58,8 @@ def _plant_raw_refs(clone: Path, commit: str) -> list[str]:
     return [*planted, "linked", "../x"]
 
 
-def test_unsafe_names_are_refused_and_finish_stops(repo: Path) -> None:
-    writer = ready_writer("demo")
+def test_unsafe_names_are_refused_and_finish_stops(repo: Path, alias: str) -> None:
+    writer = ready_writer(alias)
     run_agent(writer, f"""
 git checkout -q -b good && echo g > g.txt && git add g.txt && git commit -q -m good
 git update-ref refs/heads/-x HEAD
@@ -74,7 +80,8 @@ echo wip > wip.txt
     assert "writer_collect_incomplete" in codes(report)
     assert "writer_collected" not in codes(report)
     # The safe refs were still imported...
-    assert collected(repo, writer) == {"good": good, "main-wip": collected(repo, writer)["main-wip"]}
+    got = collected(repo, writer)
+    assert set(got) == {"good", "main-wip"} and got["good"] == good
     # ...and nothing outside refs/remotes/writer-<name>/ changed or appeared.
     after = refs_of(repo)
     prefix = f"refs/remotes/writer-{writer}/"
@@ -135,9 +142,9 @@ def _poison(clone: Path, tmp_path: Path) -> Path:
 
 
 def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
-    repo: Path, tmp_path: Path
+    repo: Path, tmp_path: Path, alias: str
 ) -> None:
-    writer = ready_writer("demo")
+    writer = ready_writer(alias)
     run_agent(writer, "git checkout -q -b work && echo w > w.txt && git add w.txt "
                       "&& git commit -q -m work && echo later >> w.txt")
     clone = clone_of(writer)

@@ -14,6 +14,7 @@ from tests.integration.test_collect_helpers import (
     ready_writer,
     run_agent,
     state_of,
+    unique_alias,
     write_workspaces,
 )
 from tests.support.repos import git_out, make_repo
@@ -42,8 +43,9 @@ def test_one_commit_in_a_large_history_gives_a_tiny_bundle(
     big = make_repo(tmp_path / "big", commits=10_000, files=50)
     tiny = make_repo(tmp_path / "tiny", commits=3, files=50)
     assert git_out(big, "rev-list", "--count", "main") == "10000"
-    write_workspaces({"big": big, "tiny": tiny})
-    writers = {"big": ready_writer("big"), "tiny": ready_writer("tiny")}
+    aliases = {"big": unique_alias("big"), "tiny": unique_alias("tiny")}
+    write_workspaces({aliases["big"]: big, aliases["tiny"]: tiny})
+    writers = {key: ready_writer(alias) for key, alias in aliases.items()}
     for name in writers.values():
         run_agent(name, ONE_COMMIT)
 

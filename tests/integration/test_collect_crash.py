@@ -1,0 +1,118 @@
+"""Collect killed with SIGKILL at several points: state stays readable, nothing is lost,
+and the next collect completes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_collect_helpers import (
+    clone_of,
+    collected,
+    ready_writer,
+    run_agent,
+    show,
+    state_of,
+    unique_alias,
+    write_workspaces,
+)
+from tests.integration.writers_support import codes, wp, writer_containers
+from tests.support.repos import git_out, make_repo
+from writerpool.config.paths import Paths
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
+
+# A large untracked file keeps the bundle and the import busy long enough to be hit.
+WORK = """
+git checkout -q -b feature && echo f > f.txt && git add f.txt && git commit -q -m feature
+head -c 40000000 /dev/urandom > big.bin
+"""
+
+
+def _group_runs(pgid: int, needle: bytes) -> bool:
+    """Whether a process of group `pgid` has `needle` in its command line."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == pgid and needle in Path(
+                f"/proc/{entry}/cmdline"
+            ).read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _bundle_kept(name: str) -> Callable[[int], bool]:
+    collections = Paths.from_env().writer_dir(name) / "collections"
+    before = set(collections.glob("*.bundle"))
+    return lambda _pgid: bool(set(collections.glob("*.bundle")) - before)
+
+
+def _kill_when(name: str, trigger: Callable[[int], bool], timeout: float = 120) -> bool:
+    """Start `writer collect --apply`, SIGKILL its process group when trigger fires.
+
+    Returns whether the kill hit a running collect (False: it had already finished).
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "writerpool", "writer", "collect", name, "--apply", "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline and not trigger(proc.pid):
+        time.sleep(0.005)
+    alive = proc.poll() is None
+    if alive:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return alive
+
+
+def _after(seconds: float) -> Callable[[int], bool]:
+    start = time.monotonic()
+    return lambda _pgid: time.monotonic() - start >= seconds
+
+
+def test_collect_killed_anywhere_then_the_next_collect_completes(tmp_path: Path,
+                                                                 image_pin: Path) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=10, files=5)
+    alias = unique_alias("crash")
+    write_workspaces({alias: repo})
+    writer = ready_writer(alias)
+    run_agent(writer, WORK)
+    container = f"writerpool-{writer}-inspect".encode()
+    points: dict[str, Callable[[], Callable[[int], bool]]] = {
+        "inspecting": lambda: lambda pgid: _group_runs(pgid, container),
+        "bundle kept": lambda: _bundle_kept(writer),
+        "importing": lambda: lambda pgid: _group_runs(pgid, b"fetch"),
+        "after 0.3 s": lambda: _after(0.3),
+        "after 1 s": lambda: _after(1.0),
+        "after 2 s": lambda: _after(2.0),
+    }
+    hits = []
+    for round_number, (point, trigger) in enumerate(points.items()):
+        run_agent(writer, f"echo 'round {round_number}' >> rounds.txt")
+        if _kill_when(writer, trigger()):
+            hits.append(point)
+        state = state_of(writer)  # readable, whatever the point
+        assert state.baseline is not None
+        code, report = wp("writer", "collect", writer, "--apply")
+        assert code == 0 and "writer_collected" in codes(report), (point, report)
+        got = collected(repo, writer)
+        assert got["feature"] == git_out(clone_of(writer), "rev-parse", "feature")
+        assert f"round {round_number}" in show(repo, f"{got['feature-wip']}:rounds.txt")
+        state = state_of(writer)
+        assert state.collection is not None and state.collection.complete
+        assert writer_containers(writer) == []
+        incoming = Paths.from_env().writer_dir(writer) / "collections"
+        assert not list(incoming.glob(".incoming-*"))
+    print(f"\nkills that landed mid-collect: {hits}")
+    assert len(hits) >= 3, f"too few kills landed mid-collect: {hits}"
