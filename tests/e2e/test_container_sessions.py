@@ -20,11 +20,6 @@ WRITE_PROMPT = "please-write: inside the writer, the plan is ibis-3141"
 WRITER = "boxed-w1"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="provisioning does not render the writer's agent directory yet, so pi in the "
-    "writer knows no provider and exits while starting (session_start_failed)",
-)
 def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
     tmp_path: Path, make_server: MakeServer, image_pin: Path
 ) -> None:

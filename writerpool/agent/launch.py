@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from writerpool.config.models import Profile, Provider
+from writerpool.config.models import Config, Profile, Provider
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.state.atomic import write_atomic
@@ -105,6 +105,16 @@ def render_agent_dir(
     # Auto-retry would end one prompt with several agent_end events.
     write_atomic(agent_dir / "settings.json", _json({"retry": {"enabled": False}}))
     _render_tool_shims(agent_dir, container)
+
+
+def render_for_profile(
+    config: Config, agent_dir: Path, provider_name: str, container: bool
+) -> None:
+    """Render agent_dir for one provider with every model the profiles use with it."""
+    models = [p.model for p in config.profiles.values() if p.provider == provider_name]
+    render_agent_dir(
+        agent_dir, provider_name, config.providers.get(provider_name), container, models
+    )
 
 
 def _json(document: object) -> bytes:

@@ -128,10 +128,7 @@ class Launcher:
         tmp = private / "tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
         try:
-            name = plan.profile.provider
-            provider = self._config.providers.get(name)
-            models = [p.model for p in self._config.profiles.values() if p.provider == name]
-            agent_launch.render_agent_dir(agent_dir, plan.profile.provider, provider, False, models)
+            agent_launch.render_for_profile(self._config, agent_dir, plan.profile.provider, False)
             agent_launch.install_credential(agent_dir, plan.profile.provider, key)
             argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
             env = agent_launch.host_env(agent_dir, tmp)
@@ -151,8 +148,12 @@ class Launcher:
 
         slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
         try:
-            # A server that was killed may have left its session's credential behind.
+            # Rendered anew for this session's provider: this also replaces anything a
+            # killed server left behind, its credential included.
             agent_launch.remove_credential(slot.agent_dir)
+            agent_launch.render_for_profile(
+                self._config, slot.agent_dir, plan.profile.provider, True
+            )
             agent_launch.install_credential(slot.agent_dir, plan.profile.provider, key)
             args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
             # Podman needs the account's real home (its storage), whatever HOME says.

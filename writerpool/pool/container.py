@@ -51,7 +51,9 @@ def writer_spec(
         # The agent must not plant executable git settings or hooks.
         Mount(source=clone / ".git" / "config", target="/work/.git/config", read_only=True),
         Mount(source=clone / ".git" / "hooks", target="/work/.git/hooks", read_only=True),
-        Mount(source=lay["agent"], target=AGENT_DIR),
+        # Read-only: the agent cannot leave settings or a redirected endpoint behind for
+        # the next session; writerpool renders it before each session.
+        Mount(source=lay["agent"], target=AGENT_DIR, read_only=True),
     ]
     env = {"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1"}
     if state.cache in CACHE_ENV:

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from writerpool.config.models import LoadedConfig
+from writerpool.agent.launch import render_for_profile
+from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
+from writerpool.pool.container import writer_layout
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, leased
 from writerpool.pool.provision import provision, writer_name
@@ -58,10 +60,18 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     try:
         with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
             state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
+            render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             _, finding = accept(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
+
+
+def render_writer_agent_dir(paths: Paths, config: Config, state: WriterState) -> None:
+    """The writer's agent directory for its first profile; each session re-renders it
+    for its own profile's provider."""
+    provider = config.profiles[state.profiles[0]].provider
+    render_for_profile(config, writer_layout(paths, state.name)["agent"], provider, True)
 
 
 def accept_kept(ctx: PoolContext, index: int) -> None:
