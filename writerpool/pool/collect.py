@@ -18,6 +18,8 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +72,17 @@ def find_writer(paths: Paths, name: str) -> WriterRef:
     if not paths.writer_dir(name).is_dir():
         raise UsageError(f"no writer named {name}", code="writer_unknown")
     return WriterRef(paths, name, match.group(1))
+
+
+@contextmanager
+def findings_for(report: Report, target: str) -> Iterator[None]:
+    """Report an expected failure as a finding on the writer (usage errors still exit 2)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except WriterpoolError as exc:
+        report.add(exc.code, "error", target, exc.message)
 
 
 def workspace_repo(loaded: LoadedConfig, alias: str) -> Path:
@@ -329,7 +342,9 @@ def collect(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply
     """`writer collect NAME [--apply]`, under the writer's lease and fence."""
     report = Report("writer collect")
     ref: WriterRef = find_writer(paths, name)
-    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+    with findings_for(report, ref.target), operate(
+        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    ):
         state = ref.load()
         if apply:
             collect_writer(paths, podman, loaded, state, report)

@@ -23,6 +23,7 @@ from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect import (
     collect_writer,
     find_writer,
+    findings_for,
     plan_collect,
     workspace_repo,
 )
@@ -168,7 +169,9 @@ def reset(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, base_na
     report = Report("writer reset")
     ref = find_writer(paths, name)
     repo = workspace_repo(loaded, ref.alias)
-    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+    with findings_for(report, ref.target), operate(
+        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    ):
         state = ref.load()
         base = resolve_base(repo, base_name or state.base.name)
         if not guard(paths, podman, loaded, state, discard, report):
@@ -186,7 +189,9 @@ def recreate(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, disc
     """`writer recreate NAME [--discard] [--apply]`: rebuild on the workspace base."""
     report = Report("writer recreate")
     ref = find_writer(paths, name)
-    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+    with findings_for(report, ref.target), operate(
+        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    ):
         state = ref.load()
         base = workspace_base(paths, loaded, ref.alias)
         if not guard(paths, podman, loaded, state, discard, report):
@@ -204,7 +209,9 @@ def finish(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply:
     """`writer finish NAME [--apply]`: collect, then reset or recreate on the workspace base."""
     report = Report("writer finish")
     ref = find_writer(paths, name)
-    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+    with findings_for(report, ref.target), operate(
+        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    ):
         state = ref.load()
         base = workspace_base(paths, loaded, ref.alias)
         action = "recreate" if state.lifecycle == "ephemeral" else "reset"
@@ -235,7 +242,9 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
     """`writer remove NAME [--discard]`: no planning; deletes everything the writer owns."""
     report = Report("writer remove")
     ref = find_writer(paths, name)
-    with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+    with findings_for(report, ref.target), operate(
+        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    ):
         try:
             state = load_state(paths.writer_dir(name))
         except WriterpoolError as exc:
