@@ -237,6 +237,9 @@ def test_lease_busy_then_freed_by_sigkill(accepted: Path) -> None:
         lease.release()
     finally:
         holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
 
 
 def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
@@ -255,6 +258,8 @@ def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
     code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply")
     assert code == 0 and "writer_accepted" in codes(report)
 
@@ -290,8 +295,10 @@ def test_unreachable_podman_fences_and_changes_nothing(
     state_file = paths.writer_dir("demo-w1") / "state.json"
     before = state_file.read_bytes()
     clone_before = snapshot_tree(paths.writer_dir("demo-w1") / "clone")
-    monkeypatch.setenv("WRITERPOOL_PODMAN", str(tmp_path / "no-podman"))
-    monkeypatch.setenv("WRITERPOOL_PODMAN_SOCKET", str(tmp_path / "none" / "podman.sock"))
+    # Podman's API cannot be reached (the CLI still answers, so the doctor passes).
+    blocked = tmp_path / "blocked"
+    blocked.mkdir(mode=0o500)
+    monkeypatch.setenv("WRITERPOOL_PODMAN_SOCKET", str(blocked / "run" / "podman.sock"))
     code, report = wp(
         "mode", "set", "demo", "container", "--profiles", "code", "--writers", "2", "--apply"
     )

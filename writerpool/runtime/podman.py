@@ -122,8 +122,8 @@ class Podman:
     def _ensure_service(self) -> None:
         if _socket_answers(self.socket_path):
             return
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.socket_path.parent.mkdir(parents=True, exist_ok=True)
             spawn(
                 [
                     self.binary,
