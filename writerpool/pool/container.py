@@ -55,7 +55,16 @@ def writer_spec(
         # the next session; writerpool renders it before each session.
         Mount(source=lay["agent"], target=AGENT_DIR, read_only=True),
     ]
-    env = {"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1"}
+    # Commits made in a writer name the writer, never the operator.
+    identity = {
+        f"GIT_{who}_{field}": value
+        for who in ("AUTHOR", "COMMITTER")
+        for field, value in (
+            ("NAME", f"{state.name} (writerpool)"),
+            ("EMAIL", f"{state.name}@writerpool.invalid"),
+        )
+    }
+    env = {"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1", **identity}
     if state.cache in CACHE_ENV:
         mounts.append(Mount(source=lay["cache"], target=f"/pi/{state.cache}"))
         env.update(CACHE_ENV[state.cache])
