@@ -4,6 +4,7 @@ leases and fences, driven through the CLI as an operator would."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -138,7 +139,9 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
         "git config core.fsmonitor 'touch /work/pwned' && echo CONFIG-WRITABLE; "
         "touch /work/.git/hooks/pre-commit && echo HOOKS-WRITABLE; "
         "echo hi > /work/new.txt && echo WORK-WRITABLE; "
-        "grep -E 'CapEff|NoNewPrivs' /proc/self/status; ls /proc | grep -c '^[0-9]'; "
+        "grep -E 'CapEff|NoNewPrivs' /proc/self/status; "
+        "echo PIDNS=$(readlink /proc/self/ns/pid) PIDS=$(ls /proc | grep -c '^[0-9]'); "
+        "echo USERNS=$(readlink /proc/self/ns/user); "
         "touch /etc/x 2>/dev/null && echo ROOT-WRITABLE; ls -A "
         + str(Path.home())
         + " 2>&1 | head -1"
@@ -150,6 +153,12 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
     assert "ROOT-WRITABLE" not in out
     assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out
     assert "No such file" in out  # the host home does not exist inside
+    fields = dict(
+        w.split("=", 1) for w in out.split() if w.startswith(("PIDNS=", "PIDS=", "USERNS="))
+    )
+    assert fields["PIDNS"] != os.readlink("/proc/self/ns/pid")  # its own PID namespace
+    assert int(fields["PIDS"]) <= 5  # and it sees only its own few processes
+    assert fields["USERNS"] != os.readlink("/proc/self/ns/user")
     clone = paths.writer_dir("demo-w1") / "clone"
     assert (clone / "new.txt").read_text() == "hi\n"
     assert "fsmonitor" not in (clone / ".git" / "config").read_text()
