@@ -97,8 +97,9 @@ def test_collect_imports_two_branches_and_a_wip_commit_and_leaves_the_clone_alon
     # The clone, its index included, is byte for byte (and mtime for mtime) unchanged.
     assert snapshot(clone) == before_clone
     # The operator's checkout got refs and objects only: no branch, no checkout, no merge.
-    assert snapshot(repo / "src") == {k.removeprefix("src/"): v for k, v in before_checkout.items()
-                                      if k.startswith("src/")}
+    assert snapshot(repo / "src") == {
+        k.removeprefix("src/"): v for k, v in before_checkout.items() if k.startswith("src/")
+    }
     after = refs_of(repo)
     assert {k: v for k, v in after.items() if not k.startswith("refs/remotes/writer-")} == (
         operator_refs
@@ -132,8 +133,10 @@ def test_tags_are_not_collected_and_a_stash_is_reported(repo: Path, writer: str)
 
 
 def test_detached_head_commits_are_collected(repo: Path, writer: str) -> None:
-    run_agent(writer, "git checkout -q --detach && echo d > d.txt && git add d.txt "
-                      "&& git commit -q -m detached")
+    run_agent(
+        writer,
+        "git checkout -q --detach && echo d > d.txt && git add d.txt && git commit -q -m detached",
+    )
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0, report
     got = collected(repo, writer)

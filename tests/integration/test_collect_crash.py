@@ -42,9 +42,10 @@ def _group_runs(pgid: int, needle: bytes) -> bool:
         if not entry.isdigit():
             continue
         try:
-            if os.getpgid(int(entry)) == pgid and needle in Path(
-                f"/proc/{entry}/cmdline"
-            ).read_bytes():
+            if (
+                os.getpgid(int(entry)) == pgid
+                and needle in Path(f"/proc/{entry}/cmdline").read_bytes()
+            ):
                 return True
         except OSError:
             continue
@@ -64,7 +65,9 @@ def _kill_when(name: str, trigger: Callable[[int], bool], timeout: float = 120) 
     """
     proc = subprocess.Popen(
         [sys.executable, "-m", "writerpool", "writer", "collect", name, "--apply", "--json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline and not trigger(proc.pid):
@@ -81,8 +84,9 @@ def _after(seconds: float) -> Callable[[int], bool]:
     return lambda _pgid: time.monotonic() - start >= seconds
 
 
-def test_collect_killed_anywhere_then_the_next_collect_completes(tmp_path: Path,
-                                                                 image_pin: Path) -> None:
+def test_collect_killed_anywhere_then_the_next_collect_completes(
+    tmp_path: Path, image_pin: Path
+) -> None:
     repo = make_repo(tmp_path / "checkout", commits=10, files=5)
     alias = unique_alias("crash")
     write_workspaces({alias: repo})

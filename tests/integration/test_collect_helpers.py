@@ -68,8 +68,16 @@ def ready_writer(alias: str, lifecycle: str = "persistent", tags: str = "none") 
     paths = Paths.from_env()
     if "isolation_control_passed" not in run_control(paths, apply=True).codes():
         raise AssertionError("the isolation control did not pass")
-    request = ModeRequest(alias=alias, mode="container", profiles=("code",), lifecycle=lifecycle,
-                          network="none", tags=tags, apply=True, container_options_given=True)
+    request = ModeRequest(
+        alias=alias,
+        mode="container",
+        profiles=("code",),
+        lifecycle=lifecycle,
+        network="none",
+        tags=tags,
+        apply=True,
+        container_options_given=True,
+    )
     report = set_mode(paths, Podman(), load_config(paths), request)
     if "writer_accepted" not in report.codes():
         raise AssertionError(report.render_text())

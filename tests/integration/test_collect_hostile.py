@@ -60,13 +60,16 @@ def _plant_raw_refs(clone: Path, commit: str) -> list[str]:
 
 def test_unsafe_names_are_refused_and_finish_stops(repo: Path, alias: str) -> None:
     writer = ready_writer(alias)
-    run_agent(writer, f"""
+    run_agent(
+        writer,
+        f"""
 git checkout -q -b good && echo g > g.txt && git add g.txt && git commit -q -m good
 git update-ref refs/heads/-x HEAD
 git update-ref refs/heads/{LONG} HEAD
 git checkout -q main
 echo wip > wip.txt
-""")
+""",
+    )
     clone = clone_of(writer)
     good = git_out(clone, "rev-parse", "good")
     planted = _plant_raw_refs(clone, good)
@@ -86,8 +89,14 @@ echo wip > wip.txt
     after = refs_of(repo)
     prefix = f"refs/remotes/writer-{writer}/"
     assert {k: v for k, v in after.items() if not k.startswith(prefix)} == operator_refs
-    allowed = ("objects/", f"{prefix}", f"logs/{prefix}", "refs/remotes", "logs/refs/remotes",
-               "logs")
+    allowed = (
+        "objects/",
+        f"{prefix}",
+        f"logs/{prefix}",
+        "refs/remotes",
+        "logs/refs/remotes",
+        "logs",
+    )
     new_files = _git_dir_files(repo) - operator_files
     assert all(f.startswith(allowed) for f in new_files), sorted(new_files)
     assert not (repo / ".git" / "x").exists() and not (repo / "x").exists()
@@ -119,8 +128,14 @@ def _poison(clone: Path, tmp_path: Path) -> Path:
     included.write_text(f"[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n")
     alternate = tmp_path / "alternate-objects"
     alternate.mkdir()
-    for hook in ("pre-commit", "post-checkout", "reference-transaction", "post-index-change",
-                 "pre-auto-gc", "post-merge"):
+    for hook in (
+        "pre-commit",
+        "post-checkout",
+        "reference-transaction",
+        "post-index-change",
+        "pre-auto-gc",
+        "post-merge",
+    ):
         for where in (hooks, clone / ".git" / "hooks"):
             (where / hook).write_text(f"#!/bin/sh\ntouch {canaries}/hook-{hook}\n")
             (where / hook).chmod(0o755)
@@ -145,8 +160,11 @@ def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
     repo: Path, tmp_path: Path, alias: str
 ) -> None:
     writer = ready_writer(alias)
-    run_agent(writer, "git checkout -q -b work && echo w > w.txt && git add w.txt "
-                      "&& git commit -q -m work && echo later >> w.txt")
+    run_agent(
+        writer,
+        "git checkout -q -b work && echo w > w.txt && git add w.txt "
+        "&& git commit -q -m work && echo later >> w.txt",
+    )
     clone = clone_of(writer)
     canaries = _poison(clone, tmp_path)
     assert verify_clone(clone), "the poison must be visible to the clone check"

@@ -4,7 +4,7 @@ is authorized, and what the session guard accepts."""
 
 from __future__ import annotations
 
-from writerpool.pool.collect import decide, shown
+from writerpool.pool.collect_rules import decide, shown
 from writerpool.pool.inspect import Export, Inspection, ToolReport, at_baseline
 from writerpool.pool.work import uncollected_reason, work_digest
 from writerpool.state.writer import Baseline, BaseRecord, Collection, WriterState
@@ -83,15 +83,21 @@ def test_wip_name_colliding_with_a_branch_is_refused() -> None:
     ]
     decision = decide(_inspection(branches=branches, exports=exports), existing=set())
     assert [(e.name, e.kind) for e in decision.accepted] == [
-        ("feature", "branch"), ("feature-wip", "branch")]
+        ("feature", "branch"),
+        ("feature-wip", "branch"),
+    ]
     assert [r.reason for r in decision.refused] == ["a branch of the clone has the same name"]
 
 
 def test_names_that_nest_with_earlier_collected_refs_are_refused() -> None:
-    exports = [{"name": "topic/one", "commit": C1, "kind": "branch"},
-               {"name": "other", "commit": C2, "kind": "branch"}]
-    branches = [{"name": "topic/one", "commit": C1, "problem": None},
-                {"name": "other", "commit": C2, "problem": None}]
+    exports = [
+        {"name": "topic/one", "commit": C1, "kind": "branch"},
+        {"name": "other", "commit": C2, "kind": "branch"},
+    ]
+    branches = [
+        {"name": "topic/one", "commit": C1, "problem": None},
+        {"name": "other", "commit": C2, "problem": None},
+    ]
     inspection = _inspection(exports=exports, branches=branches, dirty=False, wip_tree=None)
     decision = decide(inspection, existing={"topic", "other"})
     assert [e.name for e in decision.accepted] == ["other"]  # updating "other" is fine
@@ -104,8 +110,14 @@ def test_digest_covers_branches_wip_and_head_but_not_tags() -> None:
     assert work_digest(_inspection(tags=9), BASELINE) == digest
     assert work_digest(_inspection(wip_tree="f" * 40), BASELINE) != digest
     assert work_digest(_inspection(head_commit=C2), BASELINE) != digest
-    clean = _inspection(head="refs/heads/main", head_commit=BASE, dirty=False, wip_tree=None,
-                        exports=[], branches=[{"name": "main", "commit": BASE}])
+    clean = _inspection(
+        head="refs/heads/main",
+        head_commit=BASE,
+        dirty=False,
+        wip_tree=None,
+        exports=[],
+        branches=[{"name": "main", "commit": BASE}],
+    )
     assert work_digest(clean, BASELINE) is None
 
 
@@ -125,18 +137,36 @@ def test_only_a_complete_collection_of_the_same_digest_authorizes_cleanup() -> N
 
 
 def test_session_guard_accepts_only_the_exact_baseline() -> None:
-    clean = _inspection(head="refs/heads/main", head_commit=BASE, dirty=False, wip_tree=None,
-                        exports=[], branches=[{"name": "main", "commit": BASE}])
+    clean = _inspection(
+        head="refs/heads/main",
+        head_commit=BASE,
+        dirty=False,
+        wip_tree=None,
+        exports=[],
+        branches=[{"name": "main", "commit": BASE}],
+    )
     assert at_baseline(clean, BASELINE)
-    for change in ({"stash": True}, {"dirty": True}, {"head": "detached"},
-                   {"branches": [{"name": "main", "commit": BASE},
-                                 {"name": "x", "commit": BASE}]},
-                   {"branches": [{"name": "main", "commit": BASE},
-                                 {"name": "bad", "problem": "symbolic"}]}):
-        changed = Inspection.from_report(ToolReport.model_validate(
-            {**RECORDED, "head": "refs/heads/main", "head_commit": BASE, "dirty": False,
-             "wip_tree": None, "exports": [], "branches": [{"name": "main", "commit": BASE}],
-             **change}))
+    for change in (
+        {"stash": True},
+        {"dirty": True},
+        {"head": "detached"},
+        {"branches": [{"name": "main", "commit": BASE}, {"name": "x", "commit": BASE}]},
+        {"branches": [{"name": "main", "commit": BASE}, {"name": "bad", "problem": "symbolic"}]},
+    ):
+        changed = Inspection.from_report(
+            ToolReport.model_validate(
+                {
+                    **RECORDED,
+                    "head": "refs/heads/main",
+                    "head_commit": BASE,
+                    "dirty": False,
+                    "wip_tree": None,
+                    "exports": [],
+                    "branches": [{"name": "main", "commit": BASE}],
+                    **change,
+                }
+            )
+        )
         assert not at_baseline(changed, BASELINE), change
 
 

@@ -70,5 +70,7 @@ def test_one_commit_in_a_large_history_gives_a_tiny_bundle(
     record_property("collect_seconds_big", round(big_s, 3))
     record_property("collect_seconds_tiny", round(tiny_s, 3))
     record_property("collect_time_ratio_big_over_tiny", round(big_s / tiny_s, 3))
-    print(f"\ncollect one commit: 10,000-commit repository {big_s:.3f}s, "
-          f"3-commit repository {tiny_s:.3f}s, ratio {big_s / tiny_s:.2f}")
+    print(
+        f"\ncollect one commit: 10,000-commit repository {big_s:.3f}s, "
+        f"3-commit repository {tiny_s:.3f}s, ratio {big_s / tiny_s:.2f}"
+    )

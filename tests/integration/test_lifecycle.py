@@ -62,8 +62,13 @@ def test_reset_recreate_and_remove_refuse_uncollected_work(repo: Path, alias: st
     writer = ready_writer(alias)
     run_agent(writer, WORK)
     before = snapshot(clone_of(writer))
-    for command in (["reset"], ["recreate"], ["reset", "--apply"], ["recreate", "--apply"],
-                    ["remove"]):
+    for command in (
+        ["reset"],
+        ["recreate"],
+        ["reset", "--apply"],
+        ["recreate", "--apply"],
+        ["remove"],
+    ):
         code, report = wp("writer", command[0], writer, *command[1:])
         assert code == 1 and codes(report) == ["writer_uncollected"], (command, report)
     assert snapshot(clone_of(writer)) == before
@@ -116,13 +121,17 @@ def test_discarding_reset_clears_branches_stash_tags_and_untracked_files(
     repo: Path, alias: str
 ) -> None:
     writer = ready_writer(alias)
-    run_agent(writer, WORK + """
+    run_agent(
+        writer,
+        WORK
+        + """
 git stash -q
 git tag agent-tag
 git checkout -q -b other main && echo o > o.txt
 mkdir -p build && echo junk > build/out.o && echo 'build/' > .gitignore
 git checkout -q --detach
-""")
+""",
+    )
     code, report = wp("writer", "reset", writer, "--discard", "--apply")
     assert code == 0 and codes(report) == ["writer_uncollected", "writer_reset"], report
     clone = clone_of(writer)

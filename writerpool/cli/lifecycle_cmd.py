@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from writerpool.cli.output import emit, json_option
@@ -10,6 +12,13 @@ from writerpool.config.paths import Paths
 from writerpool.pool import lifecycle
 from writerpool.pool.collect import collect
 from writerpool.runtime.podman import Podman
+
+
+def terminal_steps(line: str) -> None:
+    """Progress lines on stderr, only when a person watches it."""
+    if sys.stderr.isatty():
+        click.echo(f"writerpool: {line}", err=True)
+
 
 apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
 discard_option = click.option(
@@ -24,7 +33,7 @@ discard_option = click.option(
 def collect_cmd(name: str, apply: bool, as_json: bool) -> None:
     """Export the writer's changed branches and uncommitted work into the checkout."""
     paths = Paths.from_env()
-    emit(collect(paths, Podman(), load_config(paths), name, apply), as_json)
+    emit(collect(paths, Podman(), load_config(paths), name, apply, terminal_steps), as_json)
 
 
 @click.command("reset")
@@ -57,7 +66,8 @@ def recreate_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
 def finish_cmd(name: str, apply: bool, as_json: bool) -> None:
     """Collect, then reset (persistent) or recreate (ephemeral) on the workspace base."""
     paths = Paths.from_env()
-    emit(lifecycle.finish(paths, Podman(), load_config(paths), name, apply), as_json)
+    report = lifecycle.finish(paths, Podman(), load_config(paths), name, apply, terminal_steps)
+    emit(report, as_json)
 
 
 @click.command("remove")

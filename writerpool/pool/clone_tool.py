@@ -32,10 +32,15 @@ GIT_DIR = "/work/.git"
 OUT = "/out"
 BASE_BUNDLE = "/base/base.bundle"
 MAX_REFS = 20_000
+MAX_PACKED = 64 * 1024 * 1024
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
-IDENTITY = {"GIT_AUTHOR_NAME": "writerpool", "GIT_AUTHOR_EMAIL": "writerpool@localhost",
-            "GIT_COMMITTER_NAME": "writerpool", "GIT_COMMITTER_EMAIL": "writerpool@localhost"}
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "writerpool",
+    "GIT_AUTHOR_EMAIL": "writerpool@localhost",
+    "GIT_COMMITTER_NAME": "writerpool",
+    "GIT_COMMITTER_EMAIL": "writerpool@localhost",
+}
 # Settings that could hide work from the scan, run a program, or write elsewhere.
 SAFE_CONFIG = (
     "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.untrackedCache=false",
@@ -73,8 +78,9 @@ def git(args: list[str], env: dict[str, str], data: bytes | None = None) -> byte
     argv = ["git", "--no-optional-locks"]
     for setting in SAFE_CONFIG:
         argv += ["-c", setting]
-    done = subprocess.run([*argv, *args], env=env, input=data, capture_output=True,
-                          cwd=WORK, check=False)
+    done = subprocess.run(
+        [*argv, *args], env=env, input=data, capture_output=True, cwd=WORK, check=False
+    )
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise ToolError(f"git {args[0]} failed: {tail[0][:200]}")
@@ -99,7 +105,11 @@ def read_refs() -> tuple[dict[bytes, bytes], dict[bytes, str]]:
     odd: dict[bytes, str] = {}
     packed = os.path.join(GIT_DIR.encode(), b"packed-refs")
     if os.path.lexists(packed):
-        data = _read_packed(packed)
+        st = os.lstat(packed)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PACKED:
+            raise ToolError("packed-refs is not a plain file of a sane size")
+        with open(packed, "rb") as handle:
+            data = handle.read()
         for line in data.splitlines():
             if line and not line.startswith((b"#", b"^")):
                 oid, _, name = line.partition(b" ")
@@ -122,19 +132,11 @@ def read_refs() -> tuple[dict[bytes, bytes], dict[bytes, str]]:
     return refs, odd
 
 
-def _read_packed(path: bytes) -> bytes:
-    st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise ToolError("packed-refs is not a plain file")
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
 def object_types(oids: list[str], env: dict[str, str]) -> dict[str, str]:
     if not oids:
         return {}
-    out = git(["cat-file", "--batch-check=%(objectname) %(objecttype)"], env,
-              ("\n".join(oids) + "\n").encode())
+    query = ("\n".join(oids) + "\n").encode()
+    out = git(["cat-file", "--batch-check=%(objectname) %(objecttype)"], env, query)
     types: dict[str, str] = {}
     for oid, line in zip(oids, out.decode().splitlines(), strict=True):
         types[oid] = line.split()[1] if line.startswith(oid) else "missing"
@@ -145,15 +147,20 @@ def _name(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def branches(refs: dict[bytes, bytes], odd: dict[bytes, str],
-             env: dict[str, str]) -> list[dict[str, Any]]:
+def _branch(raw: bytes) -> str:
+    """A branch's name from its full ref name (undecodable bytes kept as surrogates)."""
+    return _name(raw.removeprefix(b"refs/heads/"))
+
+
+def branches(
+    refs: dict[bytes, bytes], odd: dict[bytes, str], env: dict[str, str]
+) -> list[dict[str, Any]]:
     """Branches under refs/heads/: name, commit, and what is wrong with it (if anything)."""
     heads = {k: v for k, v in refs.items() if k.startswith(b"refs/heads/")}
     types = object_types(sorted({v.decode() for v in heads.values() if HEX.fullmatch(v)}), env)
     found = []
     for raw, value in sorted(heads.items()):
-        entry: dict[str, Any] = {"name": _name(raw[len(b"refs/heads/"):]), "commit": None,
-                                 "problem": None}
+        entry: dict[str, Any] = {"name": _branch(raw), "commit": None, "problem": None}
         if not HEX.fullmatch(value):
             entry["problem"] = "symbolic" if value.startswith(b"ref: ") else "malformed"
         elif types.get(value.decode()) != "commit":
@@ -163,8 +170,7 @@ def branches(refs: dict[bytes, bytes], odd: dict[bytes, str],
         found.append(entry)
     for raw, why in sorted(odd.items()):
         if raw.startswith(b"refs/heads/"):
-            found.append({"name": _name(raw[len(b"refs/heads/"):]), "commit": None,
-                          "problem": why})
+            found.append({"name": _branch(raw), "commit": None, "problem": why})
     return found
 
 
@@ -195,10 +201,16 @@ def _clear_index_flags(env: dict[str, str]) -> None:
             git(["update-index", flag, "-z", "--stdin"], env, b"\0".join(paths) + b"\0")
 
 
+def scratch_env(scratch: str, **extra: str) -> dict[str, str]:
+    """git reading the clone's objects but writing new ones (and an index) to scratch."""
+    objects = os.path.join(scratch, "objects")
+    clone_objects = os.path.join(GIT_DIR, "objects")
+    return git_env(GIT_OBJECT_DIRECTORY=objects, GIT_ALTERNATE_OBJECT_DIRECTORIES=clone_objects,
+                   **extra)  # fmt: skip
+
+
 def _stage_everything(scratch: str, head_commit: str | None, copy_index: bool) -> str:
-    env = git_env(GIT_INDEX_FILE=os.path.join(scratch, "index"),
-                  GIT_OBJECT_DIRECTORY=os.path.join(scratch, "objects"),
-                  GIT_ALTERNATE_OBJECT_DIRECTORIES=os.path.join(GIT_DIR, "objects"))
+    env = scratch_env(scratch, GIT_INDEX_FILE=os.path.join(scratch, "index"))
     index = os.path.join(scratch, "index")
     if os.path.lexists(index):
         os.unlink(index)
@@ -229,15 +241,16 @@ def capture_wip(scratch: str, head_commit: str | None) -> str:
 
 
 def wip_commit(scratch: str, tree: str, parent: str | None, label: str) -> str:
-    env = git_env(GIT_OBJECT_DIRECTORY=os.path.join(scratch, "objects"),
-                  GIT_ALTERNATE_OBJECT_DIRECTORIES=os.path.join(GIT_DIR, "objects"))
+    env = scratch_env(scratch)
     when = "@0 +0000"
     if parent is not None:
         when = "@" + git(["show", "-s", "--format=%ct", parent], env).decode().strip() + " +0000"
     # Fixed identity and date: the same work always gives the same commit id.
     env.update(IDENTITY, GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
-    message = (f"WIP on {label}: uncommitted and untracked work\n\n"
-               "Captured by writerpool collect; not a commit the agent made.\n")
+    message = (
+        f"WIP on {label}: uncommitted and untracked work\n\n"
+        "Captured by writerpool collect; not a commit the agent made.\n"
+    )
     args = ["commit-tree", "--no-gpg-sign", tree, "-m", message]
     if parent is not None:
         args += ["-p", parent]
@@ -268,8 +281,9 @@ def write_bundle(scratch: str, exports: list[dict[str, Any]], exclude: list[str]
     fmt = git(["rev-parse", "--show-object-format"], git_env()).decode().strip()
     git(["init", "-q", "--bare", "--template=", f"--object-format={fmt}", export], plain)
     with open(os.path.join(export, "objects", "info", "alternates"), "w") as handle:
-        handle.write(os.path.join(scratch, "objects") + "\n" + os.path.join(GIT_DIR, "objects")
-                     + "\n")
+        handle.write(
+            os.path.join(scratch, "objects") + "\n" + os.path.join(GIT_DIR, "objects") + "\n"
+        )
     env = dict(plain, GIT_DIR=export)
     updates = "".join(f"create {e['ref']} {e['commit']}\n" for e in wanted)
     git(["update-ref", "--stdin"], env, updates.encode())
@@ -279,8 +293,13 @@ def write_bundle(scratch: str, exports: list[dict[str, Any]], exclude: list[str]
     return "collect.bundle"
 
 
-def _exports(found: list[dict[str, Any]], baseline: dict[str, str], head: str,
-             head_commit: str | None, env: dict[str, str]) -> list[dict[str, Any]]:
+def _exports(
+    found: list[dict[str, Any]],
+    baseline: dict[str, str],
+    head: str,
+    head_commit: str | None,
+    env: dict[str, str],
+) -> list[dict[str, Any]]:
     exports = []
     for entry in found:
         if entry["commit"] is not None and baseline.get(entry["name"]) != entry["commit"]:
@@ -315,19 +334,17 @@ def inspect(request: dict[str, Any]) -> dict[str, Any]:
         "dirty": wip is not None, "wip_tree": wip, "exports": exports, "bundle": None,
     }  # fmt: skip
     if request.get("bundle"):
-        result.update(_collect(request, result, scratch, env))
+        result.update(_collect(request, result, scratch))
     return result
 
 
-def _collect(request: dict[str, Any], result: dict[str, Any], scratch: str,
-             env: dict[str, str]) -> dict[str, Any]:
+def _collect(request: dict[str, Any], result: dict[str, Any], scratch: str) -> dict[str, Any]:
     exports: list[dict[str, Any]] = result["exports"]
     for entry in exports:
         if entry["kind"] == "wip":
             label = entry["name"].removesuffix("-wip")
             entry["commit"] = wip_commit(scratch, result["wip_tree"], result["head_commit"], label)
-    wip_env = dict(env, GIT_OBJECT_DIRECTORY=os.path.join(scratch, "objects"),
-                   GIT_ALTERNATE_OBJECT_DIRECTORIES=os.path.join(GIT_DIR, "objects"))
+    wip_env = scratch_env(scratch)
     exclude = _existing(list(request.get("exclude", [])), wip_env)
     for number, entry in enumerate(exports):
         entry["ref"] = f"refs/heads/wp-{number}"
@@ -364,8 +381,9 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
     refspecs = [f"+{source}:refs/heads/{branch}"]
     if request.get("tags"):
         refspecs.append("+refs/tags/*:refs/tags/*")
-    git(["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--update-head-ok",
-         "--no-auto-maintenance", "--no-recurse-submodules", BASE_BUNDLE, *refspecs], env)
+    fetch = ["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--update-head-ok",
+             "--no-auto-maintenance", "--no-recurse-submodules"]  # fmt: skip
+    git([*fetch, BASE_BUNDLE, *refspecs], env)
     got = git(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], env).decode().strip()
     if got != commit:
         raise ToolError("the base bundle holds another commit")

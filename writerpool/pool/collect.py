@@ -18,9 +18,9 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -30,18 +30,19 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
-from writerpool.gitops.refnames import refuse_reason
 from writerpool.gitops.verify import verify_clone
+from writerpool.pool.collect_rules import Decision, decide, shown
 from writerpool.pool.container import writer_layout
 from writerpool.pool.inspect import Export, Inspection, inspect_writer, scan_for_collect
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
-from writerpool.report import Report, sanitize
+from writerpool.report import Report, Status
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import Collection, WriterState, load_state, now, save_state
 
-Status = Literal["collected", "nothing", "incomplete"]
+Outcome = Literal["collected", "nothing", "incomplete"]
+Step = Callable[[str], None]  # progress lines for a terminal; the report is the result
 NOTHING = "no changed branch and no uncommitted work"
 WRITER_NAME = re.compile(r"([a-z][a-z0-9_-]{0,63})-w([1-9]|1[0-6])")
 
@@ -93,30 +94,10 @@ def workspace_repo(loaded: LoadedConfig, alias: str) -> Path:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    name: str
-    reason: str
-
-
-@dataclass
-class Decision:
-    accepted: list[Export] = field(default_factory=list)
-    refused: list[Refusal] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
 class CollectOutcome:
-    status: Status
+    status: Outcome
     inspection: Inspection
     digest: str | None
-
-
-def shown(name: str) -> str:
-    """A ref name as it may appear in a message: escaped and bounded."""
-    text = ascii(name)[1:-1]
-    if sanitize(text) != text:  # a name shaped like a path would be blanked in the report
-        return "(a path-like name; see the JSON report)"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def remote_prefix(name: str) -> str:
@@ -133,54 +114,6 @@ def existing_collected(repo: Path, name: str) -> set[str]:
     return {line.removeprefix(prefix) for line in done.out.splitlines() if line.startswith(prefix)}
 
 
-def _nests(a: str, b: str) -> bool:
-    # git keeps refs as files: `x` and `x/y` cannot both exist.
-    return a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def _candidates(inspection: Inspection) -> list[Export]:
-    """Every ref collection should export, in a stable order (branches, detached, WIP)."""
-    found = list(inspection.exports)
-    for name in sorted(inspection.problems):
-        found.append(Export(name=name, kind="branch"))
-    order = {"branch": 0, "detached": 1, "wip": 2}
-    return sorted(found, key=lambda e: (order[e.kind], e.name))
-
-
-def _reason(
-    export: Export, inspection: Inspection, taken: list[str], existing: set[str]
-) -> str | None:
-    if export.name in inspection.problems:
-        return f"the branch cannot be read ({inspection.problems[export.name]})"
-    label = export.name.removesuffix("-wip") if export.kind == "wip" else export.name
-    reason = refuse_reason(label) or refuse_reason(export.name)
-    if reason is not None:
-        return reason
-    if export.kind != "branch" and (
-        export.name in inspection.branches or export.name in inspection.problems
-    ):
-        return "a branch of the clone has the same name"
-    if any(_nests(export.name, other) for other in taken):
-        return "nests with another collected name"
-    if any(_nests(export.name, other) for other in existing):
-        return "nests with a ref an earlier collection imported; delete that ref to proceed"
-    return None
-
-
-def decide(inspection: Inspection, existing: set[str]) -> Decision:
-    """Which refs are imported and which are refused (ref_name_refused)."""
-    decision = Decision()
-    taken: list[str] = []
-    for export in _candidates(inspection):
-        reason = _reason(export, inspection, taken, existing)
-        if reason is None:
-            decision.accepted.append(export)
-            taken.append(export.name)
-        else:
-            decision.refused.append(Refusal(export.name, reason))
-    return decision
-
-
 def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
     """Set refs to commits the checkout already has (no new history, so not in the bundle)."""
     if not updates:
@@ -194,8 +127,9 @@ def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
         raise WriterpoolError("writer_collect_failed", "updating collected refs failed") from exc
 
 
-def _import(repo: Path, name: str, inspection: Inspection, accepted: list[Export],
-            bundle: Path | None) -> None:
+def _import(
+    repo: Path, name: str, inspection: Inspection, accepted: list[Export], bundle: Path | None
+) -> None:
     in_bundle = [e for e in accepted if e.in_bundle]
     if in_bundle:
         if bundle is None:
@@ -206,16 +140,18 @@ def _import(repo: Path, name: str, inspection: Inspection, accepted: list[Export
             raise WriterpoolError("writer_collect_failed", "the bundle holds unplanned refs")
         mapping = [(e.ref or "", remote_prefix(name) + e.name) for e in in_bundle]
         import_bundle(repo, bundle, mapping)
-    _point_refs(repo, [(remote_prefix(name) + e.name, e.commit or "")
-                       for e in accepted if not e.in_bundle])
+    _point_refs(
+        repo, [(remote_prefix(name) + e.name, e.commit or "") for e in accepted if not e.in_bundle]
+    )
 
 
 def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def _keep_bundle(collections: Path, incoming: Path, inspection: Inspection, digest: str,
-                 decision: Decision) -> Path | None:
+def _keep_bundle(
+    collections: Path, incoming: Path, inspection: Inspection, digest: str, decision: Decision
+) -> Path | None:
     """Move the bundle under collections/ with a manifest beside it (kept for audit)."""
     stem = f"{_stamp()}-{digest.removeprefix('sha256:')[:12]}"
     bundle = None
@@ -229,8 +165,10 @@ def _keep_bundle(collections: Path, incoming: Path, inspection: Inspection, dige
                  for e in decision.accepted],
         "refused": [{"name": r.name, "reason": r.reason} for r in decision.refused],
     }  # fmt: skip
-    write_atomic(collections / f"{stem}.json",
-                 (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(
+        collections / f"{stem}.json",
+        (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
+    )
     return bundle
 
 
@@ -243,29 +181,52 @@ def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, targe
     # Collection does not depend on it (host git never reads the clone), but say so.
     problems = verify_clone(writer_layout(paths, state.name)["clone"])
     if problems:
-        report.add("clone_verification_failed", "warning", target,
-                   "the clone's git settings were tampered with (" + ", ".join(problems[:3])
-                   + "); collected anyway, since only the bundle reaches host git",
-                   remedy="reset or recreate rebuilds the clone")
+        report.add(
+            "clone_verification_failed",
+            "warning",
+            target,
+            "the clone's git settings were tampered with ("
+            + ", ".join(problems[:3])
+            + "); collected anyway, since only the bundle reaches host git",
+            remedy="reset or recreate rebuilds the clone",
+        )
 
 
 def _report_stash(report: Report, inspection: Inspection, target: str) -> None:
     if inspection.stash:
-        report.add("writer_stash_present", "warning", target,
-                   "the clone holds a stash, which is never collected; reset, recreate, remove "
-                   "and finish refuse until it is dropped inside the writer or --discard is given")
+        report.add(
+            "writer_stash_present",
+            "warning",
+            target,
+            "the clone holds a stash, which is never collected; reset, recreate, remove "
+            "and finish refuse until it is dropped inside the writer or --discard is given",
+        )
 
 
-def _report_refused(report: Report, decision: Decision, target: str, status: str) -> None:
+def _report_refused(report: Report, decision: Decision, target: str, status: Status) -> None:
     for refusal in decision.refused:
-        report.add("ref_name_refused", status, target,  # type: ignore[arg-type]
-                   f"branch {shown(refusal.name)} not collected: {refusal.reason}",
-                   remedy="rename it inside the writer and collect again, or reset with --discard",
-                   name=ascii(refusal.name)[1:-1][:300])
+        report.add(
+            "ref_name_refused",
+            status,
+            target,
+            f"branch {shown(refusal.name)} not collected: {refusal.reason}",
+            remedy="rename it inside the writer and collect again, or reset with --discard",
+            name=ascii(refusal.name)[1:-1][:300],
+        )
 
 
-def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-                   report: Report) -> CollectOutcome:
+def quiet(_line: str) -> None:
+    return None
+
+
+def collect_writer(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    report: Report,
+    step: Step = quiet,
+) -> CollectOutcome:
     """Collect a leased, fenced writer's work; record the digest when complete."""
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
@@ -278,6 +239,7 @@ def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Wr
     ensure_private_dir(incoming)
     _report_unsafe_clone(report, paths, state, target)
     try:
+        step("inspecting the clone and writing the bundle in a throwaway container")
         inspection = scan_for_collect(paths, podman, state, loaded.config.pool, incoming)
         digest = work_digest(inspection, state.baseline)
         _report_stash(report, inspection, target)
@@ -288,34 +250,60 @@ def collect_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Wr
         bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
+    step("verifying the bundle and importing its refs into the checkout")
     _import(repo, state.name, inspection, decision.accepted, bundle)
     complete = not decision.refused
-    save_state(paths.writer_dir(state.name), state.model_copy(update={"collection": Collection(
-        digest=digest, complete=complete, at=now(), bundle=bundle.name if bundle else None)}))
+    save_state(
+        paths.writer_dir(state.name),
+        state.model_copy(
+            update={
+                "collection": Collection(
+                    digest=digest,
+                    complete=complete,
+                    at=now(),
+                    bundle=bundle.name if bundle else None,
+                )
+            }
+        ),
+    )
     _report_collected(report, state, decision, bundle, target)
     return CollectOutcome("collected" if complete else "incomplete", inspection, digest)
 
 
-def _report_collected(report: Report, state: WriterState, decision: Decision,
-                      bundle: Path | None, target: str) -> None:
+def _report_collected(
+    report: Report, state: WriterState, decision: Decision, bundle: Path | None, target: str
+) -> None:
     _report_refused(report, decision, target, "error")
     names = [remote_prefix(state.name) + e.name for e in decision.accepted]
     name = bundle.name if bundle else None
     size = bundle.stat().st_size if bundle else 0
     if decision.refused:
-        report.add("writer_collect_incomplete", "error", target,
-                   f"{len(decision.refused)} ref(s) refused, {len(names)} imported; "
-                   "this collection authorizes no cleanup", refs=names, bundle=name,
-                   bundleBytes=size)
+        report.add(
+            "writer_collect_incomplete",
+            "error",
+            target,
+            f"{len(decision.refused)} ref(s) refused, {len(names)} imported; "
+            "this collection authorizes no cleanup",
+            refs=names,
+            bundle=name,
+            bundleBytes=size,
+        )
         return
-    report.add("writer_collected", "ok", target,
-               f"imported {len(names)} ref(s) under refs/remotes/writer-{state.name}/ "
-               "(untrusted until reviewed; nothing merged)", refs=names, bundle=name,
-               bundleBytes=size)
+    report.add(
+        "writer_collected",
+        "ok",
+        target,
+        f"imported {len(names)} ref(s) under refs/remotes/writer-{state.name}/ "
+        "(untrusted until reviewed; nothing merged)",
+        refs=names,
+        bundle=name,
+        bundleBytes=size,
+    )
 
 
-def plan_collect(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-                 report: Report) -> CollectOutcome:
+def plan_collect(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState, report: Report
+) -> CollectOutcome:
     """What collect would export and refuse; changes nothing."""
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
@@ -331,23 +319,31 @@ def plan_collect(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Writ
     _report_refused(report, decision, target, "warning")
     names = [e.name for e in decision.accepted]
     changed = changed_branches(inspection, state.baseline)
-    report.add("writer_collect_planned", "planned", target,
-               f"would import {len(names)} ref(s) under refs/remotes/writer-{state.name}/"
-               + (" (incomplete: some names would be refused)" if decision.refused else ""),
-               refs=[remote_prefix(state.name) + n for n in names], changedBranches=len(changed))
+    report.add(
+        "writer_collect_planned",
+        "planned",
+        target,
+        f"would import {len(names)} ref(s) under refs/remotes/writer-{state.name}/"
+        + (" (incomplete: some names would be refused)" if decision.refused else ""),
+        refs=[remote_prefix(state.name) + n for n in names],
+        changedBranches=len(changed),
+    )
     return CollectOutcome("incomplete" if decision.refused else "collected", inspection, digest)
 
 
-def collect(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool) -> Report:
+def collect(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool, step: Step = quiet
+) -> Report:
     """`writer collect NAME [--apply]`, under the writer's lease and fence."""
     report = Report("writer collect")
     ref: WriterRef = find_writer(paths, name)
-    with findings_for(report, ref.target), operate(
-        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         if apply:
-            collect_writer(paths, podman, loaded, state, report)
+            collect_writer(paths, podman, loaded, state, report, step)
         else:
             plan_collect(paths, podman, loaded, state, report)
     return report

@@ -112,8 +112,14 @@ def at_baseline(inspection: Inspection, baseline: Baseline) -> bool:
 
 
 def tool_spec(
-    paths: Paths, state: WriterState, pool: Pool, role: str, *, clone_rw: bool = False,
-    out_dir: Path | None = None, base_dir: Path | None = None,
+    paths: Paths,
+    state: WriterState,
+    pool: Pool,
+    role: str,
+    *,
+    clone_rw: bool = False,
+    out_dir: Path | None = None,
+    base_dir: Path | None = None,
 ) -> ContainerSpec:
     """A throwaway container of the writer's image that runs clone_tool.py."""
     clone = writer_layout(paths, state.name)["clone"]
@@ -139,12 +145,17 @@ def tool_spec(
     )
 
 
-def run_tool(podman: Podman, spec: ContainerSpec, command: str, request: dict[str, Any],
-             code: str) -> dict[str, Any]:
+def run_tool(
+    podman: Podman, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
+) -> dict[str, Any]:
     """Run clone_tool.py COMMAND in `spec`; its JSON answer, or WriterpoolError(code)."""
     try:
-        done = podman.run(spec, ["python3", TOOL_IN_CONTAINER, command],
-                          timeout=TOOL_TIMEOUT, input=json.dumps(request).encode())
+        done = podman.run(
+            spec,
+            ["python3", TOOL_IN_CONTAINER, command],
+            timeout=TOOL_TIMEOUT,
+            input=json.dumps(request).encode(),
+        )
     except CommandFailed as exc:
         raise WriterpoolError(code, "the throwaway container did not finish") from exc
     try:
@@ -175,13 +186,14 @@ def _parse(answer: dict[str, Any]) -> Inspection:
 def inspect_writer(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> Inspection:
     """Inspect the writer's clone without changing it (the caller holds the lease)."""
     spec = tool_spec(paths, state, pool, "inspect")
-    return _parse(run_tool(podman, spec, "inspect", _request(state, False),
-                           "writer_inspect_failed"))
+    return _parse(
+        run_tool(podman, spec, "inspect", _request(state, False), "writer_inspect_failed")
+    )
 
 
-def scan_for_collect(paths: Paths, podman: Podman, state: WriterState, pool: Pool,
-                     out_dir: Path) -> Inspection:
+def scan_for_collect(
+    paths: Paths, podman: Podman, state: WriterState, pool: Pool, out_dir: Path
+) -> Inspection:
     """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
     spec = tool_spec(paths, state, pool, "inspect", out_dir=out_dir)
-    return _parse(run_tool(podman, spec, "inspect", _request(state, True),
-                           "writer_inspect_failed"))
+    return _parse(run_tool(podman, spec, "inspect", _request(state, True), "writer_inspect_failed"))

@@ -21,10 +21,12 @@ from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect import (
+    Step,
     collect_writer,
     find_writer,
     findings_for,
     plan_collect,
+    quiet,
     workspace_repo,
 )
 from writerpool.pool.container import writer_layout
@@ -50,8 +52,14 @@ def workspace_base(paths: Paths, loaded: LoadedConfig, alias: str) -> BaseRef:
     return resolve_base(repo, name or default_base_name(repo))
 
 
-def guard(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-          discard: bool, report: Report) -> bool:
+def guard(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    discard: bool,
+    report: Report,
+) -> bool:
     """May this destructive operation go ahead? Reports writer_uncollected when not."""
     target = _target(state)
     clone = writer_layout(paths, state.name)["clone"]
@@ -66,14 +74,20 @@ def guard(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
     if discard:
         report.add("writer_uncollected", "warning", target, f"{reason}; discarded as asked")
         return True
-    report.add("writer_uncollected", "error", target, reason,
-               remedy=f"writerpool writer collect {state.name} --apply, or pass --discard")
+    report.add(
+        "writer_uncollected",
+        "error",
+        target,
+        reason,
+        remedy=f"writerpool writer collect {state.name} --apply, or pass --discard",
+    )
     return False
 
 
 def expected_baseline(base: BaseRef) -> Baseline:
-    return Baseline(head=f"refs/heads/{base.branch}", commit=base.commit,
-                    branches={base.branch: base.commit})
+    return Baseline(
+        head=f"refs/heads/{base.branch}", commit=base.commit, branches={base.branch: base.commit}
+    )
 
 
 def check_clone(
@@ -96,22 +110,33 @@ def check_clone(
     return None
 
 
-def recreate_clone(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-                   base: BaseRef, report: Report) -> WriterState:
+def recreate_clone(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    base: BaseRef,
+    report: Report,
+) -> WriterState:
     """Rebuild clone and agent directory from `base`; image and settings are kept."""
     target = _target(state)
     lay = writer_layout(paths, state.name)
     repo = workspace_repo(loaded, state.alias)
     try:
-        baseline = make_clone(paths, state.name, repo, base, state.tags == "reachable", report,
-                              target)
+        baseline = make_clone(
+            paths, state.name, repo, base, state.tags == "reachable", report, target
+        )
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
         return state
     shutil.rmtree(lay["agent"], ignore_errors=True)
     ensure_private_dir(lay["agent"])
-    state = save_state(lay["root"], state.model_copy(
-        update={"base": base_record(base), "baseline": baseline, "collection": None}))
+    state = save_state(
+        lay["root"],
+        state.model_copy(
+            update={"base": base_record(base), "baseline": baseline, "collection": None}
+        ),
+    )
     problem = None if baseline == expected_baseline(base) else "the new clone is not at the base"
     try:
         problem = problem or check_clone(paths, podman, loaded, state)
@@ -120,30 +145,51 @@ def recreate_clone(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Wr
     if problem is not None:
         report.add("writer_recreate_failed", "error", target, problem)
     else:
-        report.add("writer_recreated", "ok", target,
-                   f"clone and agent directory rebuilt on {base.name} at {base.commit[:12]}")
+        report.add(
+            "writer_recreated",
+            "ok",
+            target,
+            f"clone and agent directory rebuilt on {base.name} at {base.commit[:12]}",
+        )
     return state
 
 
-def _run_reset(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-               base: BaseRef, base_dir: Path) -> None:
+def _run_reset(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    base: BaseRef,
+    base_dir: Path,
+) -> None:
     repo = workspace_repo(loaded, state.alias)
     create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
     spec = tool_spec(paths, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir)
-    request = {"branch": base.branch, "commit": base.commit,
-               "bundle_ref": f"refs/heads/{base.branch}", "tags": state.tags == "reachable"}
+    request = {
+        "branch": base.branch,
+        "commit": base.commit,
+        "bundle_ref": f"refs/heads/{base.branch}",
+        "tags": state.tags == "reachable",
+    }
     run_tool(podman, spec, "reset", request, "writer_reset_failed")
 
 
-def reset_clone(paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState,
-                base: BaseRef, report: Report) -> WriterState:
+def reset_clone(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    base: BaseRef,
+    report: Report,
+) -> WriterState:
     """Put the clone back on `base` in a throwaway container; recreate when that fails."""
     target = _target(state)
     base_dir = writer_layout(paths, state.name)["root"] / "reset-base"
     shutil.rmtree(base_dir, ignore_errors=True)
     ensure_private_dir(base_dir)
-    candidate = state.model_copy(update={"base": base_record(base),
-                                         "baseline": expected_baseline(base), "collection": None})
+    candidate = state.model_copy(
+        update={"base": base_record(base), "baseline": expected_baseline(base), "collection": None}
+    )
     try:
         _run_reset(paths, podman, loaded, state, base, base_dir)
         problem = check_clone(paths, podman, loaded, candidate)
@@ -155,62 +201,90 @@ def reset_clone(paths: Paths, podman: Podman, loaded: LoadedConfig, state: Write
         shutil.rmtree(base_dir, ignore_errors=True)
     if problem is None:
         state = save_state(paths.writer_dir(state.name), candidate)
-        report.add("writer_reset", "ok", target,
-                   f"clone reset to {base.name} at {base.commit[:12]} and verified")
+        report.add(
+            "writer_reset",
+            "ok",
+            target,
+            f"clone reset to {base.name} at {base.commit[:12]} and verified",
+        )
         return state
-    report.add("writer_reset_failed", "warning", target,
-               f"reset did not verify ({problem}); recreating the clone instead")
+    report.add(
+        "writer_reset_failed",
+        "warning",
+        target,
+        f"reset did not verify ({problem}); recreating the clone instead",
+    )
     return recreate_clone(paths, podman, loaded, state, base, report)
 
 
-def reset(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, base_name: str | None,
-          discard: bool, apply: bool) -> Report:
+def reset(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    name: str,
+    base_name: str | None,
+    discard: bool,
+    apply: bool,
+) -> Report:
     """`writer reset NAME [--base B] [--discard] [--apply]`."""
     report = Report("writer reset")
     ref = find_writer(paths, name)
     repo = workspace_repo(loaded, ref.alias)
-    with findings_for(report, ref.target), operate(
-        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         base = resolve_base(repo, base_name or state.base.name)
         if not guard(paths, podman, loaded, state, discard, report):
             return report
         if not apply:
-            report.add("writer_reset_planned", "planned", ref.target,
-                       f"would reset the clone to {base.name} at {base.commit[:12]}")
+            report.add(
+                "writer_reset_planned",
+                "planned",
+                ref.target,
+                f"would reset the clone to {base.name} at {base.commit[:12]}",
+            )
             return report
         reset_clone(paths, podman, loaded, state, base, report)
     return report
 
 
-def recreate(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool,
-             apply: bool) -> Report:
+def recreate(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
+) -> Report:
     """`writer recreate NAME [--discard] [--apply]`: rebuild on the workspace base."""
     report = Report("writer recreate")
     ref = find_writer(paths, name)
-    with findings_for(report, ref.target), operate(
-        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         base = workspace_base(paths, loaded, ref.alias)
         if not guard(paths, podman, loaded, state, discard, report):
             return report
         if not apply:
-            report.add("writer_recreate_planned", "planned", ref.target,
-                       f"would rebuild clone and agent directory on {base.name} at "
-                       f"{base.commit[:12]}")
+            report.add(
+                "writer_recreate_planned",
+                "planned",
+                ref.target,
+                f"would rebuild clone and agent directory on {base.name} at {base.commit[:12]}",
+            )
             return report
         recreate_clone(paths, podman, loaded, state, base, report)
     return report
 
 
-def finish(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool) -> Report:
+def finish(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool, step: Step = quiet
+) -> Report:
     """`writer finish NAME [--apply]`: collect, then reset or recreate on the workspace base."""
     report = Report("writer finish")
     ref = find_writer(paths, name)
-    with findings_for(report, ref.target), operate(
-        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         base = workspace_base(paths, loaded, ref.alias)
@@ -218,19 +292,28 @@ def finish(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply:
         if not apply:
             outcome = plan_collect(paths, podman, loaded, state, report)
             stop = outcome.status == "incomplete" or outcome.inspection.stash
-            report.add("writer_finish_planned", "planned", ref.target,
-                       f"would collect, then {action} on {base.name} at {base.commit[:12]}"
-                       + ("; it would stop after collecting (see above)" if stop else ""))
+            report.add(
+                "writer_finish_planned",
+                "planned",
+                ref.target,
+                f"would collect, then {action} on {base.name} at {base.commit[:12]}"
+                + ("; it would stop after collecting (see above)" if stop else ""),
+            )
             return report
-        outcome = collect_writer(paths, podman, loaded, state, report)
+        outcome = collect_writer(paths, podman, loaded, state, report, step)
         if outcome.status == "incomplete":
             return report  # writer_collect_incomplete is reported; nothing is reset
         if outcome.inspection.stash:
-            report.add("writer_uncollected", "error", ref.target,
-                       f"a stash exists and is never collected; finish stopped before the {action}",
-                       remedy="drop or commit the stash inside the writer, or reset with --discard")
+            report.add(
+                "writer_uncollected",
+                "error",
+                ref.target,
+                f"a stash exists and is never collected; finish stopped before the {action}",
+                remedy="drop or commit the stash inside the writer, or reset with --discard",
+            )
             return report
         state = ref.load()
+        step(f"{action} on {base.name}")
         if action == "recreate":
             recreate_clone(paths, podman, loaded, state, base, report)
         else:
@@ -242,22 +325,32 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
     """`writer remove NAME [--discard]`: no planning; deletes everything the writer owns."""
     report = Report("writer remove")
     ref = find_writer(paths, name)
-    with findings_for(report, ref.target), operate(
-        paths, podman, loaded.config.pool.lease_wait_seconds, name
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
     ):
         try:
             state = load_state(paths.writer_dir(name))
         except WriterpoolError as exc:
             if not discard:
-                report.add("writer_uncollected", "error", ref.target,
-                           f"the state cannot be read ({exc.code}), so uncollected work cannot "
-                           "be ruled out", remedy="pass --discard to remove it anyway")
+                report.add(
+                    "writer_uncollected",
+                    "error",
+                    ref.target,
+                    f"the state cannot be read ({exc.code}), so uncollected work cannot "
+                    "be ruled out",
+                    remedy="pass --discard to remove it anyway",
+                )
                 return report
             state = None
         if state is not None and not guard(paths, podman, loaded, state, discard, report):
             return report
         delete_writer_files(paths, name)
-    report.add("writer_removed", "ok", ref.target,
-               "state, clone, agent directory and bundles deleted; refs already collected "
-               "into the checkout are kept")
+    report.add(
+        "writer_removed",
+        "ok",
+        ref.target,
+        "state, clone, agent directory and bundles deleted; refs already collected "
+        "into the checkout are kept",
+    )
     return report
