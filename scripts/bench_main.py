@@ -1,0 +1,183 @@
+"""scripts/bench: writerpool measured against the bare tools it is built on.
+
+Prints one line per figure, `name: ratio (ours X s / baseline Y s)`, and writes every
+sample to a JSON file. Runs in a private config/state directory (see bench_env.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from bench_env import BenchEnv
+from bench_figures import (
+    POOL_SIZE,
+    Figure,
+    collect_figure,
+    contention_figure,
+    provision_figures,
+    session_figures,
+)
+
+from writerpool.runtime.podman import podman_env
+
+DEFAULT_JSON = "bench-results.json"
+BIG_COMMITS = 10_000
+SMALL_COMMITS = 10
+# Repetitions per figure: (quick, full).
+REPS = {
+    "provision": (3, 5),
+    "session": (3, 9),
+    "pings": (20, 60),
+    "contention": (1, 3),
+    "collect": (3, 9),
+}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (under 5 min)")
+    parser.add_argument("--json", metavar="FILE",
+                        help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
+                             "the account's home when the current directory is read-only)")  # fmt: skip
+    parser.add_argument("--only", default="", metavar="A,B",
+                        help="only these figure groups: provision,session,contention,collect")  # fmt: skip
+    args = parser.parse_args(argv)
+    if os.environ.get("WRITERPOOL_BENCH_QUICK"):
+        args.quick = True
+    return args
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def tool_version(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=podman_env())
+    except OSError:
+        return "absent"
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unknown"
+
+
+def running_containers() -> int:
+    """Containers of this account now running (other engineers' tests included)."""
+    done = subprocess.run(["podman", "ps", "-q"], capture_output=True, text=True, timeout=60,
+                          env=podman_env())  # fmt: skip
+    return len(done.stdout.split())
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "podman": tool_version(["podman", "version", "--format", "{{.Client.Version}}"]),
+        "git": tool_version(["git", "--version"]),
+        "loadavg": list(os.getloadavg()),
+        "runningContainers": running_containers(),
+    }
+
+
+def setup(env: BenchEnv, groups: set[str]) -> None:
+    started = time.perf_counter()
+    say(f"setup: generating repositories ({BIG_COMMITS} and {SMALL_COMMITS} commits)")
+    env.add_workspace("big", BIG_COMMITS, writers=1)
+    env.add_workspace("small", SMALL_COMMITS, writers=1)
+    env.add_workspace("pool", SMALL_COMMITS, writers=POOL_SIZE)
+    env.write_config()
+    say("setup: isolation control")
+    env.wp_ok("control", "--apply")
+    if groups & {"session", "contention"}:
+        say(f"setup: provisioning and accepting {POOL_SIZE} writers of a small repository")
+        env.set_container_mode("pool")
+    if "collect" in groups:
+        say("setup: provisioning the small repository's writer")
+        env.set_container_mode("small")
+        if "provision" not in groups:
+            env.set_container_mode("big")
+    say(f"setup took {time.perf_counter() - started:.0f} s")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    pick = 0 if args.quick else 1
+    reps = {k: v[pick] for k, v in REPS.items()}
+    groups = set(filter(None, args.only.split(","))) or {
+        "provision", "session", "contention", "collect"
+    }  # fmt: skip
+    facts = host_facts()
+    say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
+        f"{facts['runningContainers']} containers running, podman {facts['podman']}, "
+        f"{facts['git']}")  # fmt: skip
+    env = BenchEnv.create()
+    figures: list[Figure] = []
+    began = time.perf_counter()
+    try:
+        setup(env, groups)
+        if "provision" in groups:
+            say("measuring provision")
+            figures += provision_figures(env, reps["provision"])
+        if "session" in groups:
+            say("measuring session_start and mcp_overhead")
+            figures += anyio.run(session_figures, env, reps["session"], reps["pings"])
+        if "contention" in groups:
+            say("measuring pool_contention")
+            figures.append(anyio.run(contention_figure, env, reps["contention"]))
+        if "collect" in groups:
+            say("measuring collect_scaling")
+            figures.append(collect_figure(env, reps["collect"]))
+    finally:
+        env.close()
+    facts_after = host_facts()
+    say("")
+    for figure in figures:
+        say(figure.line())
+        if figure.name == "pool_contention":
+            say(f"  distinct writers in every round: {figure.extra['distinctWriters']}; "
+                f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
+    say(f"load before/after: {' '.join(f'{x:.2f}' for x in facts['loadavg'])} / "
+        f"{' '.join(f'{x:.2f}' for x in facts_after['loadavg'])}; "
+        f"measured in {time.perf_counter() - began:.0f} s")  # fmt: skip
+    return {
+        "schemaVersion": 1,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "repetitions": reps,
+        "repositories": {"bigCommits": BIG_COMMITS, "smallCommits": SMALL_COMMITS},
+        "hostBefore": facts,
+        "hostAfter": facts_after,
+        "seconds": time.perf_counter() - began,
+        "figures": {f.name: f.to_json() for f in figures},
+    }
+
+
+def results_path(given: str | None) -> Path:
+    """Checked before hours of measuring, and before HOME is redirected."""
+    out = Path(given or DEFAULT_JSON).absolute()
+    if given is None and not os.access(out.parent, os.W_OK):
+        out = Path.home() / DEFAULT_JSON
+        say(f"the current directory is read-only; results go to {out}")
+    if not os.access(out.parent, os.W_OK):
+        raise SystemExit(f"bench: cannot write {out}; pass --json FILE in a writable directory")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    out = results_path(args.json)
+    result = run(args)
+    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    say(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
