@@ -94,6 +94,7 @@ CODES: dict[str, str] = {
     "registration_absent": "No registration exists",
     "ownership_unavailable": "The registration lacks ownership proof; removal refused",
     "client_unavailable": "The client's command line tool is not installed",
+    "client_failed": "The client's command line tool failed or answered in an unknown form",
     "hook_install_failed": "Installing a writer hook failed",
     # sessions (MCP tools)
     "workspace_unknown": "The workspace is not configured",

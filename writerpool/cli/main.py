@@ -13,6 +13,7 @@ from writerpool.cli.control_cmd import control
 from writerpool.cli.doctor_cmd import doctor
 from writerpool.cli.image_cmd import image
 from writerpool.cli.mode_cmd import mode
+from writerpool.cli.register_cmd import register
 from writerpool.cli.serve_cmd import serve
 from writerpool.cli.writer_cmd import writer
 from writerpool.errors import WriterpoolError
@@ -32,6 +33,7 @@ cli.add_command(serve)
 cli.add_command(control)
 cli.add_command(mode)
 cli.add_command(writer)
+cli.add_command(register)
 
 
 def _wants_json(argv: list[str]) -> bool:

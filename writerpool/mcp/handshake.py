@@ -121,8 +121,7 @@ def _classify(exc: BaseException) -> HandshakeResult:
         return HandshakeResult("mcp_failed", f"the server could not be started ({reason})")
     return HandshakeResult(
         "mcp_failed",
-        "the server closed the connection or answered with a protocol error: "
-        + sanitize(str(exc)),
+        "the server closed the connection or answered with a protocol error: " + sanitize(str(exc)),
     )
 
 

@@ -1,0 +1,78 @@
+"""`writerpool register TARGET`: the host server's registration in Claude Code or Codex."""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+
+from writerpool.cli.output import json_option
+from writerpool.clients import apply, parse_target, plan, remove, verify
+from writerpool.config.paths import Paths
+from writerpool.errors import UsageError
+from writerpool.report import Report
+
+
+@click.command()
+@click.argument("target", metavar="TARGET")
+@click.option("--apply", "do_apply", is_flag=True, help="Add the registration with the client.")
+@click.option("--verify", "do_verify", is_flag=True, help="Check it and run an MCP handshake.")
+@click.option("--remove", "do_remove", is_flag=True, help="Remove what writerpool added.")
+@click.option(
+    "--project",
+    metavar="DIR",
+    help="The project directory (claude-code:project and claude-code:local only).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=30.0,
+    show_default=True,
+    help="Deadline of the --verify handshake, in seconds.",
+)
+@json_option
+def register(
+    target: str,
+    do_apply: bool,
+    do_verify: bool,
+    do_remove: bool,
+    project: str | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Register `writerpool serve` with a coding client (plans unless told otherwise).
+
+    TARGET is one of: claude-code:user, claude-code:project, claude-code:local,
+    codex:user. Changes go through the client's own `mcp add` / `mcp remove`.
+    """
+    if sum((do_apply, do_verify, do_remove)) > 1:
+        raise UsageError("choose at most one of --apply, --verify, --remove")
+    chosen = parse_target(target, project)
+    paths = Paths.from_env()
+    if do_apply:
+        report = apply(paths, chosen)
+    elif do_remove:
+        report = remove(paths, chosen)
+    elif do_verify:
+        # Loaded here so the other actions do not pay for the MCP SDK.
+        from writerpool.mcp.handshake import handshake, server_env  # noqa: PLC0415
+
+        report = verify(paths, chosen, handshake, server_env, timeout)
+    else:
+        report = plan(paths, chosen)
+    _emit(report, as_json)
+
+
+def _emit(report: Report, as_json: bool) -> None:
+    """The report, and in text the exact client command line planned or run."""
+    if as_json:
+        click.echo(report.render_json())
+    else:
+        lines = [report.render_text()]
+        for finding in report.findings:
+            argv = finding.data.get("argv")
+            if isinstance(argv, list):
+                where = f"   (in {finding.data['cwd']})" if "cwd" in finding.data else ""
+                lines.append(f"       $ {shlex.join(str(a) for a in argv)}{where}")
+        click.echo("\n".join(lines))
+    raise SystemExit(report.exit_code())

@@ -1,0 +1,170 @@
+"""Per-client adapters: the exact add/remove command lines, and reading the current
+registration back through the client's own CLI.
+
+Claude Code: `claude mcp add --scope S NAME -e K=V -- CMD ARGS…`, `claude mcp remove
+--scope S NAME`, read with `claude mcp get NAME`, which prints text and health-checks an
+approved server (it starts the registered command once; writerpool serve starts no
+session for that). There is no read that skips the check.
+Codex: `codex mcp add NAME --env K=V -- CMD ARGS…`, `codex mcp remove NAME`, read with
+`codex mcp list --json`, which starts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from writerpool.clients.cli import ClientCli
+from writerpool.clients.model import SERVER_NAME, Registration, Target
+from writerpool.errors import WriterpoolError
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A registration named `writerpool` as the client reports it. `registration` is
+    None when it is not a stdio command (a URL server, say)."""
+
+    scope: str
+    registration: Registration | None
+    kind: str = "stdio"
+
+
+class ClientAdapter(Protocol):
+    cli: ClientCli
+
+    def add_args(self, target: Target, wanted: Registration) -> list[str]: ...
+
+    def remove_args(self, target: Target) -> list[str]: ...
+
+    def read(self, target: Target, cwd: Path) -> Observed | None: ...
+
+    def same(self, observed: Registration, wanted: Registration) -> bool: ...
+
+
+# -- Claude Code -------------------------------------------------------------------------
+
+CLAUDE_SETTINGS = {
+    # No telemetry, error reports or update checks from these calls: they need no network.
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    # Bounds the health check `claude mcp get` runs (milliseconds).
+    "MCP_TIMEOUT": "15000",
+}
+_CLAUDE_ABSENT = ("No MCP server named", "No MCP server found")
+
+
+def parse_claude_get(text: str) -> Observed:
+    """Parse `claude mcp get NAME` output. Arguments come back joined by spaces, so a
+    match compares them joined too (see ClaudeCode.same)."""
+    fields: dict[str, str] = {}
+    env: dict[str, str] = {}
+    in_env = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if in_env and raw.startswith("    ") and "=" in line:
+            key, _, value = line.partition("=")
+            env[key] = value
+            continue
+        in_env = False
+        key, sep, value = line.partition(":")
+        if not sep or key not in ("Scope", "Type", "Command", "Args", "URL", "Environment"):
+            continue
+        fields.setdefault(key, value.strip())
+        in_env = key == "Environment"
+    if "Scope" not in fields or "Type" not in fields:
+        raise WriterpoolError("client_failed", "`claude mcp get` answered in an unknown form")
+    scope = fields["Scope"].split(" ", 1)[0].lower() or "unknown"
+    kind = fields["Type"].lower()
+    if kind != "stdio" or not fields.get("Command"):
+        return Observed(scope, None, kind)
+    args = tuple(fields.get("Args", "").split(" ")) if fields.get("Args") else ()
+    return Observed(scope, Registration(fields["Command"], args, env), kind)
+
+
+class ClaudeCode:
+    def __init__(self) -> None:
+        self.cli = ClientCli("claude", "Claude Code", CLAUDE_SETTINGS)
+
+    def add_args(self, target: Target, wanted: Registration) -> list[str]:
+        # -e takes several values: it must follow the name and end at `--`.
+        env = [part for key, value in wanted.env.items() for part in ("-e", f"{key}={value}")]
+        scope = ["--scope", target.scope]
+        return ["mcp", "add", *scope, SERVER_NAME, *env, "--", wanted.command, *wanted.args]
+
+    def remove_args(self, target: Target) -> list[str]:
+        return ["mcp", "remove", "--scope", target.scope, SERVER_NAME]
+
+    def read(self, target: Target, cwd: Path) -> Observed | None:
+        args = ["mcp", "get", SERVER_NAME]
+        done = self.cli.run(args, cwd)
+        if done.returncode != 0:
+            said = done.out + done.stderr.decode(errors="replace")
+            if any(marker in said for marker in _CLAUDE_ABSENT):
+                return None
+            raise self.cli.fail(args, done)
+        return parse_claude_get(done.out)
+
+    def same(self, observed: Registration, wanted: Registration) -> bool:
+        return (
+            observed.command == wanted.command
+            and " ".join(observed.args) == " ".join(wanted.args)
+            and observed.env == wanted.env
+        )
+
+
+# -- Codex -------------------------------------------------------------------------------
+
+
+def parse_codex_list(text: str) -> Observed | None:
+    """Find NAME in `codex mcp list --json`. Tuning an operator may add later (enabled,
+    env_vars, timeouts, tool filters) is not part of what writerpool compares."""
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise WriterpoolError("client_failed", "`codex mcp list --json` is not JSON") from exc
+    if not isinstance(entries, list):
+        raise WriterpoolError("client_failed", "`codex mcp list --json` is not a list")
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("name") == SERVER_NAME:
+            return _codex_entry(entry)
+    return None
+
+
+def _codex_entry(entry: dict[str, object]) -> Observed:
+    transport = entry.get("transport")
+    if not isinstance(transport, dict):
+        raise WriterpoolError("client_failed", "a codex server entry has no transport")
+    kind = str(transport.get("type", "unknown"))
+    command, args, env = transport.get("command"), transport.get("args"), transport.get("env")
+    if kind != "stdio" or not isinstance(command, str) or transport.get("cwd") is not None:
+        return Observed("user", None, kind if kind != "stdio" else "stdio with a directory")
+    arg_list = tuple(str(a) for a in args) if isinstance(args, list) else ()
+    env_map = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    return Observed("user", Registration(command, arg_list, env_map))
+
+
+class Codex:
+    def __init__(self) -> None:
+        self.cli = ClientCli("codex", "Codex")
+
+    def add_args(self, target: Target, wanted: Registration) -> list[str]:
+        env = [part for key, value in wanted.env.items() for part in ("--env", f"{key}={value}")]
+        return ["mcp", "add", SERVER_NAME, *env, "--", wanted.command, *wanted.args]
+
+    def remove_args(self, target: Target) -> list[str]:
+        return ["mcp", "remove", SERVER_NAME]
+
+    def read(self, target: Target, cwd: Path) -> Observed | None:
+        args = ["mcp", "list", "--json"]
+        done = self.cli.run(args, cwd)
+        if done.returncode != 0:
+            raise self.cli.fail(args, done)
+        return parse_codex_list(done.out)
+
+    def same(self, observed: Registration, wanted: Registration) -> bool:
+        return observed == wanted
+
+
+def adapter_for(target: Target) -> ClientAdapter:
+    return ClaudeCode() if target.client == "claude-code" else Codex()

@@ -1,0 +1,83 @@
+"""Registration targets, and the one server registration writerpool writes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from writerpool.config.paths import Paths
+from writerpool.errors import UsageError
+
+SERVER_NAME = "writerpool"
+Client = Literal["claude-code", "codex"]
+Scope = Literal["user", "project", "local"]
+
+TARGETS: dict[str, tuple[Client, Scope]] = {
+    "claude-code:user": ("claude-code", "user"),
+    "claude-code:project": ("claude-code", "project"),
+    "claude-code:local": ("claude-code", "local"),
+    "codex:user": ("codex", "user"),
+}
+# Scopes bound to one project directory: Claude Code keys them by its working directory.
+PROJECT_SCOPES = frozenset({"project", "local"})
+
+
+@dataclass(frozen=True)
+class Target:
+    client: Client
+    scope: Scope
+    project: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.client}:{self.scope}"
+
+    @property
+    def report_target(self) -> str:
+        """Where findings point: no path, even for a project scope."""
+        return f"client/{self.client}/{self.scope}"
+
+
+def parse_target(text: str, project: str | None) -> Target:
+    """A TARGET argument and the --project option, checked together."""
+    if text not in TARGETS:
+        raise UsageError(f"unknown target {text!r}; choose one of {', '.join(TARGETS)}")
+    client, scope = TARGETS[text]
+    if scope not in PROJECT_SCOPES:
+        if project is not None:
+            raise UsageError(f"{text} applies to every project; --project does not apply")
+        return Target(client, scope)
+    if project is None:
+        raise UsageError(f"{text} needs --project DIR (the project the registration is for)")
+    directory = Path(project).resolve()
+    if not directory.is_dir():
+        raise UsageError("--project must name an existing directory")
+    return Target(client, scope, directory)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A stdio server as a client stores it: command, arguments, extra environment."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+    def argv(self) -> list[str]:
+        return [self.command, *self.args]
+
+
+def server_command() -> list[str]:
+    """This writerpool's server as an absolute command line: the running interpreter
+    (kept as invoked, not resolved: a virtual environment is found through that path)."""
+    return [os.path.abspath(sys.executable), "-m", "writerpool", "serve"]
+
+
+def desired_registration(paths: Paths) -> Registration:
+    """What writerpool registers: its own server, with the configuration location given
+    explicitly so the client's working directory and environment never choose it."""
+    command, *args = server_command()
+    return Registration(command, tuple(args), {"WRITERPOOL_CONFIG": str(paths.config_file)})
