@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -68,11 +69,15 @@ class Launcher:
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
         self._lock = threading.Lock()
-        # Credentials left by a server that was killed go now, not at the next host session.
+        # Credentials left by a server that was killed go now, not at the next session.
         try:
             sweep(paths.state_dir / "sessions", keep="")
         except OSError as exc:
             log.warning("stale session directories not swept: %s", exc.strerror)
+        try:
+            sweep_writer_credentials(paths)
+        except OSError as exc:
+            log.warning("stale writer credentials not swept: %s", exc.strerror)
 
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
         provider = self._config.providers.get(plan.profile.provider)
@@ -166,3 +171,51 @@ class Launcher:
                 slot.release()
             raise
         return Launched(agent=agent, agent_dir=slot.agent_dir, slot=slot)
+
+
+def _holds_credential(agent_dir: Path) -> bool:
+    """Whether a writer's agent directory may hold a session's key (unreadable: yes)."""
+    if (agent_dir / "auth.json").exists():
+        return True
+    try:
+        document = json.loads((agent_dir / "models.json").read_bytes())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    providers = document.get("providers") if isinstance(document, dict) else None
+    if not isinstance(providers, dict):
+        return True
+    unkeyed = (None, agent_launch.PLACEHOLDER_KEY)
+    return any(
+        not isinstance(entry, dict) or entry.get("apiKey") not in unkeyed
+        for entry in providers.values()
+    )
+
+
+def sweep_writer_credentials(paths: Paths) -> int:
+    """Remove the keys a killed server left in writers' agent directories; returns how
+    many. A writer whose lease is held (a live session elsewhere, or an operator
+    command) is left alone: its lease is dropped by the kernel only when its holder dies."""
+    from writerpool.pool.lease import Lease  # noqa: PLC0415 - only when writers exist
+
+    if not paths.writers_dir.is_dir():
+        return 0
+    removed = 0
+    for writer_dir in sorted(paths.writers_dir.iterdir()):
+        agent_dir = writer_dir / "agent"
+        if writer_dir.is_symlink() or not agent_dir.is_dir() or not _holds_credential(agent_dir):
+            continue
+        lease = Lease(writer_dir)
+        try:
+            lease.acquire(wait=0)
+        except WriterpoolError:
+            continue
+        try:
+            agent_launch.remove_credential(agent_dir)
+        finally:
+            lease.release()
+        removed += 1
+    if removed:
+        log.info("removed the credentials of %d writer session(s) of a stopped server", removed)
+    return removed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -84,7 +87,10 @@ def lease_ready_writer(
                 lease.release()
                 continue
             fence(podman, name, lease)
-            if _admit(paths, podman, config, state) is not None:
+            refusal = _admit(paths, podman, config, state)
+            if refusal is not None:
+                # Clients only learn writer_unavailable; the operator's log says why.
+                log.info("writer %s not leased: %s", name, refusal)
                 lease.release()
                 continue
             image_id = resolve_image(paths, state.image)
@@ -97,7 +103,8 @@ def lease_ready_writer(
                 podman=podman,
                 lease=lease,
             )
-        except WriterpoolError:
+        except WriterpoolError as exc:
+            log.info("writer %s not leased: %s", name, exc.code)
             lease.release()
             continue
     raise WriterpoolError("writer_unavailable", "no free ready writer on that base")

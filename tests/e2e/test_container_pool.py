@@ -1,0 +1,280 @@
+"""Container workspaces end to end: a real MCP client spawning `writerpool serve`, writers
+on real rootless Podman, pi inside them on the scripted provider, and the operator's
+commands (collect, reset) run between sessions while the server keeps running."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.e2e.harness import Client, RawServer, connect, files_holding
+from tests.e2e.pool_support import (
+    POOL_SCRIPT,
+    SLOW_TEXT,
+    PoolEnv,
+    containers_of,
+    make_pool,
+    result_value,
+)
+from tests.integration.test_collect_helpers import snapshot
+from tests.integration.writers_support import codes, git, wp
+from writerpool.agent.scripted import ScriptedProvider
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
+
+COMMIT_PROMPT = "commit-work: the feature is called heron-2718"
+PLANT_PROMPT = "plant-settings: persistence plan marmot-1618"
+DIRTY_PROMPT = "leave-dirty: draft for the lynx-1414 idea"
+HELLO_PROMPT = "just chat about the weasel-5772 topic"
+LONG_PROMPT = "take-long: think hard about the tapir-6931 design"
+PROMPTS = [COMMIT_PROMPT, PLANT_PROMPT, DIRTY_PROMPT, HELLO_PROMPT, LONG_PROMPT]
+SECRET_WORDS = ["heron-2718", "marmot-1618", "lynx-1414", "weasel-5772", "tapir-6931"]
+SHA = re.compile(r"^[0-9a-f]{40}$")
+TURN_LIMIT = 300
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[ScriptedProvider]:
+    with ScriptedProvider(POOL_SCRIPT) as scripted:
+        yield scripted
+
+
+def forbidden(pool: PoolEnv) -> list[str]:
+    return [*pool.server.secrets, *PROMPTS, *SECRET_WORDS]
+
+
+async def run_turn(client: Client, sid: str, message: str) -> dict[str, Any]:
+    body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": message})
+    return await client.wait_turn(sid, body["turnId"], limit=TURN_LIMIT)
+
+
+async def start(client: Client, pool: PoolEnv) -> dict[str, Any]:
+    return dict((await client.ok("pi_session_start", pool.start_args()))["session"])
+
+
+def test_work_stays_in_the_writer_and_git_settings_cannot_be_planted(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "own", writers=1)
+    name, clone = pool.writer(1), pool.clone(1)
+    before = snapshot(pool.checkout)
+    main_commit = git(pool.checkout, "rev-parse", "refs/heads/main")
+
+    async def scenario() -> tuple[Client, dict[str, Any], dict[str, Any]]:
+        async with connect(pool.server) as client:
+            session = await start(client, pool)
+            assert session["writer"] == name
+            sid = session["sessionId"]
+            committed = await run_turn(client, sid, COMMIT_PROMPT)
+            planted = await run_turn(client, sid, PLANT_PROMPT)
+            await client.ok("pi_session_close", {"sessionId": sid})
+            return client, committed, planted
+
+    client, committed, planted = anyio.run(scenario)
+    client.assert_clean(forbidden(pool))
+    assert committed["status"] == "completed"
+    commit = result_value(committed["text"], "commit")
+    assert SHA.match(commit)
+    # Inside the writer, git could neither change its settings nor add a hook.
+    assert planted["status"] == "completed"
+    assert result_value(planted["text"], "config-exit") != "0"
+    assert result_value(planted["text"], "hook-exit") != "0"
+    assert result_value(planted["text"], "get-exit") == "1"  # no such key
+    assert "fsmonitor" not in (clone / ".git" / "config").read_text()
+    assert sorted(p.name for p in (clone / ".git" / "hooks").iterdir()) == []
+    assert not (clone / "fsmonitor-ran").exists() and not (clone / "hook-ran").exists()
+    # The commit exists in the writer's clone only: the checkout is byte-identical.
+    assert (clone / "feature.txt").read_text() == "made by pi\n"
+    assert snapshot(pool.checkout) == before
+    assert containers_of(name) == []
+
+    code, report = wp("writer", "collect", name, "--apply")
+    assert code == 0, report
+    assert "writer_collected" in codes(report)
+    ref = f"refs/remotes/writer-{name}/pi-work"
+    assert git(pool.checkout, "rev-parse", ref) == commit
+    assert git(pool.checkout, "log", "-1", "--format=%s", ref) == "feature from pi"
+    # Collection added refs and objects only: branches, HEAD and work tree are as before.
+    assert git(pool.checkout, "rev-parse", "refs/heads/main") == main_commit
+    assert git(pool.checkout, "symbolic-ref", "HEAD") == "refs/heads/main"
+    after = snapshot(pool.checkout)
+    assert {k: v for k, v in after.items() if not k.startswith(".git")} == {
+        k: v for k, v in before.items() if not k.startswith(".git")
+    }
+    assert not (pool.checkout / "feature.txt").exists()
+    assert containers_of(name) == []
+
+
+def test_two_sessions_two_writers_and_a_dirty_writer_waits_for_the_operator(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "two", writers=2)
+    w1, w2 = pool.writer(1), pool.writer(2)
+
+    async def scenario() -> Client:
+        async with connect(pool.server) as client:
+            started: list[dict[str, Any]] = []
+
+            async def one() -> None:
+                started.append(await start(client, pool))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one)
+                tg.start_soon(one)
+            assert sorted(s["writer"] for s in started) == [w1, w2]
+            assert await client.code("pi_session_start", pool.start_args()) == "writer_unavailable"
+            assert containers_of(w1, running_only=True) == [f"writerpool-{w1}"]
+            assert containers_of(w2, running_only=True) == [f"writerpool-{w2}"]
+            by_writer = {s["writer"]: s["sessionId"] for s in started}
+            turns: dict[str, dict[str, Any]] = {}
+
+            async def turn(writer: str, message: str) -> None:
+                turns[writer] = await run_turn(client, by_writer[writer], message)
+
+            # Both turns run at once, each in its own writer.
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(turn, w1, DIRTY_PROMPT)
+                tg.start_soon(turn, w2, HELLO_PROMPT)
+            assert result_value(turns[w1]["text"], "dirty-exit") == "0"
+            assert turns[w2]["text"] == "Nothing to do here."
+            for sid in by_writer.values():
+                await client.ok("pi_session_close", {"sessionId": sid})
+            assert (pool.clone(1) / "uncommitted.txt").exists()
+            assert not (pool.clone(2) / "uncommitted.txt").exists()
+
+            # w1 holds uncommitted work: the next session skips it ...
+            held = await start(client, pool)
+            assert held["writer"] == w2
+            # ... and while w2 is busy, w1 is the only candidate and is refused.
+            assert await client.code("pi_session_start", pool.start_args()) == "writer_unavailable"
+
+            # The operator collects, then resets; the running server re-admits w1.
+            code, report = wp("writer", "reset", w1, "--apply")
+            assert code != 0 and "writer_uncollected" in codes(report), report
+            code, report = wp("writer", "collect", w1, "--apply")
+            assert code == 0 and "writer_collected" in codes(report), report
+            code, report = wp("writer", "reset", w1, "--apply")
+            assert code == 0, report
+            again = await start(client, pool)
+            assert again["writer"] == w1
+            for sid in (held["sessionId"], again["sessionId"]):
+                await client.ok("pi_session_close", {"sessionId": sid})
+            return client
+
+    client = anyio.run(scenario)
+    client.assert_clean(forbidden(pool))
+    assert git(pool.checkout, "rev-parse", "--verify", f"refs/remotes/writer-{w1}/main-wip")
+    assert not (pool.clone(1) / "uncommitted.txt").exists()
+    assert containers_of(w1) == [] and containers_of(w2) == []
+    starts = [a["outcome"] for a in pool.server.audit_lines() if a["action"] == "pi_session_start"]
+    assert starts == ["ok", "ok", "writer_unavailable", "ok", "writer_unavailable", "ok"]
+
+
+def test_abort_ends_a_long_turn_and_close_is_idempotent(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "abt", writers=1)
+    name = pool.writer(1)
+
+    async def scenario() -> Client:
+        async with connect(pool.server) as client:
+            sid = (await start(client, pool))["sessionId"]
+            asked = provider.request_count
+            body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": LONG_PROMPT})
+            # Abort only once pi is inside the slow answer.
+            with anyio.fail_after(120):
+                while provider.request_count == asked:
+                    await anyio.sleep(0.2)
+            running = await client.ok(
+                "pi_turn_get", {"sessionId": sid, "turnId": body["turnId"], "waitSeconds": 1}
+            )
+            assert running["turn"]["status"] == "running"
+            aborted = await client.ok("pi_session_abort", {"sessionId": sid})
+            assert aborted == {"ok": True, "sessionId": sid, "turnId": body["turnId"],
+                               "aborted": True}  # fmt: skip
+            turn = await client.wait_turn(sid, body["turnId"], limit=60)
+            assert (turn["status"], turn["stopReason"]) == ("aborted", "aborted")
+            assert turn["text"] is None
+            assert SLOW_TEXT not in str(turn)
+            again = await client.ok("pi_session_abort", {"sessionId": sid})
+            assert (again["aborted"], again["turnId"]) == (False, None)
+            got = (await client.ok("pi_session_get", {"sessionId": sid}))["session"]
+            assert got["state"] == "idle"
+            closed = await client.ok("pi_session_close", {"sessionId": sid})
+            assert closed["session"]["state"] == "closed"
+            assert await client.ok("pi_session_close", {"sessionId": sid}) == closed
+            kept = await client.ok("pi_turn_get", {"sessionId": sid, "turnId": body["turnId"]})
+            assert kept["turn"] == turn
+            assert await client.code("pi_session_abort", {"sessionId": sid}) == "session_closed"
+            return client
+
+    client = anyio.run(scenario)
+    client.assert_clean(forbidden(pool))
+    assert containers_of(name) == []
+
+
+def _wait_gone(writer: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if containers_of(writer) == []:
+            return True
+        time.sleep(0.5)
+    return containers_of(writer) == []
+
+
+def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "kil", writers=1)
+    name = pool.writer(1)
+    agent_dir = pool.server.paths.writer_dir(name) / "agent"
+    raw = RawServer(pool.server)
+    try:
+        raw.initialize()
+        started = raw.call("pi_session_start", pool.start_args())
+        assert started["ok"] and started["session"]["writer"] == name, started
+        sid = started["session"]["sessionId"]
+        asked = provider.request_count
+        assert raw.call("pi_session_prompt", {"sessionId": sid, "message": LONG_PROMPT})["ok"]
+        deadline = time.monotonic() + 120
+        while provider.request_count == asked:
+            assert time.monotonic() < deadline, "pi never asked the provider"
+            time.sleep(0.2)
+        assert containers_of(name, running_only=True) == [f"writerpool-{name}"]
+        raw.proc.send_signal(signal.SIGKILL)
+        raw.proc.wait(10)
+        frames = [str(f) for f in raw.frames]
+    finally:
+        raw.close()
+    for text in frames:
+        for item in forbidden(pool):
+            assert item not in text
+    # pi's stdin was a pipe from the dead server; the container may go on its own. The
+    # operator's next fenced command (a collect plan) removes it in any case.
+    gone_alone = _wait_gone(name, 5)
+    # Nobody could remove the session's credential; the next server does, at its start.
+    assert files_holding(agent_dir, pool.key) == [agent_dir / "models.json"]
+    code, report = wp("writer", "collect", name)
+    assert code == 0, report
+    assert containers_of(name) == [], f"left after the fence (gone alone: {gone_alone})"
+    # The next server removes the credential when it starts, then leases the writer.
+
+    async def next_server() -> Client:
+        async with connect(pool.server) as client:
+            await client.ok("pi_capabilities_get")
+            assert files_holding(agent_dir, pool.key) == []
+            session = await start(client, pool)
+            assert session["writer"] == name
+            await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+            return client
+
+    anyio.run(next_server).assert_clean(forbidden(pool))
+    assert files_holding(agent_dir, pool.key) == []
+    assert containers_of(name) == []
