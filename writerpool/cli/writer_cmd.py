@@ -5,9 +5,13 @@ from __future__ import annotations
 import click
 
 from writerpool.cli.output import emit, json_option
+from writerpool.clients.model import server_command
 from writerpool.config.models import load_config
+from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
+from writerpool.doctor import blocking_failures, diagnose
 from writerpool.pool.listing import list_writers, verify_writer
+from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 
 
@@ -26,11 +30,62 @@ def list_cmd(as_json: bool) -> None:
 
 @writer.command("verify")
 @click.argument("name")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=30.0,
+    show_default=True,
+    help="Deadline of the MCP handshake, in seconds.",
+)
 @json_option
-def verify_cmd(name: str, as_json: bool) -> None:
+def verify_cmd(name: str, timeout: float, as_json: bool) -> None:
     """Doctor plus a bounded MCP handshake; starts no session."""
     paths = Paths.from_env()
-    emit(verify_writer(paths, Podman(), load_config(paths), name), as_json)
+    report = verify_writer(paths, Podman(), load_config(paths), name)
+    target = f"writer/{name.rsplit('-w', 1)[0]}/{name}"
+    _doctor_findings(paths, name, report, target)
+    _handshake_finding(paths, timeout, report, target)
+    emit(report, as_json)
+
+
+def _doctor_findings(paths: Paths, name: str, report: Report, target: str) -> None:
+    """The blocking doctor failures that concern this writer's workspace and profiles."""
+    alias = name.rsplit("-w", 1)[0]
+    entry = load_modes(paths).workspaces.get(alias)
+    settings = entry.container if entry is not None else None
+    failures = blocking_failures(
+        diagnose(paths),
+        workspace=alias,
+        profiles=settings.profiles if settings is not None else (),
+        network=settings.network if settings is not None else None,
+    )
+    for failure in failures:
+        report.add(
+            "doctor_failed",
+            "error",
+            target,
+            f"{failure.id}: {failure.message}",
+            remedy=failure.remedy,
+            check=failure.id,
+        )
+
+
+def _handshake_finding(paths: Paths, timeout: float, report: Report, target: str) -> None:
+    """The same `writerpool serve` and configuration a session's server uses; the
+    handshake calls pi_capabilities_get only, so no session starts and no provider is
+    called."""
+    # Loaded here so `writer list` does not pay for the MCP SDK.
+    from writerpool.mcp.handshake import handshake, server_env  # noqa: PLC0415
+
+    command = server_command()
+    outcome = handshake(command, server_env({"WRITERPOOL_CONFIG": str(paths.config_file)}), timeout)
+    report.add(
+        outcome.code,
+        "ok" if outcome.ok else "error",
+        target,
+        outcome.message,
+        tools=list(outcome.tools),
+    )
 
 
 # Lifecycle commands live in their own module; imported last so it can stay independent.
