@@ -15,7 +15,7 @@ from writerpool.config.paths import Paths
 # the writer image's pin and the installed pi live there.
 REAL_PATHS = Paths.from_env()
 REQUIRE = os.environ.get("WRITERPOOL_REQUIRE_PODMAN") == "1"
-INTEGRATION_MARKERS = ("podman", "git", "pi", "image")
+INTEGRATION_MARKERS = ("podman", "git", "pi", "image", "clients")
 
 
 @pytest.fixture(autouse=True)

