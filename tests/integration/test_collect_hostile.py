@@ -186,3 +186,20 @@ def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
     assert verify_clone(clone) == []
     assert not (clone / ".gitattributes").exists()
     assert list(canaries.iterdir()) == []
+
+
+def test_an_unreadable_directory_makes_the_collection_incomplete(repo: Path, alias: str) -> None:
+    writer = ready_writer(alias)
+    run_agent(
+        writer,
+        "mkdir -p private && echo s > private/notes.txt && echo v > visible.txt "
+        "&& chmod 000 private",
+    )
+    code, report = wp("writer", "collect", writer, "--apply")
+    assert code == 1 and "writer_collect_incomplete" in codes(report), report
+    assert "visible.txt" in tree_files(repo, collected(repo, writer)["main-wip"])
+    code, report = wp("writer", "finish", writer, "--apply")
+    assert code == 1 and "writer_reset" not in codes(report)
+    code, report = wp("writer", "reset", writer, "--discard", "--apply")
+    assert code == 0 and "writer_reset" in codes(report), report
+    assert not (clone_of(writer) / "private").exists()

@@ -14,7 +14,7 @@ C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 TREE = "e" * 40
 BASELINE = Baseline(head="refs/heads/main", commit=BASE, branches={"main": BASE})
 
-# A report as clone_tool.py prints it for a clone with one new branch and WIP on it.
+# A report as the clonetool package prints it for a clone with one new branch and WIP on it.
 RECORDED = {
     "head": "refs/heads/feature",
     "head_commit": C1,

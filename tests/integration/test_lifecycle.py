@@ -129,6 +129,7 @@ git stash -q
 git tag agent-tag
 git checkout -q -b other main && echo o > o.txt
 mkdir -p build && echo junk > build/out.o && echo 'build/' > .gitignore
+mkdir -p locked/sub && touch locked/sub/file && chmod 555 locked/sub locked
 git checkout -q --detach
 """,
     )
@@ -139,6 +140,7 @@ git checkout -q --detach
     assert os.listdir(clone / ".git" / "refs" / "tags") == []
     assert not (clone / ".git" / "refs" / "stash").exists()
     assert not (clone / "build").exists() and not (clone / "o.txt").exists()
+    assert not (clone / "locked").exists()
     assert git_out(clone, "rev-parse", "HEAD") == git_out(repo, "rev-parse", "main")
     assert _at_baseline(writer)
 

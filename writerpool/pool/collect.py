@@ -252,7 +252,7 @@ def collect_writer(
         shutil.rmtree(incoming, ignore_errors=True)
     step("verifying the bundle and importing its refs into the checkout")
     _import(repo, state.name, inspection, decision.accepted, bundle)
-    complete = not decision.refused
+    complete = decision.complete
     save_state(
         paths.writer_dir(state.name),
         state.model_copy(
@@ -277,12 +277,12 @@ def _report_collected(
     names = [remote_prefix(state.name) + e.name for e in decision.accepted]
     name = bundle.name if bundle else None
     size = bundle.stat().st_size if bundle else 0
-    if decision.refused:
+    if not decision.complete:
         report.add(
             "writer_collect_incomplete",
             "error",
             target,
-            f"{len(decision.refused)} ref(s) refused, {len(names)} imported; "
+            f"{decision.incompleteness()}; {len(names)} ref(s) imported; "
             "this collection authorizes no cleanup",
             refs=names,
             bundle=name,
@@ -324,11 +324,12 @@ def plan_collect(
         "planned",
         target,
         f"would import {len(names)} ref(s) under refs/remotes/writer-{state.name}/"
-        + (" (incomplete: some names would be refused)" if decision.refused else ""),
+        + ("" if decision.complete else f" (incomplete: {decision.incompleteness()})"),
         refs=[remote_prefix(state.name) + n for n in names],
         changedBranches=len(changed),
     )
-    return CollectOutcome("incomplete" if decision.refused else "collected", inspection, digest)
+    status: Outcome = "collected" if decision.complete else "incomplete"
+    return CollectOutcome(status, inspection, digest)
 
 
 def collect(

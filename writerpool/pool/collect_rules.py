@@ -26,6 +26,15 @@ class Refusal:
 class Decision:
     accepted: list[Export] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # why the WIP commit is not whole
+
+    @property
+    def complete(self) -> bool:
+        return not self.refused and not self.blocked
+
+    def incompleteness(self) -> str:
+        parts = [f"{len(self.refused)} ref(s) refused"] if self.refused else []
+        return "; ".join(parts + self.blocked)
 
 
 def shown(name: str) -> str:
@@ -81,4 +90,9 @@ def decide(inspection: Inspection, existing: set[str]) -> Decision:
             taken.append(export.name)
         else:
             decision.refused.append(Refusal(export.name, reason))
+    if inspection.unreadable:
+        decision.blocked.append(
+            "a directory of the working tree cannot be read, so the WIP commit misses its "
+            "files; make it readable inside the writer and collect again"
+        )
     return decision

@@ -1,8 +1,8 @@
 """Looking at a writer's clone from a throwaway container; the clone is never changed.
 
 The host never runs git inside a clone an agent has touched: the clone's config,
-hooks and attributes could make git run programs. `clone_tool.py` runs in the
-writer's image instead, with no network, the clone mounted read-only at /work and
+hooks and attributes could make git run programs. The `clonetool` package runs in
+the writer's image instead, with no network, the clone mounted read-only at /work and
 only an output directory writable, and reports in JSON.
 """
 
@@ -33,8 +33,8 @@ from writerpool.runtime.spec import (
 )
 from writerpool.state.writer import Baseline, WriterState
 
-TOOL = Path(__file__).with_name("clone_tool.py")
-TOOL_IN_CONTAINER = "/pi/clone_tool.py"
+TOOL = Path(__file__).with_name("clonetool")
+TOOL_PARENT_IN_CONTAINER = "/pi"
 TOOL_TIMEOUT = 1800.0
 OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 
@@ -70,6 +70,7 @@ class ToolReport(_Model):
     exports: tuple[Export, ...] = ()
     bundle: Literal["collect.bundle"] | None = None
     excluded: tuple[str, ...] = ()
+    unreadable: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Inspection:
     exports: tuple[Export, ...] = ()
     tags: int = 0
     bundle: str | None = None  # file name in the output directory
+    unreadable: bool = False  # git skipped a directory it could not read
 
     @classmethod
     def from_report(cls, report: ToolReport) -> Inspection:
@@ -96,6 +98,7 @@ class Inspection:
             problems={b.name: b.problem or "unreadable" for b in report.branches
                       if b.commit is None},
             exports=report.exports, tags=report.tags, bundle=report.bundle,
+            unreadable=report.unreadable,
         )  # fmt: skip
 
 
@@ -108,6 +111,7 @@ def at_baseline(inspection: Inspection, baseline: Baseline) -> bool:
         and not inspection.problems
         and not inspection.stash
         and not inspection.dirty
+        and not inspection.unreadable
     )
 
 
@@ -121,11 +125,11 @@ def tool_spec(
     out_dir: Path | None = None,
     base_dir: Path | None = None,
 ) -> ContainerSpec:
-    """A throwaway container of the writer's image that runs clone_tool.py."""
+    """A throwaway container of the writer's image that runs the clonetool package."""
     clone = writer_layout(paths, state.name)["clone"]
     mounts = [
         Mount(source=clone, target="/work", read_only=not clone_rw),
-        Mount(source=TOOL, target=TOOL_IN_CONTAINER, read_only=True),
+        Mount(source=TOOL, target=f"{TOOL_PARENT_IN_CONTAINER}/clonetool", read_only=True),
     ]
     if out_dir is not None:
         mounts.append(Mount(source=out_dir, target="/out"))
@@ -139,7 +143,11 @@ def tool_spec(
         name=f"writerpool-{state.name}-{role}",
         labels={LABEL_WRITER: state.name, LABEL_WORKSPACE: state.alias, LABEL_ROLE: role},
         mounts=tuple(mounts),
-        env={"GIT_CONFIG_NOSYSTEM": "1"},
+        env={
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "PYTHONPATH": TOOL_PARENT_IN_CONTAINER,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        },
         network="none",
         limits=limits,
     )
@@ -148,11 +156,11 @@ def tool_spec(
 def run_tool(
     podman: Podman, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
 ) -> dict[str, Any]:
-    """Run clone_tool.py COMMAND in `spec`; its JSON answer, or WriterpoolError(code)."""
+    """Run `python3 -m clonetool COMMAND` in `spec`; its JSON answer, or WriterpoolError(code)."""
     try:
         done = podman.run(
             spec,
-            ["python3", TOOL_IN_CONTAINER, command],
+            ["python3", "-m", "clonetool", command],
             timeout=TOOL_TIMEOUT,
             input=json.dumps(request).encode(),
         )

@@ -9,7 +9,9 @@ reads that execute nothing, and rebuilds the clone when the check fails.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from writerpool.config.models import LoadedConfig
@@ -110,6 +112,19 @@ def check_clone(
     return None
 
 
+def make_removable(top: Path) -> None:
+    """Let the owner delete everything below `top`: an agent may leave read-only
+    directories. Only real directories are changed; links are never followed."""
+    if not top.is_dir() or top.is_symlink():
+        return
+    for dirpath, dirnames, _files in os.walk(top):
+        for name in dirnames:
+            path = Path(dirpath) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode) and mode & 0o700 != 0o700:
+                path.chmod(mode | 0o700)
+
+
 def recreate_clone(
     paths: Paths,
     podman: Podman,
@@ -123,11 +138,15 @@ def recreate_clone(
     lay = writer_layout(paths, state.name)
     repo = workspace_repo(loaded, state.alias)
     try:
+        make_removable(lay["clone"])
         baseline = make_clone(
             paths, state.name, repo, base, state.tags == "reachable", report, target
         )
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
+        return state
+    except OSError as exc:
+        report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
         return state
     shutil.rmtree(lay["agent"], ignore_errors=True)
     ensure_private_dir(lay["agent"])

@@ -34,7 +34,8 @@ def changed_branches(inspection: Inspection, baseline: Baseline) -> dict[str, st
 def holds_work(inspection: Inspection, baseline: Baseline) -> bool:
     """Anything reset would lose: changed branches, WIP, or commits only HEAD reaches."""
     detached = any(e.kind == "detached" for e in inspection.exports)
-    return bool(changed_branches(inspection, baseline)) or inspection.dirty or detached
+    changed = bool(changed_branches(inspection, baseline))
+    return changed or inspection.dirty or inspection.unreadable or detached
 
 
 def work_digest(inspection: Inspection, baseline: Baseline) -> str | None:
@@ -46,6 +47,7 @@ def work_digest(inspection: Inspection, baseline: Baseline) -> str | None:
         "headCommit": inspection.head_commit,
         "branches": changed_branches(inspection, baseline),
         "wipTree": inspection.wip_tree,
+        "unreadable": inspection.unreadable,
     }
     # ensure_ascii keeps undecodable name bytes (kept as surrogates) digestible.
     blob = json.dumps(document, sort_keys=True, ensure_ascii=True).encode()

@@ -1,0 +1,31 @@
+"""Entry point: `python3 -m clonetool inspect|reset`, a JSON request on stdin."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .gitrun import ToolError
+from .reset import reset
+from .scan import inspect
+
+
+def main() -> int:
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    try:
+        request = json.loads(sys.stdin.read() or "{}")
+        if command == "inspect":
+            result = inspect(request)
+        elif command == "reset":
+            result = reset(request)
+        else:
+            raise ToolError(f"unknown command {command!r}")
+    except (ToolError, OSError, ValueError, KeyError) as exc:
+        json.dump({"error": f"{type(exc).__name__}: {exc}"[:500]}, sys.stdout)
+        return 1
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
