@@ -204,4 +204,5 @@ def scan_for_collect(
 ) -> Inspection:
     """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
     spec = tool_spec(paths, state, pool, "inspect", out_dir=out_dir)
-    return _parse(run_tool(podman, spec, "inspect", _request(state, True), "writer_inspect_failed"))
+    # A failure here may be the bundle as well as the inspection: report it as collection's.
+    return _parse(run_tool(podman, spec, "inspect", _request(state, True), "writer_collect_failed"))
