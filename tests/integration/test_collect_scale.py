@@ -50,7 +50,7 @@ def test_one_commit_in_a_large_history_gives_a_tiny_bundle(
         run_agent(name, ONE_COMMIT)
 
     times: dict[str, list[float]] = {"big": [], "tiny": []}
-    for _ in range(3):  # alternate, so that neither side gets the warm caches
+    for _ in range(5):  # alternate, so that neither side gets the warm caches
         for key in ("tiny", "big"):
             times[key].append(_timed_collect(writers[key]))
 
@@ -65,8 +65,15 @@ def test_one_commit_in_a_large_history_gives_a_tiny_bundle(
         assert bundle.stat().st_size < 4096
         assert collected(repo, name)["main"] != git_out(repo, "rev-parse", "main")
         record_property(f"{key}_bundle_bytes", bundle.stat().st_size)
+        print(
+            f"\n{key}: bundle of {bundle_object_count(bundle)} objects, "
+            f"{bundle.stat().st_size} bytes"
+        )
 
-    big_s, tiny_s = statistics.median(times["big"]), statistics.median(times["tiny"])
+    # The fastest of five: the machine is shared, and noise only ever adds time.
+    big_s, tiny_s = min(times["big"]), min(times["tiny"])
+    record_property("collect_seconds_median_big", round(statistics.median(times["big"]), 3))
+    record_property("collect_seconds_median_tiny", round(statistics.median(times["tiny"]), 3))
     record_property("collect_seconds_big", round(big_s, 3))
     record_property("collect_seconds_tiny", round(tiny_s, 3))
     record_property("collect_time_ratio_big_over_tiny", round(big_s / tiny_s, 3))

@@ -13,6 +13,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, origin_url
 from writerpool.gitops.bundle import OriginOutcome, clone_from_bundle, create_base_bundle
 from writerpool.gitops.clone_read import read_refs
+from writerpool.gitops.hostgit import git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.container import writer_layout
 from writerpool.report import Report
@@ -66,6 +67,9 @@ def make_clone(
             )
     finally:
         bundle.unlink(missing_ok=True)
+    # A commit-graph lets later history walks stop at the base, so collecting one commit
+    # costs the same in a long history (the clone is still ours: nothing ran in it yet).
+    git(staging, "commit-graph", "write", "--reachable", timeout=1800, check=False)
     problems = verify_clone(staging)
     if problems:
         shutil.rmtree(staging, ignore_errors=True)

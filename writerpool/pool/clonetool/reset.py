@@ -62,6 +62,8 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
     got = git(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], env).decode().strip()
     if got != commit:
         raise ToolError("the base bundle holds another commit")
+    # Later walks (collection) then stop at the base instead of crossing all history.
+    git(["commit-graph", "write", "--reachable"], env)
     git(["reset", "-q", "--hard", f"refs/heads/{branch}"], env)
     git(["clean", "-ffdxq"], env)
     for rel in ("logs", "ORIG_HEAD", "COMMIT_EDITMSG"):
