@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ PIN_SCHEMA_VERSION = 1
 # the import step), so that an old image is not mistaken for a new one.
 RECIPE_VERSION = 1
 PODMAN_TIMEOUT = 60.0
+# A session start asks for the pinned image three times within a second (readiness,
+# the guard's throwaway container, the session's container), each a Podman process.
+# A positive answer is reused this long: an image removed meanwhile makes the next
+# `podman run --pull=never` fail, and every caller reports that failure.
+EXISTS_REUSE_SECONDS = 5.0
+_present_at: dict[str, float] = {}
 
 # The repository's images/ directory: writerpool/runtime/image.py -> repository root.
 DEFAULT_IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
@@ -246,7 +253,15 @@ def inspect_image(image_id: str) -> ImageInfo | None:
 
 
 def image_exists(image_id: str) -> bool:
-    return inspect_image(image_id) is not None
+    seen = _present_at.get(image_id)
+    if seen is not None and time.monotonic() - seen < EXISTS_REUSE_SECONDS:
+        return True
+    found = inspect_image(image_id) is not None
+    if found:
+        _present_at[image_id] = time.monotonic()
+    else:
+        _present_at.pop(image_id, None)
+    return found
 
 
 def tagged_image(tag: str, label: str, value: str) -> ImageInfo | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
 import time
 from collections.abc import Sequence
@@ -21,6 +22,13 @@ from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30
+
+# Podman's client version, by the executable's identity (path, device, inode, mtime,
+# size). Every session start puts the version in the readiness fingerprint; asking
+# Podman costs a process (about 0.1 s on a loaded host), and the answer can only change
+# when an upgrade replaces the file, which changes its identity.
+_Stamp = tuple[str, int, int, int, int]
+_versions: dict[_Stamp, str] = {}
 
 
 class PodmanUnavailable(WriterpoolError):
@@ -39,6 +47,18 @@ def podman_env() -> dict[str, str]:
     """Podman's storage and configuration belong to the OS account, not to writerpool's
     XDG settings: always run it with the account's real home."""
     return clean_env({"HOME": pwd.getpwuid(os.getuid()).pw_dir})
+
+
+def _executable_stamp(binary: str) -> _Stamp | None:
+    """The identity of the file `binary` runs, found on the PATH Podman is run with."""
+    found = shutil.which(binary, path=podman_env().get("PATH"))
+    if found is None:
+        return None
+    try:
+        info = os.stat(found)
+    except OSError:
+        return None
+    return (found, info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 def _default_socket() -> Path:
@@ -90,10 +110,18 @@ class Podman:
             raise
 
     def version(self) -> str:
+        stamp = _executable_stamp(self.binary)
+        known = _versions.get(stamp) if stamp is not None else None
+        if known is not None:
+            return known
         try:
-            return self.cli(["version", "--format", "{{.Client.Version}}"], timeout=30).out.strip()
+            found = self.cli(["version", "--format", "{{.Client.Version}}"], timeout=30)
         except CommandFailed as exc:
             raise PodmanUnavailable("podman does not answer") from exc
+        version = found.out.strip()
+        if stamp is not None and version:
+            _versions[stamp] = version
+        return version
 
     def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
         """Full argv of a disposable container, for callers that attach its stdio."""
