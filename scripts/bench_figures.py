@@ -189,12 +189,13 @@ def leased_twice(audit: list[dict[str, Any]]) -> list[str]:
 
 async def _concurrent_starts(
     clients: list[Client],
-) -> tuple[float, list[tuple[Client, dict[str, Any]]]]:
-    sessions: list[tuple[Client, dict[str, Any]]] = []
+) -> tuple[float, list[tuple[Client, dict[str, Any], float]]]:
+    """Every client starts a session at once; wall time, and each session with its time."""
+    sessions: list[tuple[Client, dict[str, Any], float]] = []
 
     async def one(client: Client) -> None:
-        _, session = await client.start_session("pool", PROFILE)
-        sessions.append((client, session))
+        seconds, session = await client.start_session("pool", PROFILE)
+        sessions.append((client, session, seconds))
 
     begin = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -208,6 +209,7 @@ async def contention_figure(env: BenchEnv, rounds: int) -> Figure:
                     ours_label=f"{POOL_SIZE} concurrent pi_session_start, one server each, {POOL_SIZE} writers",
                     baseline_label="one pi_session_start")  # fmt: skip
     by_round: list[list[str]] = []
+    each: list[list[float]] = []
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
@@ -222,15 +224,16 @@ async def contention_figure(env: BenchEnv, rounds: int) -> Figure:
             await clients[0].close_session(session["sessionId"])
             seconds, sessions = await _concurrent_starts(clients)
             figure.ours.append(seconds)
-            by_round.append(sorted(str(s.get("writer")) for _, s in sessions))
+            by_round.append(sorted(str(s.get("writer")) for _, s, _ in sessions))
+            each.append(sorted(round(t, 3) for _, _, t in sessions))
             async with anyio.create_task_group() as tg:
-                for client, session in sessions:
+                for client, session, _ in sessions:
                     tg.start_soon(client.close_session, session["sessionId"])
         figure.load.append(list(os.getloadavg()))
     audit = [json.loads(x) for x in env.paths.audit_log.read_text().splitlines()]
     twice = leased_twice(audit)
     distinct = all(len(set(r)) == len(r) == POOL_SIZE for r in by_round)
-    figure.extra.update(writersByRound=by_round, distinctWriters=distinct,
+    figure.extra.update(writersByRound=by_round, startSecondsByRound=each, distinctWriters=distinct,
                         auditLeasedTwice=twice, auditLines=len(audit))  # fmt: skip
     return figure
 

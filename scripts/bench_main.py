@@ -141,7 +141,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for figure in figures:
         say(figure.line())
         if figure.name == "pool_contention":
-            say(f"  distinct writers in every round: {figure.extra['distinctWriters']}; "
+            spread = figure.extra["startSecondsByRound"][-1]
+            say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
+                f"distinct writers in every round: {figure.extra['distinctWriters']}; "
                 f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
     say(f"load before/after: {' '.join(f'{x:.2f}' for x in facts['loadavg'])} / "
         f"{' '.join(f'{x:.2f}' for x in facts_after['loadavg'])}; "

@@ -1,0 +1,98 @@
+"""Profile, in process, what `pi_session_start` runs for a container session
+(`--what session`) or what `mode set --apply` runs for a 10,000-commit repository
+(`--what mode-set`), with pyinstrument when it is importable:
+
+    PYTHONPATH=DIR_WITH_PYINSTRUMENT python scripts/bench_profile.py --what session
+
+Uses the bench's private world (bench_env.py); prints timings of every repetition
+and pyinstrument's wall-clock tree of the last one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bench_env import PROFILE, BenchEnv
+
+from writerpool.config.models import load_config
+from writerpool.config.modes import load_modes
+from writerpool.mcp.launch import Launcher
+from writerpool.mcp.placement import plan_session
+from writerpool.pool.mode_set import ModeRequest, set_mode
+from writerpool.runtime.podman import Podman
+
+
+@contextlib.contextmanager
+def profiled(enabled: bool) -> Iterator[Any]:
+    try:
+        from pyinstrument import Profiler  # noqa: PLC0415
+    except ImportError:
+        enabled = False
+    if not enabled:
+        yield None
+        return
+    profiler = Profiler(interval=0.001)
+    profiler.start()
+    try:
+        yield profiler
+    finally:
+        profiler.stop()
+
+
+def show(profiler: Any) -> None:
+    if profiler is not None:
+        print(profiler.output_text(unicode=True, color=False, show_all=False))
+
+
+def session_starts(env: BenchEnv, reps: int) -> None:
+    env.add_workspace("pool", 10, writers=1)
+    env.write_config()
+    env.wp_ok("control", "--apply")
+    env.set_container_mode("pool")
+    config = load_config(env.paths).config
+    plan = plan_session(config, load_modes(env.paths), "pool", PROFILE, None)
+    launcher = Launcher(env.paths, config)
+    for n in range(reps):
+        with profiled(n == reps - 1) as profiler:
+            began = time.perf_counter()
+            launched = launcher.launch(plan, f"s{n}")
+            took = time.perf_counter() - began
+        print(f"start {n}: {took:.3f} s")
+        launcher.stop(launched, 10)
+        show(profiler)
+
+
+def mode_sets(env: BenchEnv, reps: int) -> None:
+    env.add_workspace("big", 10_000, writers=1)
+    env.write_config()
+    env.wp_ok("control", "--apply")
+    request = ModeRequest(alias="big", mode="container", profiles=(PROFILE,), apply=True)
+    for n in range(reps):
+        shutil.rmtree(env.paths.writer_dir("big-w1"), ignore_errors=True)
+        with profiled(n == reps - 1) as profiler:
+            began = time.perf_counter()
+            report = set_mode(env.paths, Podman(), load_config(env.paths), request)
+            took = time.perf_counter() - began
+        print(f"mode set {n}: {took:.3f} s, {report.codes()}")
+        show(profiler)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--what", choices=("session", "mode-set"), default="session")
+    parser.add_argument("--reps", type=int, default=4)
+    args = parser.parse_args()
+    env = BenchEnv.create()
+    try:
+        (session_starts if args.what == "session" else mode_sets)(env, args.reps)
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
