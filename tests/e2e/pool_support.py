@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS, host_address
 from tests.e2e.harness import ServerEnv
+from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import make_checkout, podman, wp
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.paths import Paths
@@ -106,6 +107,8 @@ class PoolEnv:
     server: ServerEnv
     alias: str
     checkout: Path
+    # The checkout as the operator made it, before writerpool ever read it.
+    pristine: dict[str, tuple[int, int, str]]
 
     @property
     def key(self) -> str:
@@ -154,6 +157,7 @@ def make_pool(tmp_path: Path, provider: ScriptedProvider, stem: str, writers: in
     all made with the operator's commands in the test's isolated HOME and XDG dirs."""
     alias = unique_alias(stem)
     checkout = make_checkout(tmp_path / "checkout", commits=2)
+    pristine = snapshot(checkout)
     paths = Paths.from_env()
     paths.config_file.parent.mkdir(parents=True, exist_ok=True)
     paths.config_file.write_text(_config_text(alias, checkout, provider.port))
@@ -164,7 +168,7 @@ def make_pool(tmp_path: Path, provider: ScriptedProvider, stem: str, writers: in
     env = {k: os.environ[k] for k in SERVER_ENV_VARS if k in os.environ}
     env[KEY_ENV] = key
     server = ServerEnv(tmp_path, env, paths, {alias: checkout}, secrets=[key, str(tmp_path)])
-    return PoolEnv(server, alias, checkout)
+    return PoolEnv(server, alias, checkout, pristine)
 
 
 def containers_of(writer: str, running_only: bool = False) -> list[str]:

@@ -4,6 +4,8 @@ commands (collect, reset) run between sessions while the server keeps running.""
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import signal
 import time
@@ -16,6 +18,7 @@ import pytest
 
 from tests.e2e.harness import Client, RawServer, connect, files_holding
 from tests.e2e.pool_support import (
+    PLAIN_TEXT,
     POOL_SCRIPT,
     SLOW_TEXT,
     PoolEnv,
@@ -24,8 +27,12 @@ from tests.e2e.pool_support import (
     result_value,
 )
 from tests.integration.test_collect_helpers import snapshot
-from tests.integration.writers_support import codes, git, wp
+from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
+from writerpool.config.models import load_config
+from writerpool.pool.container import writer_spec
+from writerpool.runtime.image import resolve_image
+from writerpool.state.writer import load_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
 
@@ -47,7 +54,10 @@ def provider() -> Iterator[ScriptedProvider]:
 
 
 def forbidden(pool: PoolEnv) -> list[str]:
-    return [*pool.server.secrets, *PROMPTS, *SECRET_WORDS]
+    """The key, the test's directory (every host path of the test lies under it), the
+    account's real home (Podman's storage, pi's install) and every prompt."""
+    real_home = pwd.getpwuid(os.getuid()).pw_dir
+    return [*pool.server.secrets, real_home, *PROMPTS, *SECRET_WORDS]
 
 
 async def run_turn(client: Client, sid: str, message: str) -> dict[str, Any]:
@@ -64,7 +74,9 @@ def test_work_stays_in_the_writer_and_git_settings_cannot_be_planted(
 ) -> None:
     pool = make_pool(tmp_path, provider, "own", writers=1)
     name, clone = pool.writer(1), pool.clone(1)
+    # Provisioning and acceptance left the checkout byte-identical (mtimes included).
     before = snapshot(pool.checkout)
+    assert before == pool.pristine
     main_commit = git(pool.checkout, "rev-parse", "refs/heads/main")
 
     async def scenario() -> tuple[Client, dict[str, Any], dict[str, Any]]:
@@ -143,7 +155,7 @@ def test_two_sessions_two_writers_and_a_dirty_writer_waits_for_the_operator(
                 tg.start_soon(turn, w1, DIRTY_PROMPT)
                 tg.start_soon(turn, w2, HELLO_PROMPT)
             assert result_value(turns[w1]["text"], "dirty-exit") == "0"
-            assert turns[w2]["text"] == "Nothing to do here."
+            assert turns[w2]["text"] == PLAIN_TEXT
             for sid in by_writer.values():
                 await client.ok("pi_session_close", {"sessionId": sid})
             assert (pool.clone(1) / "uncommitted.txt").exists()
@@ -229,9 +241,26 @@ def _wait_gone(writer: str, seconds: float) -> bool:
     return containers_of(writer) == []
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat_line = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Field 4 (ppid) follows the command name, which is in parentheses.
+        if entry.name.isdigit() and int(stat_line.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("victims", ["server", "server-and-podman"])
 def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
-    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, victims: str
 ) -> None:
+    """SIGKILL mid-turn, of the server alone or with Podman's client (as an OOM kill of
+    the whole tree would). pi's stdin closes either way and its container ends by
+    itself; whatever is left, the next fenced command removes it."""
     pool = make_pool(tmp_path, provider, "kil", writers=1)
     name = pool.writer(1)
     agent_dir = pool.server.paths.writer_dir(name) / "agent"
@@ -248,7 +277,11 @@ def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
             assert time.monotonic() < deadline, "pi never asked the provider"
             time.sleep(0.2)
         assert containers_of(name, running_only=True) == [f"writerpool-{name}"]
+        # Each agent runs in its own session (process group), led by `podman run`.
+        agents = _children(raw.proc.pid) if victims == "server-and-podman" else []
         raw.proc.send_signal(signal.SIGKILL)
+        for leader in agents:
+            os.killpg(leader, signal.SIGKILL)
         raw.proc.wait(10)
         frames = [str(f) for f in raw.frames]
     finally:
@@ -256,16 +289,18 @@ def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
     for text in frames:
         for item in forbidden(pool):
             assert item not in text
-    # pi's stdin was a pipe from the dead server; the container may go on its own. The
-    # operator's next fenced command (a collect plan) removes it in any case.
     gone_alone = _wait_gone(name, 5)
+    if victims == "server":
+        assert gone_alone, "pi's container outlived its stdin"
     # Nobody could remove the session's credential; the next server does, at its start.
     assert files_holding(agent_dir, pool.key) == [agent_dir / "models.json"]
+    # `writer list` does not fence; a collect plan does.
+    wp("writer", "list", check=True)
     code, report = wp("writer", "collect", name)
     assert code == 0, report
-    assert containers_of(name) == [], f"left after the fence (gone alone: {gone_alone})"
-    # The next server removes the credential when it starts, then leases the writer.
+    assert containers_of(name) == []
 
+    # The next server removes the credential when it starts, then leases the writer.
     async def next_server() -> Client:
         async with connect(pool.server) as client:
             await client.ok("pi_capabilities_get")
@@ -277,4 +312,47 @@ def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
 
     anyio.run(next_server).assert_clean(forbidden(pool))
     assert files_holding(agent_dir, pool.key) == []
+    assert containers_of(name) == []
+
+
+def _plant_leftover(pool: PoolEnv, name: str) -> None:
+    """A running container with the writer's exact session spec and labels, standing
+    in for a session container that outlived its server (a hung agent)."""
+    paths = pool.server.paths
+    state = load_state(paths.writer_dir(name))
+    assert state is not None
+    spec = writer_spec(
+        paths, state, resolve_image(paths, state.image), load_config(paths).config.pool
+    )
+    argv = spec.run_argv(["sleep", "600"])
+    podman(argv[0], "-d", *argv[1:])
+    assert containers_of(name, running_only=True) == [f"writerpool-{name}"]
+
+
+def test_a_leftover_session_container_is_removed_by_the_next_fenced_command(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "orf", writers=1)
+    name = pool.writer(1)
+    _plant_leftover(pool, name)
+    # `writer list` reads only: it does not fence.
+    wp("writer", "list", check=True)
+    assert containers_of(name) == [f"writerpool-{name}"]
+    # A collect plan (like every command that changes or reads a clone) fences.
+    code, report = wp("writer", "collect", name)
+    assert code == 0 and "nothing_to_collect" in codes(report), report
+    assert containers_of(name) == []
+    # So does a session's lease: the leftover goes and the session gets the writer.
+    _plant_leftover(pool, name)
+
+    async def scenario() -> Client:
+        async with connect(pool.server) as client:
+            session = await start(client, pool)
+            assert session["writer"] == name
+            turn = await run_turn(client, session["sessionId"], HELLO_PROMPT)
+            assert turn["text"] == PLAIN_TEXT
+            await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+            return client
+
+    anyio.run(scenario).assert_clean(forbidden(pool))
     assert containers_of(name) == []
