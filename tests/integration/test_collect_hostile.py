@@ -143,7 +143,10 @@ def _poison(clone: Path, tmp_path: Path) -> Path:
         config.write(
             f"[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\tpager = {evil}\n"
             f"\tsshCommand = {evil}\n\tattributesFile = {tmp_path}/attrs\n"
-            f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n\trequired = false\n'
+            # A clean filter that would also work inside a container (sh and sed exist
+            # there): a WIP commit holding FORGED would show that git read this config.
+            f'[filter "evil"]\n\tclean = "sh -c \'touch {canaries}/filter; sed s/later/FORGED/\'"'
+            f"\n\tsmudge = {evil}\n\trequired = false\n"
             f'[diff "evil"]\n\ttextconv = {evil}\n'
             f"[include]\n\tpath = {included}\n"
             f'[includeIf "gitdir:/"]\n\tpath = {included}\n'

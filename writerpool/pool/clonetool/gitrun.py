@@ -10,6 +10,7 @@ WORK = "/work"
 GIT_DIR = "/work/.git"
 OUT = "/out"
 BASE_BUNDLE = "/base/base.bundle"
+CLONE_OBJECTS = "/work/.git/objects"
 HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 # Settings that could hide work from the scan, run a program, or write elsewhere.
 SAFE_CONFIG = (
@@ -25,12 +26,12 @@ class ToolError(Exception):
     pass
 
 
-def git_env(**extra: str) -> dict[str, str]:
+def git_env(git_dir: str = GIT_DIR, **extra: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LC_ALL": "C",
         "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
         "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat", "GIT_NO_REPLACE_OBJECTS": "1",
-        "GIT_GRAFT_FILE": "/dev/null", "GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORK,
+        "GIT_GRAFT_FILE": "/dev/null", "GIT_DIR": git_dir, "GIT_WORK_TREE": WORK,
     }  # fmt: skip
     env.update(extra)
     return env
@@ -56,12 +57,43 @@ def git(
     return done.stdout
 
 
+def object_format() -> str:
+    """The clone's object format, read from its config as text (nothing is run)."""
+    with open(os.path.join(GIT_DIR, "config"), "rb") as handle:
+        text = handle.read(1024 * 1024).lower()
+    return "sha256" if re.search(rb"objectformat\s*=\s*sha256", text) else "sha1"
+
+
+def own_git_dir(scratch: str) -> str:
+    """A git directory of our own over the clone's objects and work tree.
+
+    git reads the configuration of its git directory, and the clone's could name
+    filters, hooks, includes or an fsmonitor. Reading the clone through this directory
+    instead, git runs nothing the clone names, so its report cannot be forged that way.
+    """
+    gitdir = os.path.join(scratch, "gitdir")
+    if not os.path.isdir(gitdir):
+        os.makedirs(os.path.join(gitdir, "refs", "heads"))
+        sha256 = object_format() == "sha256"
+        config = f"[core]\n\trepositoryformatversion = {int(sha256)}\n\tbare = false\n"
+        config += "[extensions]\n\tobjectformat = sha256\n" if sha256 else ""
+        for name, text in (("HEAD", "ref: refs/heads/unborn\n"), ("config", config)):
+            with open(os.path.join(gitdir, name), "w") as handle:
+                handle.write(text)
+    return gitdir
+
+
+def read_env(scratch: str) -> dict[str, str]:
+    """git reading the clone's objects and work tree, with none of its configuration."""
+    return git_env(own_git_dir(scratch), GIT_OBJECT_DIRECTORY=CLONE_OBJECTS)
+
+
 def scratch_env(scratch: str, **extra: str) -> dict[str, str]:
-    """git reading the clone's objects but writing new ones (and an index) to scratch."""
+    """As read_env, but new objects (and an index) go to scratch, never to the clone."""
     objects = os.path.join(scratch, "objects")
-    clone_objects = os.path.join(GIT_DIR, "objects")
-    return git_env(GIT_OBJECT_DIRECTORY=objects, GIT_ALTERNATE_OBJECT_DIRECTORIES=clone_objects,
-                   **extra)  # fmt: skip
+    os.makedirs(objects, exist_ok=True)
+    return git_env(own_git_dir(scratch), GIT_OBJECT_DIRECTORY=objects,
+                   GIT_ALTERNATE_OBJECT_DIRECTORIES=CLONE_OBJECTS, **extra)  # fmt: skip
 
 
 def object_types(oids: list[str], env: dict[str, str]) -> dict[str, str]:

@@ -7,7 +7,18 @@ import shutil
 import tempfile
 from typing import Any
 
-from .gitrun import GIT_DIR, OUT, ToolError, existing_commits, git, git_env, scratch_env
+from .gitrun import (
+    CLONE_OBJECTS,
+    GIT_DIR,
+    OUT,
+    ToolError,
+    existing_commits,
+    git,
+    git_env,
+    object_format,
+    read_env,
+    scratch_env,
+)
 from .refs import branches, read_head, read_refs
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -56,7 +67,6 @@ def _stage_everything(
 def capture_wip(scratch: str, head_commit: str | None) -> tuple[str, bool]:
     """The tree of the working tree as `git add -A` sees it (objects go to scratch), and
     whether git skipped a directory it could not read (its files are then missing)."""
-    os.makedirs(os.path.join(scratch, "objects"), exist_ok=True)
     warnings: list[bytes] = []
     try:
         tree = _stage_everything(scratch, head_commit, True, warnings)
@@ -97,12 +107,10 @@ def write_bundle(scratch: str, exports: list[dict[str, Any]], exclude: list[str]
         return None
     export = os.path.join(scratch, "export.git")
     plain = {k: v for k, v in git_env().items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
-    fmt = git(["rev-parse", "--show-object-format"], git_env()).decode().strip()
+    fmt = object_format()
     git(["init", "-q", "--bare", "--template=", f"--object-format={fmt}", export], plain)
     with open(os.path.join(export, "objects", "info", "alternates"), "w") as handle:
-        handle.write(
-            os.path.join(scratch, "objects") + "\n" + os.path.join(GIT_DIR, "objects") + "\n"
-        )
+        handle.write(os.path.join(scratch, "objects") + "\n" + CLONE_OBJECTS + "\n")
     env = dict(plain, GIT_DIR=export)
     updates = "".join(f"create {e['ref']} {e['commit']}\n" for e in wanted)
     git(["update-ref", "--stdin"], env, updates.encode())
@@ -131,12 +139,12 @@ def _exports(
 
 
 def inspect(request: dict[str, Any]) -> dict[str, Any]:
-    env = git_env()
+    scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
+    env = read_env(scratch)
     refs, odd = read_refs()
     head, head_commit = read_head(refs)
     found = branches(refs, odd, env)
     baseline: dict[str, str] = request.get("baseline", {})
-    scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
     tree, unreadable = capture_wip(scratch, head_commit)
     head_tree = EMPTY_TREE
     if head_commit is not None:
