@@ -166,7 +166,10 @@ def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
     run_agent(
         writer,
         "git checkout -q -b work && echo w > w.txt && git add w.txt "
-        "&& git commit -q -m work && echo later >> w.txt",
+        "&& git commit -q -m work && echo later >> w.txt "
+        # Modules named like the ones the in-container tool imports.
+        "&& mkdir clonetool && echo 'raise SystemExit(3)' > clonetool/__main__.py "
+        "&& touch clonetool/__init__.py && echo 'raise SystemExit(3)' > json.py",
     )
     clone = clone_of(writer)
     canaries = _poison(clone, tmp_path)

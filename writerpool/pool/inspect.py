@@ -149,6 +149,9 @@ def tool_spec(
             "PYTHONDONTWRITEBYTECODE": "1",
         },
         network="none",
+        # Not /work: `python3 -m` puts its working directory first on sys.path, and the
+        # clone could hold a module named like one the tool imports.
+        workdir=TOOL_PARENT_IN_CONTAINER,
         limits=limits,
     )
 
