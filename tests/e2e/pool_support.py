@@ -28,6 +28,18 @@ def _bash(command: str) -> ToolCall:
     return ToolCall(name="bash", arguments={"command": command})
 
 
+SWAP_GIT_DIR = (
+    # The old .git goes inside the new one, where neither git nor a scan of the work
+    # tree looks; the new one has the same HEAD, refs, objects and index.
+    "mv .git .git-kept && mkdir .git && mv .git-kept .git/kept && "
+    "cp -a .git/kept/HEAD .git/kept/objects .git/kept/refs .git/kept/index .git/ && "
+    "{ cp -a .git/kept/packed-refs .git/ 2>/dev/null || true; } && "
+    "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > .git/config && "
+    "mkdir .git/hooks && printf '#!/bin/sh\\ntouch /work/.git/hook-ran\\n' "
+    "> .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; "
+    'echo "swap-exit=$?"; git status --porcelain; echo "status-exit=$?"'
+)
+
 # Each entry's final text echoes what pi's tools returned, so a test can read the
 # exit codes of what ran inside the writer from the turn's text.
 POOL_SCRIPT = Script(
@@ -89,6 +101,15 @@ POOL_SCRIPT = Script(
             match="leave-dirty",
             steps=[
                 Step(tool_calls=[_bash('echo draft > uncommitted.txt; echo "dirty-exit=$?"')]),
+                Step(text="{tool_results}"),
+            ],
+        ),
+        ScriptEntry(
+            match="swap-git-dir",
+            steps=[
+                # The read-only mounts sit on .git/config and .git/hooks; .git itself is
+                # an ordinary directory of the clone, so it can be renamed and rebuilt.
+                Step(tool_calls=[_bash(SWAP_GIT_DIR)]),
                 Step(text="{tool_results}"),
             ],
         ),

@@ -41,8 +41,11 @@ PLANT_PROMPT = "plant-settings: persistence plan marmot-1618"
 DIRTY_PROMPT = "leave-dirty: draft for the lynx-1414 idea"
 HELLO_PROMPT = "just chat about the weasel-5772 topic"
 LONG_PROMPT = "take-long: think hard about the tapir-6931 design"
-PROMPTS = [COMMIT_PROMPT, PLANT_PROMPT, DIRTY_PROMPT, HELLO_PROMPT, LONG_PROMPT]
-SECRET_WORDS = ["heron-2718", "marmot-1618", "lynx-1414", "weasel-5772", "tapir-6931"]
+SWAP_PROMPT = "swap-git-dir: the quokka-3535 trick"
+PROMPTS = [COMMIT_PROMPT, PLANT_PROMPT, DIRTY_PROMPT, HELLO_PROMPT, LONG_PROMPT, SWAP_PROMPT]
+SECRET_WORDS = [
+    "heron-2718", "marmot-1618", "lynx-1414", "weasel-5772", "tapir-6931", "quokka-3535",
+]  # fmt: skip
 SHA = re.compile(r"^[0-9a-f]{40}$")
 TURN_LIMIT = 300
 
@@ -356,3 +359,48 @@ def test_a_leftover_session_container_is_removed_by_the_next_fenced_command(
 
     anyio.run(scenario).assert_clean(forbidden(pool))
     assert containers_of(name) == []
+
+
+def test_a_rebuilt_git_directory_is_refused_for_the_next_session(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    """The agent renames `.git` (its read-only config and hooks mounts move with it)
+    and rebuilds it with the same HEAD, refs and objects and its own hook, keeping the
+    old one inside the new: the clone looks like its baseline, but must not be leased
+    again (its next session would run the hook)."""
+    pool = make_pool(tmp_path, provider, "swp", writers=1)
+    name, clone = pool.writer(1), pool.clone(1)
+
+    async def scenario() -> tuple[Client, dict[str, Any], str]:
+        async with connect(pool.server) as client:
+            session = await start(client, pool)
+            swapped = await run_turn(client, session["sessionId"], SWAP_PROMPT)
+            await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+            body = await client.call("pi_session_start", pool.start_args())
+            if body["ok"]:  # the defect: the planted hook runs in the next session
+                await run_turn(client, body["session"]["sessionId"], COMMIT_PROMPT)
+                await client.ok("pi_session_close", {"sessionId": body["session"]["sessionId"]})
+                return client, swapped, "leased"
+            return client, swapped, body["error"]["code"]
+
+    client, swapped, outcome = anyio.run(scenario)
+    client.assert_clean(forbidden(pool))
+    assert result_value(swapped["text"], "swap-exit") == "0"
+    assert (clone / ".git" / "kept").is_dir()
+    assert (clone / ".git" / "hooks" / "pre-commit").exists()
+    assert not (clone / ".git" / "hook-ran").exists(), "the planted hook ran"
+    assert outcome == "writer_unavailable"
+    # The operator's way back: a reset refuses to trust the clone and rebuilds it.
+    code, report = wp("writer", "reset", name, "--discard", "--apply")
+    assert code == 0, report
+    assert not (clone / ".git" / "kept").exists()
+    assert sorted(p.name for p in (clone / ".git" / "hooks").iterdir()) == []
+
+    async def again() -> Client:
+        async with connect(pool.server) as client:
+            session = await start(client, pool)
+            assert session["writer"] == name
+            await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+            return client
+
+    anyio.run(again).assert_clean(forbidden(pool))

@@ -10,6 +10,7 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
 from writerpool.pool.container import writer_layout, writer_spec
 from writerpool.pool.fence import fence
@@ -56,6 +57,11 @@ def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> 
     phase, reason = readiness(paths, podman, state, config.pool)
     if phase != "ready":
         return reason or "writer_not_ready"
+    # The session mounts the clone's .git/config and .git/hooks read-only, but an agent
+    # can rename .git itself and leave a rebuilt one whose refs match the baseline:
+    # its hooks and settings would then run in the next session.
+    if verify_clone(writer_layout(paths, state.name)["clone"]):
+        return "clone_verification_failed"
     if state.baseline is None or not at_baseline(
         inspect_writer(paths, podman, state, config.pool), state.baseline
     ):
