@@ -27,6 +27,13 @@ def _remove(rel: str) -> None:
         os.unlink(path)
 
 
+def _write(rel: str, text: str) -> None:
+    # Replace rather than write through: the old entry may be a link to anywhere.
+    _remove(rel)
+    with open(os.path.join(GIT_DIR, rel), "x") as handle:
+        handle.write(text)
+
+
 def make_removable(top: str) -> None:
     """Give the owner write access to every directory, so that clean can delete below it."""
     for dirpath, dirnames, _files in os.walk(top):
@@ -47,11 +54,11 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
     _remove("refs")
     for sub in ("refs/heads", "refs/tags"):
         os.makedirs(os.path.join(GIT_DIR, sub))
-    with open(os.path.join(GIT_DIR, "HEAD"), "w") as handle:
-        handle.write(f"ref: refs/heads/{branch}\n")
+    _write("HEAD", f"ref: refs/heads/{branch}\n")
+    if os.path.islink(os.path.join(GIT_DIR, "info")):
+        _remove("info")
     os.makedirs(os.path.join(GIT_DIR, "info"), exist_ok=True)
-    with open(os.path.join(GIT_DIR, "info", "exclude"), "w") as handle:
-        handle.write("")
+    _write("info/exclude", "")
     env = git_env()
     refspecs = [f"+{source}:refs/heads/{branch}"]
     if request.get("tags"):
