@@ -49,6 +49,8 @@ PACKAGES = (
 BOOKKEEPING = (
     ".claude/backups/.claude.json.backup.*",
     ".cache/claude-cli-nodejs/*/mcp-logs-*/*.jsonl",
+    # the health check's verdict cache, written by some `claude mcp get` runs and not others
+    ".claude/state/mcp-discover-verdicts.json",
 )
 OWN = (".local/state/writerpool/", ".config/writerpool/", ".cache/writerpool/")
 QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
