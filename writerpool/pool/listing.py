@@ -40,8 +40,7 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
             report.add(exc.code, "error", target, exc.message)
             continue
         if state is None:
-            report.add("writer_state_invalid", "error", target, "no state file")
-            continue
+            continue  # a removed writer keeps only its lease file
         phase, reason = readiness(paths, podman, state, loaded.config.pool)
         rows.append(
             {
