@@ -71,9 +71,8 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
             "writer_settings_changed", "warning", target, "its workspace is not in container mode"
         )
     state = load_state(paths.writer_dir(name))
-    if state is None:
-        report.add("writer_state_invalid", "error", target, "no state file")
-        return report
+    if state is None:  # removed: only its lease file is left
+        raise UsageError(f"no writer named {name!r}", code="writer_unknown")
     problems = verify_clone(writer_layout(paths, name)["clone"])
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))
