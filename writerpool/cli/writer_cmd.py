@@ -9,7 +9,7 @@ from writerpool.clients.model import server_command
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.doctor import blocking_failures, diagnose
+from writerpool.pool.gate import doctor_gate
 from writerpool.pool.listing import list_writers, verify_writer
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
@@ -53,21 +53,14 @@ def _doctor_findings(paths: Paths, name: str, report: Report, target: str) -> No
     alias = name.rsplit("-w", 1)[0]
     entry = load_modes(paths).workspaces.get(alias)
     settings = entry.container if entry is not None else None
-    failures = blocking_failures(
-        diagnose(paths),
+    doctor_gate(
+        paths,
+        report,
+        target,
         workspace=alias,
         profiles=settings.profiles if settings is not None else (),
         network=settings.network if settings is not None else None,
     )
-    for failure in failures:
-        report.add(
-            "doctor_failed",
-            "error",
-            target,
-            f"{failure.id}: {failure.message}",
-            remedy=failure.remedy,
-            check=failure.id,
-        )
 
 
 def _handshake_finding(paths: Paths, timeout: float, report: Report, target: str) -> None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings, ModeEntry, load_modes, store_entry
 from writerpool.config.paths import Paths
-from writerpool.doctor import blocking_failures, diagnose
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
+from writerpool.pool.gate import doctor_gate
 from writerpool.pool.provision import existing_states, settings_digest, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.pool.writers import (
@@ -167,7 +167,9 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
             return report
     if not req.apply:
         return report
-    if mode == "container" and not doctor_gate(paths, req, report, target):
+    if mode == "container" and not doctor_gate(
+        paths, report, target, workspace=req.alias, profiles=req.profiles, network=req.network
+    ):
         return report
     if current != entry:
         store_entry(paths, req.alias, entry)
@@ -181,23 +183,6 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
     if mode == "container" and entry.container is not None:
         reconcile(ctx)
     return report
-
-
-def doctor_gate(paths: Paths, req: ModeRequest, report: Report, target: str) -> bool:
-    """Blocking doctor checks, one doctor_failed finding each; True when none failed."""
-    failures = blocking_failures(
-        diagnose(paths), workspace=req.alias, profiles=req.profiles, network=req.network
-    )
-    for failure in failures:
-        report.add(
-            "doctor_failed",
-            "error",
-            target,
-            f"{failure.id}: {failure.message}",
-            remedy=failure.remedy,
-            check=failure.id,
-        )
-    return not failures
 
 
 def plan_writers(ctx: PoolContext) -> bool:
