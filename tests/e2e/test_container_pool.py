@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -361,13 +362,13 @@ def test_a_leftover_session_container_is_removed_by_the_next_fenced_command(
     assert containers_of(name) == []
 
 
-def test_a_rebuilt_git_directory_is_refused_for_the_next_session(
+def test_the_git_directory_cannot_be_rebuilt_with_a_hook(
     tmp_path: Path, provider: ScriptedProvider, image_pin: Path
 ) -> None:
-    """The agent renames `.git` (its read-only config and hooks mounts move with it)
-    and rebuilds it with the same HEAD, refs and objects and its own hook, keeping the
-    old one inside the new: the clone looks like its baseline, but must not be leased
-    again (its next session would run the hook)."""
+    """The agent tries to rename `.git` (to leave its read-only config and hooks mounts
+    behind) and rebuild it with its own hook. `.git` is a mount point of its own, so the
+    rename fails; and a clone whose `.git` was tampered with is refused by the session
+    guard anyway (shown by planting the same layout from the host)."""
     pool = make_pool(tmp_path, provider, "swp", writers=1)
     name, clone = pool.writer(1), pool.clone(1)
 
@@ -376,18 +377,43 @@ def test_a_rebuilt_git_directory_is_refused_for_the_next_session(
             session = await start(client, pool)
             swapped = await run_turn(client, session["sessionId"], SWAP_PROMPT)
             await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+            return client, swapped, "closed"
+
+    client, swapped, _ = anyio.run(scenario)
+    client.assert_clean(forbidden(pool))
+    assert result_value(swapped["text"], "swap-exit") != "0"
+    assert not (clone / ".git-kept").exists() and not (clone / ".git" / "kept").exists()
+    assert sorted(p.name for p in (clone / ".git" / "hooks").iterdir()) == []
+
+    # The same rebuilt layout planted from the host: the guard must refuse the writer.
+    git_dir = clone / ".git"
+    kept = clone / ".git-kept"
+    git_dir.rename(kept)
+    git_dir.mkdir()
+    kept.rename(git_dir / "kept")
+    for part in ("HEAD", "objects", "refs", "index"):
+        source = git_dir / "kept" / part
+        if source.is_dir():
+            shutil.copytree(source, git_dir / part, symlinks=True)
+        elif source.exists():
+            shutil.copy2(source, git_dir / part)
+    (git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
+    (git_dir / "hooks").mkdir()
+    hook = git_dir / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\ntouch /work/.git/hook-ran\n")
+    hook.chmod(0o755)
+
+    async def refused() -> tuple[Client, str]:
+        async with connect(pool.server) as client:
             body = await client.call("pi_session_start", pool.start_args())
-            if body["ok"]:  # the defect: the planted hook runs in the next session
+            if body["ok"]:  # the defect: the planted hook would run in this session
                 await run_turn(client, body["session"]["sessionId"], COMMIT_PROMPT)
                 await client.ok("pi_session_close", {"sessionId": body["session"]["sessionId"]})
-                return client, swapped, "leased"
-            return client, swapped, body["error"]["code"]
+                return client, "leased"
+            return client, body["error"]["code"]
 
-    client, swapped, outcome = anyio.run(scenario)
+    client, outcome = anyio.run(refused)
     client.assert_clean(forbidden(pool))
-    assert result_value(swapped["text"], "swap-exit") == "0"
-    assert (clone / ".git" / "kept").is_dir()
-    assert (clone / ".git" / "hooks" / "pre-commit").exists()
     assert not (clone / ".git" / "hook-ran").exists(), "the planted hook ran"
     assert outcome == "writer_unavailable"
     # The operator's way back: a reset refuses to trust the clone and rebuilds it.

@@ -48,6 +48,9 @@ def writer_spec(
     clone = lay["clone"]
     mounts = [
         Mount(source=clone, target="/work"),
+        # .git as a mount point of its own: it cannot be renamed away from the read-only
+        # config and hooks below and rebuilt with a hook of the agent's.
+        Mount(source=clone / ".git", target="/work/.git"),
         # The agent must not plant executable git settings or hooks.
         Mount(source=clone / ".git" / "config", target="/work/.git/config", read_only=True),
         Mount(source=clone / ".git" / "hooks", target="/work/.git/hooks", read_only=True),

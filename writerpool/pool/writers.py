@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from writerpool.agent.launch import render_for_profile
+from writerpool.agent.launch import remove_credential, render_for_profile
 from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
@@ -42,6 +42,8 @@ def operate(paths: Paths, podman: Podman, wait: float, name: str) -> Iterator[Le
     """Hold the writer's lease and prove no container of it exists."""
     with leased(paths.writer_dir(name), wait) as lease:
         fence(podman, name, lease)
+        # With the lease held no session runs: a credential left by a killed server goes.
+        remove_credential(writer_layout(paths, name)["agent"])
         yield lease
 
 

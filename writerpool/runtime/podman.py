@@ -193,6 +193,9 @@ class Podman:
     def remove(self, container_id: str) -> None:
         try:
             with self._client() as client:
+                # No grace period: a writer's container is disposable, and its PID 1 may
+                # ignore SIGTERM, which would cost the whole stop timeout.
+                client.containers.get(container_id).stop(timeout=0, ignore=True)
                 client.containers.remove(container_id, force=True)
         except podman.errors.NotFound:
             return
