@@ -57,6 +57,13 @@ class Figure:
             text += f"  [goal <= {self.goal}: {'met' if self.ratio <= self.goal else 'MISSED'}]"
         return text
 
+    def paired_ratio(self) -> float | None:
+        """The median of each repetition's own ratio: less moved by load drifting between
+        repetitions (None where the two sides were not sampled in pairs)."""
+        if len(self.ours) != len(self.baseline):
+            return None
+        return statistics.median(o / b for o, b in zip(self.ours, self.baseline, strict=True))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ratio": round(self.ratio, 4),
@@ -69,6 +76,7 @@ class Figure:
             "baseline_is": self.baseline_label,
             "goal": self.goal,
             "goalMet": None if self.goal is None else self.ratio <= self.goal,
+            "pairedRatioMedian": self.paired_ratio(),
             "loadavgBeforeAfter": self.load,
             **self.extra,
         }
