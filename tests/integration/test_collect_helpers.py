@@ -14,6 +14,7 @@ import secrets
 import struct
 from pathlib import Path
 
+from tests.integration.writers_support import write_workspaces as write_config_for
 from tests.support.repos import git_out, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
@@ -23,25 +24,6 @@ from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState, load_state
-
-PROFILES = """
-[profiles.review]
-permission = "read-only"
-provider = "scripted"
-model = "scripted-model"
-default = true
-
-[profiles.code]
-permission = "coding"
-provider = "scripted"
-model = "scripted-model"
-
-[providers.scripted]
-base_url = "http://127.0.0.1:9/v1"
-
-[pool]
-lease_wait_seconds = 2
-"""
 
 AGENT_ENV = (
     "export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=agent@example.invalid "
@@ -56,10 +38,7 @@ def unique_alias(stem: str) -> str:
 
 
 def write_workspaces(workspaces: dict[str, Path]) -> Paths:
-    config = Path(os.environ["WRITERPOOL_CONFIG"])
-    config.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["[workspaces]"] + [f'{alias} = "{repo}"' for alias, repo in workspaces.items()]
-    config.write_text("\n".join(lines) + "\n" + PROFILES)
+    write_config_for(workspaces, wait=2)
     return Paths.from_env()
 
 

@@ -10,34 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.writers_support import codes, make_checkout, wp, writer_containers
+from tests.integration.writers_support import (
+    codes,
+    make_checkout,
+    wp,
+    write_workspaces,
+    writer_containers,
+)
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
 ALIAS = "regverify"
 WRITER = f"{ALIAS}-w1"
-CONFIG = """\
-[workspaces]
-{alias} = "{repo}"
-regbroken = "{broken}"
-
-[profiles.review]
-permission = "read-only"
-provider = "scripted"
-model = "scripted-model"
-default = true
-
-[profiles.code]
-permission = "coding"
-provider = "scripted"
-model = "scripted-model"
-
-[providers.scripted]
-base_url = "http://127.0.0.1:9/v1"
-
-[pool]
-lease_wait_seconds = 1
-"""
 
 
 def audit_actions() -> list[str]:
@@ -50,10 +34,8 @@ def audit_actions() -> list[str]:
 @pytest.fixture
 def accepted(tmp_path: Path, image_pin: Path) -> Path:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
-    config = Path(os.environ["WRITERPOOL_CONFIG"])
-    config.parent.mkdir(parents=True, exist_ok=True)
     # A second workspace whose checkout is missing: its doctor failure is not this writer's.
-    config.write_text(CONFIG.format(alias=ALIAS, repo=checkout, broken=tmp_path / "missing"))
+    write_workspaces({ALIAS: checkout, "regbroken": tmp_path / "missing"})
     wp("control", "--apply", check=True)
     wp("mode", "set", ALIAS, "container", "--profiles", "code", "--apply", check=True)
     return checkout

@@ -10,10 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-CONFIG = """\
-[workspaces]
-demo = "{repo}"
-
+PROFILES = """
 [profiles.review]
 permission = "read-only"
 provider = "scripted"
@@ -31,6 +28,15 @@ base_url = "http://127.0.0.1:9/v1"
 [pool]
 lease_wait_seconds = {wait}
 """
+
+
+def write_workspaces(workspaces: dict[str, Path], wait: float = 1.0) -> Path:
+    """config.toml with these workspaces and the scripted read-only and coding profiles."""
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["[workspaces]"] + [f'{alias} = "{repo}"' for alias, repo in workspaces.items()]
+    config.write_text("\n".join(lines) + "\n" + PROFILES.format(wait=wait))
+    return config
 
 
 def git(repo: Path, *args: str) -> str:
@@ -52,10 +58,7 @@ def make_checkout(path: Path, commits: int = 3, origin: str | None = None) -> Pa
 
 
 def write_config(repo: Path, wait: float = 1.0) -> Path:
-    config = Path(os.environ["WRITERPOOL_CONFIG"])
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(CONFIG.format(repo=repo, wait=wait))
-    return config
+    return write_workspaces({"demo": repo}, wait)
 
 
 def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict[str, Any]]:
