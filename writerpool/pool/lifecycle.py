@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from writerpool.config.models import LoadedConfig
@@ -24,6 +26,7 @@ from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect import (
     Step,
+    WriterRef,
     collect_writer,
     find_writer,
     findings_for,
@@ -236,6 +239,47 @@ def reset_clone(
     return recreate_clone(paths, podman, loaded, state, base, report)
 
 
+@dataclass(frozen=True)
+class _Rebuild:
+    command: str
+    planned: str
+    what: str
+    base: Callable[[WriterRef, WriterState], BaseRef]
+    act: Callable[[Paths, Podman, LoadedConfig, WriterState, BaseRef, Report], object]
+
+
+def _back_to_base(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    name: str,
+    discard: bool,
+    apply: bool,
+    how: _Rebuild,
+) -> Report:
+    """Reset and recreate alike: under lease and fence, refuse uncollected work, plan or act."""
+    report = Report(f"writer {how.command}")
+    ref = find_writer(paths, name)
+    with (
+        findings_for(report, ref.target),
+        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
+    ):
+        state = ref.load()
+        base = how.base(ref, state)
+        if not guard(paths, podman, loaded, state, discard, report):
+            return report
+        if not apply:
+            report.add(
+                how.planned,
+                "planned",
+                ref.target,
+                f"would {how.what} on {base.name} at {base.commit[:12]}",
+            )
+            return report
+        how.act(paths, podman, loaded, state, base, report)
+    return report
+
+
 def reset(
     paths: Paths,
     podman: Podman,
@@ -246,53 +290,30 @@ def reset(
     apply: bool,
 ) -> Report:
     """`writer reset NAME [--base B] [--discard] [--apply]`."""
-    report = Report("writer reset")
-    ref = find_writer(paths, name)
-    repo = workspace_repo(loaded, ref.alias)
-    with (
-        findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
-    ):
-        state = ref.load()
-        base = resolve_base(repo, base_name or state.base.name)
-        if not guard(paths, podman, loaded, state, discard, report):
-            return report
-        if not apply:
-            report.add(
-                "writer_reset_planned",
-                "planned",
-                ref.target,
-                f"would reset the clone to {base.name} at {base.commit[:12]}",
-            )
-            return report
-        reset_clone(paths, podman, loaded, state, base, report)
-    return report
+
+    def base(ref: WriterRef, state: WriterState) -> BaseRef:
+        return resolve_base(workspace_repo(loaded, ref.alias), base_name or state.base.name)
+
+    how = _Rebuild("reset", "writer_reset_planned", "reset the clone", base, reset_clone)
+    return _back_to_base(paths, podman, loaded, name, discard, apply, how)
 
 
 def recreate(
     paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
 ) -> Report:
     """`writer recreate NAME [--discard] [--apply]`: rebuild on the workspace base."""
-    report = Report("writer recreate")
-    ref = find_writer(paths, name)
-    with (
-        findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
-    ):
-        state = ref.load()
-        base = workspace_base(paths, loaded, ref.alias)
-        if not guard(paths, podman, loaded, state, discard, report):
-            return report
-        if not apply:
-            report.add(
-                "writer_recreate_planned",
-                "planned",
-                ref.target,
-                f"would rebuild clone and agent directory on {base.name} at {base.commit[:12]}",
-            )
-            return report
-        recreate_clone(paths, podman, loaded, state, base, report)
-    return report
+
+    def base(ref: WriterRef, state: WriterState) -> BaseRef:
+        return workspace_base(paths, loaded, ref.alias)
+
+    how = _Rebuild(
+        "recreate",
+        "writer_recreate_planned",
+        "rebuild clone and agent directory",
+        base,
+        recreate_clone,
+    )
+    return _back_to_base(paths, podman, loaded, name, discard, apply, how)
 
 
 def finish(
