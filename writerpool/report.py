@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from writerpool.errors import CODES
 
 REPORT_SCHEMA_VERSION = 1
+
+Step = Callable[[str], None]  # progress lines for a terminal; the report is the result
+
+
+def quiet(_line: str) -> None:
+    return None
+
 
 Status = Literal["ok", "planned", "warning", "error"]
 

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from writerpool.cli.output import emit, json_option
+from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool import lifecycle
 from writerpool.pool.collect import collect
 from writerpool.runtime.podman import Podman
-
-
-def terminal_steps(line: str) -> None:
-    """Progress lines on stderr, only when a person watches it."""
-    if sys.stderr.isatty():
-        click.echo(f"writerpool: {line}", err=True)
-
 
 apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
 discard_option = click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from writerpool.cli.output import emit, json_option
+from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.mode_set import ModeRequest, set_mode
@@ -95,5 +95,5 @@ def set_cmd(
         container_options_given=any(v is not None for v in given.values()),
     )
     paths = Paths.from_env()
-    report = set_mode(paths, Podman(), load_config(paths), req)
+    report = set_mode(paths, Podman(), load_config(paths), req, terminal_steps)
     emit(report, as_json)

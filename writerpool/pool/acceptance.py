@@ -197,9 +197,9 @@ def accept(
             }
         ),
     )
-    note = (
-        " (not limited: the agent can reach any network the host can)"
+    reach = (
+        "network NOT limited: the agent can reach whatever the host can"
         if network == "not_limited"
-        else ""
+        else "no network"
     )
-    return state, Finding(code, "ok", target, message + note)
+    return state, Finding(code, "ok", target, f"accepted; {reach}")

@@ -18,7 +18,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,13 +36,12 @@ from writerpool.pool.container import writer_layout
 from writerpool.pool.inspect import Export, Inspection, inspect_writer, scan_for_collect
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
-from writerpool.report import Report, Status
+from writerpool.report import Report, Status, Step, quiet
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import Collection, WriterState, load_state, now, save_state
 
 Outcome = Literal["collected", "nothing", "incomplete"]
-Step = Callable[[str], None]  # progress lines for a terminal; the report is the result
 NOTHING = "no changed branch and no uncommitted work"
 WRITER_NAME = re.compile(r"([a-z][a-z0-9_-]{0,63})-w([1-9]|1[0-6])")
 
@@ -213,10 +212,6 @@ def _report_refused(report: Report, decision: Decision, target: str, status: Sta
             remedy="rename it inside the writer and collect again, or reset with --discard",
             name=ascii(refusal.name)[1:-1][:300],
         )
-
-
-def quiet(_line: str) -> None:
-    return None
 
 
 def collect_writer(

@@ -25,13 +25,11 @@ from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect import (
-    Step,
     WriterRef,
     collect_writer,
     find_writer,
     findings_for,
     plan_collect,
-    quiet,
     workspace_repo,
 )
 from writerpool.pool.container import writer_layout
@@ -39,7 +37,7 @@ from writerpool.pool.inspect import at_baseline, inspect_writer, run_tool, tool_
 from writerpool.pool.provision import base_record, make_clone
 from writerpool.pool.work import uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report
+from writerpool.report import Report, Step, quiet
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state

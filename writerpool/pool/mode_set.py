@@ -20,7 +20,7 @@ from writerpool.pool.writers import (
     provision_one,
     remove_surplus,
 )
-from writerpool.report import Report
+from writerpool.report import Report, Step, quiet
 from writerpool.runtime.podman import Podman, PodmanUnavailable
 from writerpool.state.writer import WriterState
 
@@ -111,7 +111,9 @@ def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
     return ModeEntry(mode="container", container=settings)
 
 
-def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeRequest) -> Report:
+def set_mode(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
+) -> Report:
     config = loaded.config
     report = Report("mode set")
     target = f"modes/workspace/{req.alias}"
@@ -162,6 +164,7 @@ def set_mode(paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeReques
             report=report,
             apply=req.apply,
             discard=req.discard,
+            step=step,
         )
         if not plan_writers(ctx):
             return report

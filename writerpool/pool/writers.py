@@ -19,7 +19,7 @@ from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, leased
 from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
-from writerpool.report import Report
+from writerpool.report import Report, Step, quiet
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState, load_state, save_state
 
@@ -35,6 +35,7 @@ class PoolContext:
     report: Report
     apply: bool
     discard: bool
+    step: Step = quiet
 
 
 @contextmanager
@@ -61,8 +62,10 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
         with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+            ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
             state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
+            ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
@@ -92,6 +95,7 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
         with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
+            ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
             _, finding = accept(ctx.paths, ctx.podman, state, pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
