@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from tests.integration.writers_support import CONFIG, codes, wp
+from tests.integration.writers_support import codes, config_text, wp
 from writerpool.clients.model import Registration, Target, server_command
 from writerpool.clients.ownership import entry_for, load_record, store_record
 from writerpool.config.paths import Paths
@@ -97,7 +97,7 @@ def home(client_bin: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) 
     checkout.mkdir()
     config = Path(os.environ["WRITERPOOL_CONFIG"])
     config.parent.mkdir(parents=True)
-    config.write_text(CONFIG.format(repo=checkout, wait=1))
+    config.write_text(config_text({"demo": checkout}))
     return isolated_env
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.writers_support import CONFIG
+from tests.integration.writers_support import config_text
 from writerpool.clients.model import server_command
 from writerpool.mcp.handshake import EXPECTED_TOOLS, handshake, server_env
 
@@ -50,7 +50,7 @@ def config(tmp_path: Path) -> Path:
     checkout.mkdir()
     path = tmp_path / "wp" / "config.toml"
     path.parent.mkdir()
-    path.write_text(CONFIG.format(repo=checkout, wait=1))
+    path.write_text(config_text({"demo": checkout}))
     return path
 
 

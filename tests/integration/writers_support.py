@@ -30,12 +30,16 @@ lease_wait_seconds = {wait}
 """
 
 
-def write_workspaces(workspaces: dict[str, Path], wait: float = 1.0) -> Path:
+def config_text(workspaces: dict[str, Path], wait: float = 1.0) -> str:
     """config.toml with these workspaces and the scripted read-only and coding profiles."""
+    lines = ["[workspaces]"] + [f'{alias} = "{repo}"' for alias, repo in workspaces.items()]
+    return "\n".join(lines) + "\n" + PROFILES.format(wait=wait)
+
+
+def write_workspaces(workspaces: dict[str, Path], wait: float = 1.0) -> Path:
     config = Path(os.environ["WRITERPOOL_CONFIG"])
     config.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["[workspaces]"] + [f'{alias} = "{repo}"' for alias, repo in workspaces.items()]
-    config.write_text("\n".join(lines) + "\n" + PROFILES.format(wait=wait))
+    config.write_text(config_text(workspaces, wait))
     return config
 
 
