@@ -90,6 +90,18 @@ def spawn(
     )
 
 
+def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
+    """Start a long-lived service detached from this process: `setsid -f` hands it to
+    init at once, so it may outlive us and is never left here as a zombie."""
+    launcher = spawn(["setsid", "-f", *argv], env=env, detach=True)
+    try:
+        launcher.wait(timeout=10)
+    except subprocess.TimeoutExpired as exc:
+        launcher.kill()
+        launcher.wait()
+        raise CommandFailed(argv, -1, b"", b"could not be started in time") from exc
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment: no inherited git or credential variables."""
     keep = (

@@ -17,7 +17,7 @@ import podman.errors
 import requests
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed, clean_env, run, spawn
+from writerpool.proc import CommandFailed, Completed, clean_env, run, start_daemon
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 
 # The API service exits on its own after this many idle seconds.
@@ -152,7 +152,7 @@ class Podman:
             return
         try:
             self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-            spawn(
+            start_daemon(
                 [
                     self.binary,
                     "system",
@@ -161,9 +161,8 @@ class Podman:
                     f"unix://{self.socket_path}",
                 ],
                 env=podman_env(),
-                detach=True,
             )
-        except OSError as exc:
+        except (OSError, CommandFailed) as exc:
             raise PodmanUnavailable("cannot start the podman API service") from exc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
