@@ -82,14 +82,6 @@ class Report:
         self.findings.append(finding)
         return finding
 
-    @property
-    def worst(self) -> Status:
-        statuses = {f.status for f in self.findings}
-        for status in ("error", "warning", "planned"):
-            if status in statuses:
-                return status
-        return "ok"
-
     def has_error(self) -> bool:
         return any(f.status == "error" for f in self.findings)
 

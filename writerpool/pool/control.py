@@ -14,7 +14,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.paths import Paths
-from writerpool.errors import WriterpoolError
 from writerpool.pool import harness
 from writerpool.report import Report
 from writerpool.runtime.probe import run_harness_on_host
@@ -137,11 +136,3 @@ def run_control(
             missed=list(missed),
         )
     return report
-
-
-def require_control(paths: Paths) -> None:
-    if not control_current(paths):
-        raise WriterpoolError(
-            "isolation_control_required",
-            "run `writerpool control --apply` before writers can be accepted",
-        )
