@@ -4,11 +4,13 @@ runs under the real `sh`, with its /opt and /usr paths moved under tmp_path."""
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 from pathlib import Path
 
 from writerpool.agent.install import NODE_VERSION
+from writerpool.agent.project_files import PROJECT_DIR
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
@@ -20,7 +22,14 @@ def fake_node(path: Path, name: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def run_launcher(root: Path) -> subprocess.CompletedProcess[str]:
+def fake_pi_manifest(root: Path, config_dir: str) -> None:
+    manifest = root / "opt/pi/node_modules/@mariozechner/pi-coding-agent/package.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({"name": "pi", "piConfig": {"configDir": config_dir}}))
+
+
+def run_launcher(root: Path, config_dir: str = PROJECT_DIR) -> subprocess.CompletedProcess[str]:
+    fake_pi_manifest(root, config_dir)
     text = LAUNCHER.read_text().replace("/opt/", f"{root}/opt/").replace("/usr/", f"{root}/usr/")
     script = root / "pi"
     script.write_text(text)
@@ -52,3 +61,11 @@ def test_no_node_at_all_is_a_clear_failure(tmp_path: Path) -> None:
     done = run_launcher(tmp_path)
     assert done.returncode == 127
     assert "no Node.js found" in done.stderr
+
+
+def test_a_pi_that_would_read_project_files_is_refused(tmp_path: Path) -> None:
+    fake_node(tmp_path / "usr/bin/node", "debian")
+    done = run_launcher(tmp_path, config_dir=".pi")
+    assert done.returncode == 126
+    assert done.stdout == ""
+    assert "per-project files" in done.stderr

@@ -7,6 +7,7 @@ import json
 import platform
 from pathlib import Path
 
+from writerpool.agent.project_files import disable_project_files, project_files_disabled
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, clean_env, run
 
@@ -51,6 +52,8 @@ def installed_version(prefix: Path) -> str | None:
 def _complete(prefix: Path, node: str | None) -> bool:
     if installed_version(prefix) != PI_VERSION or not pi_entry(prefix).exists():
         return False
+    if not project_files_disabled(prefix):
+        return False
     return node is None or package_version(prefix, node) == NODE_VERSION
 
 
@@ -60,6 +63,10 @@ def install_pi(prefix: Path) -> Path:
     node = node_package()
     if _complete(prefix, node):
         return pi_entry(prefix)
+    if installed_version(prefix) == PI_VERSION and pi_entry(prefix).exists():
+        disable_project_files(prefix)  # installed by an older writerpool
+        if _complete(prefix, node):
+            return pi_entry(prefix)
     prefix.mkdir(parents=True, exist_ok=True)
     wanted = [f"{PI_PACKAGE}@{PI_VERSION}"] + ([f"{node}@{NODE_VERSION}"] if node else [])
     argv = [
@@ -70,4 +77,5 @@ def install_pi(prefix: Path) -> Path:
         run(argv, env=clean_env(), timeout=900)
     except CommandFailed as exc:
         raise WriterpoolError("session_start_failed", "installing pi with npm failed") from exc
+    disable_project_files(prefix)
     return pi_entry(prefix)

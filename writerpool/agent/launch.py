@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from writerpool.config.models import Config, Profile, Provider
+from writerpool.config.providers import ResolvedProvider
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.state.atomic import write_atomic
@@ -217,6 +218,24 @@ def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
         # A built-in provider: pi accepts a key-only entry once it names one of its
         # override fields; empty headers change nothing.
         providers[provider_name] = {"apiKey": key, "headers": {}}
+    write_atomic(agent_dir / "models.json", _json(document))
+
+
+def point_at_proxy(
+    agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str
+) -> None:
+    """Send this provider's requests to the session's proxy, with the session's token as
+    the key (the proxy swaps it for the real one)."""
+    document = _read_models(agent_dir)
+    if document is None:
+        raise WriterpoolError("session_start_failed", "the agent directory is unreadable")
+    providers = document.setdefault("providers", {})
+    entry = providers.get(provider.name)
+    if not (isinstance(entry, dict) and entry.get("models")):
+        # A built-in provider: pi takes a models-less entry that names its baseUrl.
+        entry = providers[provider.name] = {}
+    entry["baseUrl"] = base_url
+    entry["apiKey"] = token
     write_atomic(agent_dir / "models.json", _json(document))
 
 

@@ -6,6 +6,7 @@ import click
 
 from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
+from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.runtime.podman import Podman
@@ -42,8 +43,9 @@ def mode() -> None:
 @click.option("--image", help="'default' (the built image's pin) or a 64-hex local image id.")
 @click.option(
     "--network",
-    type=click.Choice(["none", "slirp4netns", "pasta"]),
-    help="none, or a user-mode network that is NOT limited (default slirp4netns).",
+    type=click.Choice(NETWORK_CHOICES),
+    help="provider (default: only the profile's provider, through writerpool's proxy), "
+    "none, or a user-mode network that is NOT limited (slirp4netns, pasta).",
 )
 @click.option("--tags", type=click.Choice(["none", "reachable"]))
 @click.option("--cache", type=click.Choice(["none", "go", "uv"]))
@@ -86,7 +88,7 @@ def set_cmd(
         writers=writers or 1,
         lifecycle=lifecycle or "persistent",
         image=image or "default",
-        network=network or "slirp4netns",
+        network=network or DEFAULT_NETWORK,
         tags=tags or "none",
         cache=cache or "none",
         base=base,

@@ -9,6 +9,7 @@ from typing import Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from writerpool.config.network import DEFAULT_NETWORK, NetworkKind
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.state.atomic import write_atomic
@@ -17,7 +18,6 @@ MODES_SCHEMA_VERSION = 1
 IMAGE_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
 Mode = Literal["host", "container", "read-only"]
-Network = Literal["none", "slirp4netns", "pasta"]
 
 
 class Strict(BaseModel):
@@ -29,7 +29,7 @@ class ContainerSettings(Strict):
     writers: int = Field(default=1, ge=1, le=16)
     lifecycle: Literal["persistent", "ephemeral"] = "persistent"
     image: str = "default"
-    network: Network = "slirp4netns"
+    network: NetworkKind = DEFAULT_NETWORK
     tags: Literal["none", "reachable"] = "none"
     cache: Literal["none", "go", "uv"] = "none"
     base: str

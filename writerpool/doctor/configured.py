@@ -8,6 +8,7 @@ from pathlib import Path
 
 from writerpool.config.models import Config
 from writerpool.config.modes import ContainerSettings
+from writerpool.config.network import describe
 from writerpool.doctor.engine import PASTA_SINCE
 from writerpool.doctor.model import CheckContext, CheckResult
 from writerpool.runtime.info import version_tuple
@@ -191,12 +192,11 @@ def _container_mode(
             fix,
             blocking=True,
         )
-    network = "none" if settings.network == "none" else f"{settings.network} (not limited)"
     return CheckResult(
         "workspace_mode",
         "ok",
         subject,
-        f"container mode: {settings.writers} writer(s), network {network}",
+        f"container mode: {settings.writers} writer(s), network {describe(settings.network)}",
         data={"writers": settings.writers, "network": settings.network},
     )
 

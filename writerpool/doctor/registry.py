@@ -6,6 +6,7 @@ from collections.abc import Collection, Sequence
 
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
+from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.doctor.configured import (
     config_file,
@@ -114,7 +115,7 @@ def blocking_failures(
 ) -> list[CheckResult]:
     """The errors that stop container provisioning (`doctor_failed`, one per result):
     host-wide blocking errors, plus those of the named workspace and profiles. With
-    network "none", user-mode network problems do not block."""
+    a limited network (provider, none), user-mode network problems do not block."""
     subjects = {f"profile/{name}" for name in profiles}
     if workspace is not None:
         subjects.add(f"workspace/{workspace}")
@@ -122,7 +123,7 @@ def blocking_failures(
     for result in results:
         if result.severity != "error" or not result.blocking:
             continue
-        if network == "none" and result.id in NETWORK_CHECKS:
+        if network is not None and network_info(network).limited and result.id in NETWORK_CHECKS:
             continue
         scoped = result.subject.startswith(("workspace/", "profile/", "writer/"))
         if scoped and result.subject not in subjects:

@@ -1,4 +1,5 @@
-"""Starting and stopping a session's agent: pi on the host, or pi in a leased writer."""
+"""Starting and stopping a session's agent: pi in a leased writer (coding), pi in a
+throwaway read-only container (read-only), or pi on the host (host mode)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,28 @@ import json
 import logging
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.egress import EgressRequest, Grant, grant
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
+from writerpool.audit import audit_egress
 from writerpool.config.models import Config
+from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
+from writerpool.pool.container import EGRESS_PORT, readonly_spec
+from writerpool.pool.fence import remove_stale_egress
 
 if TYPE_CHECKING:
+    from writerpool.egress.proxy import EgressHost, EgressRecord
     from writerpool.pool.sessions import WriterSlot
 
 log = logging.getLogger(__name__)
@@ -48,8 +56,10 @@ class Agent(Protocol):
 class Launched:
     agent: Agent
     agent_dir: Path
-    scratch: Path | None = None  # a host session's private directory, removed at close
+    grant: Grant  # the session's egress: ended at close
+    scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
+    container: str | None = None  # a read-only session's container label
 
     @property
     def writer(self) -> str | None:
@@ -68,8 +78,10 @@ class Launcher:
         self._config = config
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
+        self._egress: EgressHost | None = None
         self._lock = threading.Lock()
-        # Credentials left by a server that was killed go now, not at the next session.
+        # Credentials and proxy sockets left by a server that was killed go now, not
+        # at the next session.
         try:
             sweep(paths.state_dir / "sessions", keep="")
         except OSError as exc:
@@ -80,72 +92,134 @@ class Launcher:
             log.warning("stale writer credentials not swept: %s", exc.strerror)
 
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
-        provider = self._config.providers.get(plan.profile.provider)
-        key = agent_launch.provider_credential(plan.profile.provider, provider)
-        if key is None:
-            raise WriterpoolError(
-                "provider_unconfigured",
-                f"no credential is available for provider {plan.profile.provider!r}",
-            )
         if plan.placement == "container":
-            return self._launch_container(plan, key)
-        return self._launch_host(plan, session_id, key)
+            return self._launch_writer(plan, session_id)
+        if plan.placement == "readonly_container":
+            return self._launch_readonly(plan, session_id)
+        return self._launch_host(plan, session_id)
 
     def stop(self, launched: Launched, timeout: float) -> None:
-        """Stop pi (and so its container), remove the credential, release the writer.
+        """Stop pi (and so its container), end its egress, release the writer.
         Every step runs even when an earlier one fails."""
         try:
             launched.agent.close(timeout)
         finally:
             try:
-                agent_launch.remove_credential(launched.agent_dir)
+                launched.grant.revoke()
             finally:
                 try:
                     if launched.slot is not None:
                         launched.slot.release()
+                    if launched.container is not None:
+                        remove_session_containers(launched.container)
                 finally:
                     if launched.scratch is not None:
                         shutil.rmtree(launched.scratch, ignore_errors=True)
 
     def shutdown(self) -> None:
         with self._lock:
+            if self._egress is not None:
+                self._egress.close()
+                self._egress = None
             if self._scratch is not None:
                 self._scratch.close()
                 self._scratch = None
 
+    def _egress_host(self) -> EgressHost:
+        with self._lock:
+            if self._egress is None:
+                # Loaded on first use: aiohttp is not needed before a contained session.
+                from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+
+                self._egress = EgressHost(audit=egress_auditor(self._paths))
+            return self._egress
+
+    def _scratch_root(self) -> ScratchRoot:
+        with self._lock:
+            if self._scratch is None:
+                self._scratch = ScratchRoot(self._paths.state_dir / "sessions")
+            return self._scratch
+
+    def _grant(
+        self, plan: SessionPlan, network: str, agent_dir: Path, egress_dir: Path,
+        session_id: str, writer: str | None,
+    ) -> Grant:
+        request = EgressRequest(
+            config=self._config, provider=plan.profile.provider, network=network,
+            agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
+            port=EGRESS_PORT,
+        )  # fmt: skip
+        host = self._egress_host() if network_info(network).egress else None
+        return grant(request, host)
+
     # -- host ------------------------------------------------------------------------
 
-    def _host_prereqs(self) -> tuple[Path, ScratchRoot]:
+    def _host_pi(self) -> Path:
         with self._lock:
             if self._pi is None:
                 # Idempotent: returns at once when the pinned pi is already installed.
                 self._pi = install_pi(self._paths.pi_prefix)
-            if self._scratch is None:
-                self._scratch = ScratchRoot(self._paths.state_dir / "sessions")
-            return self._pi, self._scratch
+            return self._pi
 
-    def _launch_host(self, plan: SessionPlan, session_id: str, key: str) -> Launched:
+    def _launch_host(self, plan: SessionPlan, session_id: str) -> Launched:
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
-        pi, scratch = self._host_prereqs()
-        private = scratch.session_dir(session_id)
+        pi = self._host_pi()
+        private = self._scratch_root().session_dir(session_id)
         agent_dir = private / "agent"
         tmp = private / "tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
         try:
-            agent_launch.render_for_profile(self._config, agent_dir, plan.profile.provider, False)
-            agent_launch.install_credential(agent_dir, plan.profile.provider, key)
-            argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
-            env = agent_launch.host_env(agent_dir, tmp)
-            agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
+            held = self._grant(plan, "host", agent_dir, private / "egress", session_id, None)
+            try:
+                argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
+                env = agent_launch.host_env(agent_dir, tmp)
+                agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
+            except BaseException:
+                held.revoke()
+                raise
         except BaseException:
             shutil.rmtree(private, ignore_errors=True)
             raise
-        return Launched(agent=agent, agent_dir=agent_dir, scratch=private)
+        return Launched(agent=agent, agent_dir=agent_dir, grant=held, scratch=private)
 
-    # -- container -------------------------------------------------------------------
+    # -- containers ------------------------------------------------------------------
 
-    def _launch_container(self, plan: SessionPlan, key: str) -> Launched:
+    def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
+        """A read-only session in a throwaway container: the checkout read-only at /work,
+        provider egress only, no lease (nothing is written), any number at once."""
+        from writerpool.runtime.image import resolve_image  # noqa: PLC0415
+        from writerpool.runtime.podman import Podman, podman_env  # noqa: PLC0415
+
+        if not plan.workspace_dir.is_dir():
+            raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
+        image_id = resolve_image(self._paths, plan.image)
+        private = self._scratch_root().session_dir(session_id)
+        agent_dir, egress_dir = private / "agent", private / "egress"
+        try:
+            held = self._grant(plan, "provider", agent_dir, egress_dir, session_id, None)
+            try:
+                spec = readonly_spec(
+                    image_id=image_id, session_id=session_id,
+                    checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
+                    egress_dir=egress_dir, pool=self._config.pool,
+                )  # fmt: skip
+                args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
+                argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
+                agent = PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+            except BaseException:
+                held.revoke()
+                remove_session_containers(session_id)
+                raise
+        except BaseException:
+            shutil.rmtree(private, ignore_errors=True)
+            raise
+        return Launched(
+            agent=agent, agent_dir=agent_dir, grant=held, scratch=private,
+            container=session_id,
+        )  # fmt: skip
+
+    def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
         # Loaded on first use: a server whose sessions all run on the host never
         # loads the Podman and writer-pool code.
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
@@ -153,24 +227,45 @@ class Launcher:
 
         slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
         try:
-            # Rendered anew for this session's provider: this also replaces anything a
-            # killed server left behind, its credential included.
-            agent_launch.remove_credential(slot.agent_dir)
-            agent_launch.render_for_profile(
-                self._config, slot.agent_dir, plan.profile.provider, True
+            held = self._grant(
+                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name
             )
-            agent_launch.install_credential(slot.agent_dir, plan.profile.provider, key)
-            args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
-            # Podman needs the account's real home (its storage), whatever HOME says.
-            argv = slot.pi_argv(args)
-            agent = PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
-        except BaseException:
             try:
-                agent_launch.remove_credential(slot.agent_dir)
-            finally:
-                slot.release()
+                args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
+                # Podman needs the account's real home (its storage), whatever HOME says.
+                agent = PiAgent.start(
+                    slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                )
+            except BaseException:
+                held.revoke()
+                raise
+        except BaseException:
+            slot.release()
             raise
-        return Launched(agent=agent, agent_dir=slot.agent_dir, slot=slot)
+        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+
+def remove_session_containers(session: str) -> None:
+    """Remove a read-only session's container if `--rm` did not (pi was killed)."""
+    from writerpool.runtime.podman import Podman  # noqa: PLC0415
+    from writerpool.runtime.spec import LABEL_SESSION  # noqa: PLC0415
+
+    podman = Podman()
+    try:
+        for container in podman.containers(LABEL_SESSION, session):
+            podman.remove(container.id)
+    except WriterpoolError as exc:
+        log.warning("a read-only session's container was not removed: %s", exc.code)
+
+
+def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
+    def record(entry: EgressRecord) -> None:
+        try:
+            audit_egress(paths, entry)
+        except OSError as exc:
+            log.warning("an egress audit line was not written: %s", exc.strerror)
+
+    return record
 
 
 def _holds_credential(agent_dir: Path) -> bool:
@@ -213,6 +308,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
             continue
         try:
             agent_launch.remove_credential(agent_dir)
+            remove_stale_egress(writer_dir / "egress")
         finally:
             lease.release()
         removed += 1

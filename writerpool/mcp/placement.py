@@ -10,7 +10,9 @@ from writerpool.config.models import Config, Profile
 from writerpool.config.modes import ExecutionModes, ModeEntry
 from writerpool.errors import WriterpoolError
 
-Placement = Literal["host", "container"]
+# container: a leased writer; readonly_container: a throwaway container with the
+# checkout read-only; host: the operator's checkout, with the operator's rights.
+Placement = Literal["host", "container", "readonly_container"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class SessionPlan:
     placement: Placement
     read_only: bool
     base: str | None
+    image: str = "default"  # the image a contained session runs: "default" or a 64-hex id
 
 
 def mode_name(entry: ModeEntry | None) -> str:
@@ -69,13 +72,32 @@ def plan_session(
     name, profile = _profile(config, profile_name)
     read_only = profile.permission == "read-only"
     entry = modes.workspaces.get(workspace)
-    placement: Placement = "host" if read_only else _coding_placement(workspace, name, entry)
+    # Every read-only session is contained, whatever the mode: it reads, and what it
+    # reads goes to the provider (docs/execution-modes.md, "Where sessions run").
+    placement: Placement = (
+        "readonly_container" if read_only else _coding_placement(workspace, name, entry)
+    )
     if base is not None and placement != "container":
         raise WriterpoolError(
             "base_not_applicable",
             "base applies only to coding sessions in container workspaces",
         )
-    return SessionPlan(workspace, workspace_dir, name, profile, placement, read_only, base)
+    image = entry.container.image if entry is not None and entry.container is not None else None
+    return SessionPlan(
+        workspace, workspace_dir, name, profile, placement, read_only, base, image or "default"
+    )
+
+
+def placements(entry: ModeEntry | None) -> dict[str, Placement | None]:
+    """Where each kind of session of a workspace runs (None: refused)."""
+    coding: Placement | None
+    if entry is None or entry.mode == "host":
+        coding = "host"
+    elif entry.mode == "read-only":
+        coding = None
+    else:
+        coding = "container"
+    return {"coding": coding, "readOnly": "readonly_container"}
 
 
 def workspace_capabilities(config: Config, modes: ExecutionModes) -> list[dict[str, Any]]:
@@ -83,7 +105,11 @@ def workspace_capabilities(config: Config, modes: ExecutionModes) -> list[dict[s
     out: list[dict[str, Any]] = []
     for alias in sorted(config.workspaces):
         entry = modes.workspaces.get(alias)
-        item: dict[str, Any] = {"alias": alias, "mode": mode_name(entry)}
+        item: dict[str, Any] = {
+            "alias": alias,
+            "mode": mode_name(entry),
+            "placement": placements(entry),
+        }
         if entry is not None and entry.container is not None:
             item["writers"] = entry.container.writers
             item["defaultBase"] = entry.container.base

@@ -8,17 +8,21 @@ import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from writerpool import __version__
-from writerpool.config.models import Pool
+from writerpool.agent.egress import EgressRequest, Grant, grant_key
+from writerpool.config.models import Config, Pool, Provider
+from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
+from writerpool.config.providers import resolve_provider
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import writer_spec
+from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
 from writerpool.pool.control import (
     control_current,
     harness_digest,
     harness_path,
+    host_listener,
     parse_harness_report,
 )
 from writerpool.report import Finding
@@ -28,7 +32,12 @@ from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
+if TYPE_CHECKING:
+    from writerpool.egress.proxy import EgressHost
+
 HARNESS_IN_CONTAINER = "/pi/harness.py"
+ACCEPTANCE_PROVIDER = "acceptance"
+DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 
 
 def fingerprint_groups(
@@ -85,6 +94,29 @@ def _token_list(names: object) -> list[str]:
     return [n for n in names if isinstance(n, str) and n.replace("_", "").isalnum() and len(n) < 40]
 
 
+def _acceptance_config(pool: Pool) -> Config:
+    # A provider that leads nowhere: the harness never makes an allowed request, and
+    # if one got through, the discard port on the host's loopback would take it.
+    return Config(pool=pool, providers={ACCEPTANCE_PROVIDER: Provider(base_url=DEAD_UPSTREAM)})
+
+
+def _plant_canary(
+    paths: Paths, state: WriterState, pool: Pool, host: EgressHost | None
+) -> tuple[Grant, str]:
+    """Send a canary credential through the session's real egress path."""
+    lay = writer_layout(paths, state.name)
+    config = _acceptance_config(pool)
+    request = EgressRequest(
+        config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
+        agent_dir=lay["agent"], egress_dir=lay["egress"], session="acceptance",
+        writer=state.name, port=EGRESS_PORT,
+    )  # fmt: skip
+    resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
+    assert resolved is not None
+    canary = "wp" + "canary-" + secrets.token_hex(16)
+    return grant_key(request, host, resolved, canary), canary
+
+
 def _run_harness(
     podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
 ) -> tuple[int, bytes]:
@@ -95,24 +127,41 @@ def _run_harness(
     canary_dir.mkdir(mode=0o700)
     canary = canary_dir / "secret"
     canary.write_text("writerpool canary\n")
+    info = network_info(state.network)
+    host = None
+    if info.egress:
+        from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+
+        host = EgressHost()
     try:
-        spec = spec.model_copy(
-            update={
-                "mounts": (
-                    *spec.mounts,
-                    Mount(source=harness_path(), target=HARNESS_IN_CONTAINER, read_only=True),
-                ),
-                "env": {
-                    **spec.env,
-                    "WRITERPOOL_HARNESS_CANARIES": str(canary),
-                    "WRITERPOOL_HARNESS_HOST_HOME": str(home),
-                    "WRITERPOOL_HARNESS_WORK": "/work",
-                },
-            }
-        )
-        done = podman.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
+        held, _ = _plant_canary(paths, state, pool, host)
+        with host_listener() as port:
+            try:
+                spec = spec.model_copy(
+                    update={
+                        "mounts": (
+                            *spec.mounts,
+                            Mount(
+                                source=harness_path(), target=HARNESS_IN_CONTAINER, read_only=True
+                            ),
+                        ),
+                        "env": {
+                            **spec.env,
+                            "WRITERPOOL_HARNESS_CANARIES": str(canary),
+                            "WRITERPOOL_HARNESS_HOST_HOME": str(home),
+                            "WRITERPOOL_HARNESS_WORK": "/work",
+                            "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
+                            "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+                        },
+                    }
+                )
+                done = podman.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
+            finally:
+                held.revoke()
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
+        if host is not None:
+            host.close()
     return done.returncode, done.stdout
 
 
@@ -143,18 +192,21 @@ def accept(
     failed = sorted(n for n, c in checks.items() if c.get("status") == "fail")
     inconclusive = sorted(n for n, c in checks.items() if c.get("status") == "inconclusive")
     network = report.get("network") if report else None
+    expected = classification(state.network)
     ok = (
         exit_code == 0
         and report is not None
         and report.get("verdict") == "pass"
-        and network in ("limited", "not_limited")
+        and network == expected
     )
     code, message = "writer_accepted", ""  # the failure paths below set the message
     changed: list[str] = []
     if not ok:
         code = "acceptance_harness_failed"
+        if report is not None and network in ("limited", "not_limited") and network != expected:
+            failed += _failed_network_checks(report)
         message = "the contained harness did not pass: " + (
-            ", ".join(failed + inconclusive) or "no valid report"
+            ", ".join(failed + inconclusive) or f"network {network}, expected {expected}"
         )
     else:
         # Re-read: the recorded settings, the pin or Podman may have moved during the run.
@@ -197,9 +249,13 @@ def accept(
             }
         ),
     )
-    reach = (
-        "network NOT limited: the agent can reach whatever the host can"
-        if network == "not_limited"
-        else "no network"
+    return state, Finding(code, "ok", target, f"accepted; network {describe(state.network)}")
+
+
+def _failed_network_checks(report: dict[str, Any]) -> list[str]:
+    checks = report.get("networkChecks")
+    if not isinstance(checks, dict):
+        return ["network"]
+    return sorted(
+        n for n, c in checks.items() if not isinstance(c, dict) or c.get("status") != "pass"
     )
-    return state, Finding(code, "ok", target, f"accepted; {reach}")

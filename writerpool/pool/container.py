@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from writerpool.config.models import Pool
+from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.runtime.spec import (
     LABEL_ROLE,
+    LABEL_SESSION,
     LABEL_SETTINGS,
     LABEL_WORKSPACE,
     LABEL_WRITER,
@@ -18,6 +20,11 @@ from writerpool.runtime.spec import (
 from writerpool.state.writer import WriterState
 
 AGENT_DIR = "/pi/agent"
+# The provider proxy's socket directory, and the loopback port the image's forwarder
+# (images/egress-forwarder, started by pi's launcher) relays to it.
+EGRESS_DIR = "/pi/egress"
+EGRESS_SOCKET = "proxy.sock"
+EGRESS_PORT = 41480
 CACHE_ENV = {
     "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
     "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
@@ -31,6 +38,7 @@ def writer_layout(paths: Paths, name: str) -> dict[str, Path]:
         "clone": root / "clone",
         "agent": root / "agent",
         "cache": root / "cache",
+        "egress": root / "egress",
         "collections": root / "collections",
     }
 
@@ -71,9 +79,9 @@ def writer_spec(
     if state.cache in CACHE_ENV:
         mounts.append(Mount(source=lay["cache"], target=f"/pi/{state.cache}"))
         env.update(CACHE_ENV[state.cache])
-    limits = (
-        Limits(memory=pool.memory, cpus=pool.cpus, pids=pool.pids) if limits_supported() else None
-    )
+    if network_info(state.network).egress:
+        mounts.append(egress_mount(lay["egress"]))
+        env.update(EGRESS_ENV)
     return ContainerSpec(
         image_id=image_id,
         name=f"writerpool-{state.name}",
@@ -85,6 +93,50 @@ def writer_spec(
         },
         mounts=tuple(mounts),
         env=env,
-        network=state.network,
-        limits=limits,
+        network=network_info(state.network).podman,
+        limits=pool_limits(pool),
+    )
+
+
+EGRESS_ENV = {
+    "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",
+    "WRITERPOOL_EGRESS_PORT": str(EGRESS_PORT),
+}
+
+
+def egress_mount(egress_dir: Path) -> Mount:
+    # Read-only: the agent may connect to the socket, never replace it.
+    return Mount(source=egress_dir, target=EGRESS_DIR, read_only=True)
+
+
+def pool_limits(pool: Pool) -> Limits | None:
+    if not limits_supported():
+        return None
+    return Limits(memory=pool.memory, cpus=pool.cpus, pids=pool.pids)
+
+
+def readonly_spec(
+    *,
+    image_id: str,
+    session_id: str,
+    checkout: Path,
+    agent_dir: Path,
+    egress_dir: Path,
+    pool: Pool,
+) -> ContainerSpec:
+    """A read-only session's throwaway container: the operator's checkout read-only at
+    /work (its .git included), the session's agent directory, the proxy socket, and
+    nothing else of the host; the same flags as a writer's."""
+    return ContainerSpec(
+        image_id=image_id,
+        name=f"writerpool-ro-{session_id}",
+        labels={LABEL_ROLE: "readonly", LABEL_SESSION: session_id},
+        mounts=(
+            Mount(source=checkout, target="/work", read_only=True),
+            Mount(source=agent_dir, target=AGENT_DIR, read_only=True),
+            egress_mount(egress_dir),
+        ),
+        env={"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1", **EGRESS_ENV},
+        network="none",
+        limits=pool_limits(pool),
     )

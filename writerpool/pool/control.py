@@ -6,8 +6,10 @@ import hashlib
 import json
 import secrets
 import shutil
+import socket
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +26,10 @@ TARGET = "writer/host/control"
 # What an uncontained process on this host can always do; the harness must notice each.
 EXPECTED_ESCAPES = (
     "host_canary", "host_home", "root_readonly", "no_new_privs", "pid_namespace",
-    "user_namespace",
+    "user_namespace", "provider_credential",
 )  # fmt: skip
+# Network checks an uncontained process always fails: the host's loopback answers.
+EXPECTED_NETWORK_ESCAPES = ("net_host_loopback",)
 
 
 class ControlRecord(BaseModel):
@@ -35,6 +39,15 @@ class ControlRecord(BaseModel):
     at: str
     harness_digest: str = Field(alias="harnessDigest")
     missed: tuple[str, ...] = ()
+
+
+@contextmanager
+def host_listener() -> Iterator[int]:
+    """A port listening on the host's loopback, which a writer must not reach."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
 
 
 def harness_path() -> Path:
@@ -100,20 +113,33 @@ def run_control(
         canary_dir.mkdir(mode=0o700)
         canary = canary_dir / "secret"
         canary.write_text("writerpool canary\n")
-        env = {
-            "WRITERPOOL_HARNESS_CANARIES": str(canary),
-            "WRITERPOOL_HARNESS_HOST_HOME": str(home),
-            "WRITERPOOL_HARNESS_WORK": str(work),
-        }
-        out = runner(program, env, work)
+        with host_listener() as port:
+            env = {
+                "WRITERPOOL_HARNESS_CANARIES": str(canary),
+                "WRITERPOOL_HARNESS_HOST_HOME": str(home),
+                "WRITERPOOL_HARNESS_WORK": str(work),
+                "WRITERPOOL_HARNESS_CANARY": "scan",
+                "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+                # As an uncontained agent would hold a provider key: it must be found.
+                "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
+            }
+            out = runner(program, env, work)
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     parsed = parse_harness_report(out)
     checks = parsed["checks"] if parsed else {}
+    network_checks = parsed.get("networkChecks", {}) if parsed else {}
     missed = tuple(
         name for name in EXPECTED_ESCAPES if checks.get(name, {}).get("status") != "fail"
+    ) + tuple(
+        name
+        for name in EXPECTED_NETWORK_ESCAPES
+        if not isinstance(network_checks, dict)
+        or network_checks.get(name, {}).get("status") != "fail"
     )
+    if parsed is not None and parsed.get("network") != "not_limited":
+        missed += ("network",)
     passed = parsed is not None and not missed
     _save(
         paths,

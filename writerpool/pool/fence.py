@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 from writerpool.errors import WriterpoolError
 from writerpool.pool.lease import Lease
 from writerpool.runtime.podman import Podman, PodmanUnavailable
@@ -21,4 +25,18 @@ def fence(podman: Podman, writer: str, lease: Lease) -> int:
         raise WriterpoolError(
             "writer_fenced", "could not confirm that no container of the writer exists"
         ) from exc
+    remove_stale_egress(lease.path.parent / "egress")
     return len(orphans)
+
+
+def remove_stale_egress(egress_dir: Path) -> bool:
+    """Remove the proxy socket a killed server left; with the lease held and no container
+    left, no session can be using it. Only a socket is removed, never through a link."""
+    path = egress_dir / "proxy.sock"
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True

@@ -6,7 +6,16 @@ must not). It uses only the standard library and imports nothing from writerpool
 runs on any Python 3 inside the image. Inputs come from environment variables:
 WRITERPOOL_HARNESS_CANARIES (os.pathsep-separated host files that must be unreadable),
 WRITERPOOL_HARNESS_HOST_HOME (the operator's home), WRITERPOOL_HARNESS_WORK (the clone),
-WRITERPOOL_HARNESS_ALLOWED_KEYS (credential variables deliberately given).
+WRITERPOOL_HARNESS_ALLOWED_KEYS (credential variables deliberately given),
+WRITERPOOL_HARNESS_CANARY ("scan": a canary credential was sent through the real path
+and must be found nowhere; "skip": an open network kind, where the key is copied in),
+WRITERPOOL_HARNESS_HOST_PORT (a port listening on the host's loopback), and the
+proxy socket WRITERPOOL_EGRESS_SOCKET of a `provider` network.
+
+The network checks decide the classification and are reported apart from the verdict:
+an open network kind is accepted as `not_limited`, never as `limited`. Active probes
+(name resolution, a direct connection) run only where no route exists, so no packet
+can leave: on a host with a route the passive checks already say `not_limited`.
 """
 
 from __future__ import annotations
@@ -14,8 +23,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import socket
+import stat
 import sys
 import tempfile
+from collections.abc import Callable
 
 SCHEMA_VERSION = 1
 Result = tuple[str, str]  # (status, detail) with status pass|fail|inconclusive
@@ -184,13 +197,189 @@ def check_credentials() -> Result:
     return "pass", "no host credentials"
 
 
-def classify_network() -> str:
+# Split so that this file does not match its own pattern.
+CANARY_RE = re.compile(("wp" "canary-") + r"[0-9a-f]{32}")
+# Where writerpool puts anything for a session; all of it is scanned.
+SCAN_ROOTS = ("/pi", "/tmp", os.path.expanduser("~"))
+SCAN_MAX_FILES = 20000
+SCAN_MAX_BYTES = 64 * 1024 * 1024
+SCAN_FILE_BYTES = 1024 * 1024
+
+
+def _canary_in(data: bytes) -> bool:
+    return CANARY_RE.search(data.decode("latin-1")) is not None
+
+
+def _scan_processes() -> bool:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for name in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as f:
+                    if _canary_in(f.read(SCAN_FILE_BYTES)):
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+def _scan_files(roots: tuple[str, ...], budget: int) -> bool | None:
+    """True: a canary found; None: the budget ran out first. `.git` directories are
+    skipped: their objects are compressed, and nothing of writerpool writes there."""
+    files = 0
+    stack = [r for r in dict.fromkeys(roots) if os.path.isdir(r)]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and entry.name != ".git":
+                stack.append(entry.path)
+            elif stat.S_ISREG(mode):
+                files += 1
+                if files > SCAN_MAX_FILES or budget <= 0:
+                    return None
+                try:
+                    with open(entry.path, "rb") as f:
+                        data = f.read(SCAN_FILE_BYTES)
+                except OSError:
+                    continue
+                budget -= len(data)
+                if _canary_in(data):
+                    return True
+    return False
+
+
+def check_provider_credential() -> Result:
+    mode = os.environ.get("WRITERPOOL_HARNESS_CANARY", "")
+    if mode == "skip":
+        return "pass", "an open network kind: the provider key is copied in (NOT limited)"
+    if mode != "scan":
+        return "inconclusive", "no canary credential was sent"
+    if _scan_processes():
+        return "fail", "the canary credential is in a process's environment or arguments"
+    found = _scan_files(SCAN_ROOTS, SCAN_MAX_BYTES)
+    if found is None:
+        return "inconclusive", "too many files to scan"
+    # The clone comes from the operator's checkout: scanned as far as the budget goes.
+    if found or _scan_files((os.environ.get("WRITERPOOL_HARNESS_WORK", "/work"),), SCAN_MAX_BYTES):
+        return "fail", "the canary credential is in a readable file"
+    return "pass", "the canary credential is nowhere inside"
+
+
+def _interfaces() -> list[str]:
     try:
-        interfaces = [i for i in os.listdir("/sys/class/net") if i != "lo"]
+        return [i for i in os.listdir("/sys/class/net") if i != "lo"]
     except OSError:
-        interfaces = ["unknown"]
-    # Any interface besides loopback leads somewhere writerpool does not filter.
-    return "not_limited" if interfaces else "limited"
+        return ["unknown"]
+
+
+def _routes() -> list[str]:
+    """Interfaces with a route (IPv4 and IPv6), loopback aside."""
+    found = []
+    for path, column in (("/proc/net/route", 0), ("/proc/net/ipv6_route", 9)):
+        try:
+            with open(path) as f:
+                rows = [line.split() for line in f.read().splitlines()]
+        except OSError:
+            return ["unknown"]
+        for row in rows:
+            if len(row) > column and row[column] not in ("lo", "Iface"):
+                found.append(row[column])
+    return found
+
+
+def net_interfaces() -> Result:
+    others = _interfaces()
+    return ("fail", "interfaces besides loopback") if others else ("pass", "loopback only")
+
+
+def net_routes() -> Result:
+    return ("fail", "a route leads out") if _routes() else ("pass", "no route")
+
+
+def net_resolve() -> Result:
+    if _routes():
+        return "fail", "a route exists (not probed)"
+    try:
+        socket.getaddrinfo("example.com", 443)
+    except OSError:
+        return "pass", "name resolution fails"
+    return "fail", "a name resolved"
+
+
+def _connects(family: int, address: tuple[str, int]) -> bool:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(3)
+        try:
+            s.connect(address)
+        except OSError:
+            return False
+    return True
+
+
+def net_direct() -> Result:
+    if _routes():
+        return "fail", "a route exists (not probed)"
+    # TEST-NET-1: never a real host; with no route, connect fails before any packet.
+    if _connects(socket.AF_INET, ("192.0.2.1", 443)):
+        return "fail", "a direct connection out succeeded"
+    return "pass", "direct connections fail"
+
+
+def net_host_loopback() -> Result:
+    port = os.environ.get("WRITERPOOL_HARNESS_HOST_PORT", "")
+    if not port.isdigit():
+        return "inconclusive", "no host port given"
+    if _connects(socket.AF_INET, ("127.0.0.1", int(port))):
+        return "fail", "the host's loopback answers"
+    return "pass", "the host's loopback is out of reach"
+
+
+def net_proxy() -> Result:
+    """The proxy socket answers, and refuses what is not pi's (no token, no route)."""
+    path = os.environ.get("WRITERPOOL_EGRESS_SOCKET", "")
+    if not path:
+        return "pass", "no proxy socket (no network at all)"
+    request = b"GET /writerpool-harness-probe HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        try:
+            s.connect(path)
+            s.sendall(request)
+            head = s.recv(64)
+        except OSError:
+            return "fail", "the proxy socket does not answer"
+    status = head.split(b" ", 2)[1:2]
+    if status and status[0] in (b"401", b"403"):
+        return "pass", "the proxy refuses a request without the session's token"
+    return "fail", "the proxy did not refuse a foreign request"
+
+
+NETWORK_CHECKS = {
+    "net_interfaces": net_interfaces,
+    "net_routes": net_routes,
+    "net_resolve": net_resolve,
+    "net_direct": net_direct,
+    "net_host_loopback": net_host_loopback,
+    "net_proxy": net_proxy,
+}
+
+
+def _run(probes: dict[str, Callable[[], Result]]) -> dict[str, dict[str, str]]:
+    out = {}
+    for name, probe in probes.items():
+        try:
+            status, detail = probe()
+        except Exception as exc:  # a probe that breaks proves nothing either way
+            status, detail = "inconclusive", type(exc).__name__
+        out[name] = {"status": status, "detail": detail}
+    return out
 
 
 CHECKS = {
@@ -204,23 +393,21 @@ CHECKS = {
     "user_namespace": check_user_namespace,
     "engine_socket": check_engine_socket,
     "credentials": check_credentials,
+    "provider_credential": check_provider_credential,
 }
 
 
 def main() -> int:
-    checks = {}
-    for name, probe in CHECKS.items():
-        try:
-            status, detail = probe()
-        except Exception as exc:  # a probe that breaks proves nothing either way
-            status, detail = "inconclusive", type(exc).__name__
-        checks[name] = {"status": status, "detail": detail}
+    checks = _run(CHECKS)
+    network = _run(NETWORK_CHECKS)
     verdict = "pass" if all(c["status"] == "pass" for c in checks.values()) else "fail"
+    limited = all(c["status"] == "pass" for c in network.values())
     report = {
         "schemaVersion": SCHEMA_VERSION,
         "verdict": verdict,
-        "network": classify_network(),
+        "network": "limited" if limited else "not_limited",
         "checks": checks,
+        "networkChecks": network,
     }
     json.dump(report, sys.stdout, sort_keys=True)
     sys.stdout.write("\n")

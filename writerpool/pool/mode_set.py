@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings, ModeEntry, load_modes, store_entry
+from writerpool.config.network import DEFAULT_NETWORK
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
@@ -36,7 +37,7 @@ class ModeRequest:
     writers: int = 1
     lifecycle: str = "persistent"
     image: str = "default"
-    network: str = "slirp4netns"
+    network: str = DEFAULT_NETWORK
     tags: str = "none"
     cache: str = "none"
     base: str | None = None

@@ -33,6 +33,8 @@ class WriterSlot:
     base_ref: str
     base_commit: str
     agent_dir: Path
+    egress_dir: Path
+    network: str  # the writer's network kind
     spec: ContainerSpec
     podman: Podman
     lease: Lease
@@ -105,6 +107,8 @@ def lease_ready_writer(
                 base_ref=state.base.name,
                 base_commit=state.base.commit,
                 agent_dir=writer_layout(paths, name)["agent"],
+                egress_dir=writer_layout(paths, name)["egress"],
+                network=state.network,
                 spec=writer_spec(paths, state, image_id, config.pool),
                 podman=podman,
                 lease=lease,

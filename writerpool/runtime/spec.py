@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from writerpool.config.network import PodmanNetwork
 
 LABEL_WRITER = "io.writerpool.writer"
 LABEL_WORKSPACE = "io.writerpool.workspace"
 LABEL_SETTINGS = "io.writerpool.settings"
 LABEL_ROLE = "io.writerpool.role"
+LABEL_SESSION = "io.writerpool.session"
 
 AGENT_HOME = "/home/agent"
 
@@ -53,7 +55,7 @@ class ContainerSpec(Strict):
     labels: dict[str, str] = {}
     mounts: tuple[Mount, ...] = ()
     env: dict[str, str] = {}
-    network: Literal["none", "slirp4netns", "pasta"] = "none"
+    network: PodmanNetwork = "none"
     workdir: str = "/work"
     limits: Limits | None = None  # None where the host's cgroups cannot enforce them
 

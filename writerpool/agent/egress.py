@@ -1,0 +1,125 @@
+"""How a session's pi reaches its provider: the egress policy of its network kind.
+
+- `provider` (limited): a host-side proxy for this session alone listens on a Unix
+  socket in the session's egress directory; pi's models.json points the provider at
+  the image's loopback forwarder with a per-session token as its key. The real
+  credential stays in this process.
+- `none` (limited): nothing can leave, so no credential is handed out at all.
+- `slirp4netns`, `pasta`, and host sessions (NOT limited): the provider's key is
+  copied into the private agent directory for the session and removed when it ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from writerpool.agent import launch as agent_launch
+from writerpool.config.models import Config
+from writerpool.config.network import network_info
+from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
+from writerpool.errors import WriterpoolError
+from writerpool.state.atomic import ensure_private_dir
+
+if TYPE_CHECKING:
+    from writerpool.egress.proxy import EgressHost, EgressSession
+
+SOCKET_NAME = "proxy.sock"
+
+
+class Grant(Protocol):
+    """What a session holds of its egress until it ends."""
+
+    def revoke(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class EgressRequest:
+    config: Config
+    provider: str
+    network: str  # a network kind, or "host" for a host session
+    agent_dir: Path  # rendered for pi here
+    egress_dir: Path  # the proxy's socket goes here (provider only)
+    session: str
+    writer: str | None
+    port: int  # where the forwarder listens inside the container
+
+
+@dataclass
+class RenderedDir:
+    """The agent directory is all the session holds: with the key on an open network
+    or a host session, without any on `none`."""
+
+    agent_dir: Path
+
+    def revoke(self) -> None:
+        agent_launch.remove_credential(self.agent_dir)
+
+
+@dataclass
+class Proxied:
+    """A provider-mode session: the proxy holds the key; the writer holds a token."""
+
+    agent_dir: Path
+    proxy: EgressSession
+
+    def revoke(self) -> None:
+        try:
+            self.proxy.stop()
+        finally:
+            agent_launch.remove_credential(self.agent_dir)
+
+
+def resolve(config: Config, name: str) -> tuple[ResolvedProvider, str]:
+    """The provider and its real credential, or the refusal a client sees."""
+    resolved = resolve_provider(config, name)
+    if resolved is None:
+        raise WriterpoolError("provider_unconfigured", f"provider {name!r} is not known")
+    key = provider_key(resolved)
+    if key is None:
+        raise WriterpoolError(
+            "provider_unconfigured", f"no credential is available for provider {name!r}"
+        )
+    return resolved, key
+
+
+def grant(request: EgressRequest, host: EgressHost | None) -> Grant:
+    """Render the agent directory for this session's provider and open its egress."""
+    resolved, key = resolve(request.config, request.provider)
+    return grant_key(request, host, resolved, key)
+
+
+def grant_key(
+    request: EgressRequest, host: EgressHost | None, resolved: ResolvedProvider, key: str
+) -> Grant:
+    """The same for a given key: acceptance sends a canary credential this way."""
+    container = request.network != "host"
+    # Rendered anew each session: nothing a killed server or an agent left survives.
+    agent_launch.remove_credential(request.agent_dir)
+    agent_launch.render_for_profile(request.config, request.agent_dir, request.provider, container)
+    info = network_info(request.network) if container else None
+    if info is not None and info.egress:
+        if host is None:
+            raise WriterpoolError("session_start_failed", "the provider proxy is not running")
+        ensure_private_dir(request.egress_dir)
+        proxy = host.open(
+            session=request.session,
+            writer=request.writer,
+            socket_path=request.egress_dir / SOCKET_NAME,
+            upstream=resolved,
+            credential=key,
+            caps=request.config.pool.egress_caps(),
+        )
+        try:
+            agent_launch.point_at_proxy(
+                request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
+            )
+        except BaseException:
+            proxy.stop()
+            raise
+        return Proxied(request.agent_dir, proxy)
+    if info is not None and not info.egress and info.limited:
+        return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
+    agent_launch.install_credential(request.agent_dir, request.provider, key)
+    return RenderedDir(request.agent_dir)
