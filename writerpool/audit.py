@@ -11,14 +11,21 @@ import json
 import os
 import re
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
 from writerpool.config.paths import Paths
 from writerpool.state.atomic import ensure_private_dir
 
+if TYPE_CHECKING:
+    from writerpool.egress.model import EgressRecord
+
 # What may appear in a field: tool and command names, session ids, writer names, codes.
 _FIELD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}$")
+# A provider request's path (relative to the proxy's prefix) and method.
+_PATH_RE = re.compile(r"^/[A-Za-z0-9._~:/-]{0,200}$")
+_METHOD_RE = re.compile(r"^[A-Z]{1,16}$")
 _LOCK_TIMEOUT = 10.0
 
 
@@ -44,6 +51,39 @@ def audit_line(
     return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
+def _checked(value: str, pattern: re.Pattern[str]) -> str:
+    return value if pattern.fullmatch(value) else "<refused>"
+
+
+def _count(value: int) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def egress_line(record: EgressRecord) -> bytes:
+    """The exact bytes appended for one request through a session's provider proxy."""
+    line = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "action": "egress",
+        "session": _field(record.session),
+        "writer": _field(record.writer),
+        "method": _checked(record.method, _METHOD_RE),
+        "path": _checked(record.path, _PATH_RE),
+        "status": record.status if 0 <= record.status <= 999 else 0,
+        "outcome": _field(record.outcome),
+        "bytesUp": _count(record.bytes_up),
+        "bytesDown": _count(record.bytes_down),
+        "durationMs": _count(record.duration_ms),
+        "uid": os.getuid(),
+        "pid": os.getpid(),
+    }
+    return (json.dumps(line, sort_keys=True) + "\n").encode()
+
+
+def audit_egress(paths: Paths, record: EgressRecord) -> None:
+    """Append one provider request's line to the audit log; raises OSError on failure."""
+    _append(paths, egress_line(record))
+
+
 def audit(
     paths: Paths,
     *,
@@ -56,6 +96,10 @@ def audit(
     line = audit_line(
         tool_or_command=tool_or_command, outcome=outcome, session=session, writer=writer
     )
+    _append(paths, line)
+
+
+def _append(paths: Paths, line: bytes) -> None:
     ensure_private_dir(paths.audit_log.parent)
     # The lock keeps concurrent writers (a server and operator commands) from
     # interleaving partial lines; O_APPEND alone does not promise that for every size.

@@ -130,6 +130,18 @@ CODES: dict[str, str] = {
     "workspace_mode": "The workspace's execution mode is set and usable on this host",
     "profile_provider": "The profile's provider is built into pi or declared under [providers]",
     "lease_dir": "The writers directory is the user's, 0700, and exclusive file locks work",
+    # provider egress (the per-session proxy; its audit lines' outcomes)
+    "egress_failed": "The session's provider proxy could not be opened",
+    "egress_ok": "A request went through the provider proxy",
+    "egress_token_missing": "A proxy request carried no session token (401)",
+    "egress_token_wrong": "A proxy request carried a wrong session token (403)",
+    "egress_route_refused": "A proxy request's method and path are not the provider API's (403)",
+    "egress_cap_requests": "The session's request cap of the provider proxy was reached (429)",
+    "egress_cap_concurrent": "The session's concurrent-request cap was reached (429)",
+    "egress_cap_bytes_up": "The session's upload byte cap was reached (429)",
+    "egress_cap_bytes_down": "The session's download byte cap was reached (429, or the stream cut)",
+    "egress_upstream_failed": "The provider could not be reached or its TLS did not verify (502)",
+    "egress_cancelled": "A proxy request ended early: client gone or session stopped",
     # image
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",

@@ -96,7 +96,11 @@ def test_launcher_pi_and_writerpool_versions_are_inputs(images_dir: Path) -> Non
     assert load_definition("0.73.1", images_dir, writerpool_version="9.9").inputs_digest() != base
     launcher = images_dir / "pi-launcher"
     launcher.write_text(launcher.read_text() + "# changed\n")
-    assert _definition(images_dir).inputs_digest() != base
+    changed = _definition(images_dir).inputs_digest()
+    assert changed != base
+    forwarder = images_dir / "egress-forwarder"
+    forwarder.write_text(forwarder.read_text() + "# changed\n")
+    assert _definition(images_dir).inputs_digest() not in (base, changed)
 
 
 def test_mirror_override_changes_the_digest_and_reaches_mmdebstrap(images_dir: Path) -> None:

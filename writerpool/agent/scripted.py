@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -30,6 +31,8 @@ TOOL_RESULTS = "{tool_results}"
 CHUNK_CHARS = 16  # fast steps: pieces of this size
 SLOW_CHUNKS = 20  # slow steps: spread over this many pieces at least
 MAX_BODY = 32 * 1024 * 1024
+# The headers a key can arrive in; the last request's values are kept for tests.
+AUTH_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 
 
 class _Strict(BaseModel):
@@ -188,6 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        self.server.provider.note_request(self.path, self.headers)
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             models = [{"id": m, "object": "model", "owned_by": "writerpool"}
                       for m in self.server.provider.script.models]  # fmt: skip
@@ -196,6 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:
+        self.server.provider.note_request(self.path, self.headers)
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send_json(404, {"error": {"message": "not found"}})
             return
@@ -251,8 +256,15 @@ class _Server(ThreadingHTTPServer):
 class ScriptedProvider:
     """The server, run on a background thread: `start()`, `.port`, `stop()`."""
 
-    def __init__(self, script: Script, host: str = "0.0.0.0", port: int = 0) -> None:  # noqa: S104 - writers reach it through the host's address
+    def __init__(
+        self,
+        script: Script,
+        host: str = "0.0.0.0",  # noqa: S104 - writers reach it through the host's address
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.script = script
+        self.tls = tls
         self.host = host
         self._requested_port = port
         self._server: _Server | None = None
@@ -262,6 +274,15 @@ class ScriptedProvider:
         self.request_count = 0
         self.last_model: str | None = None
         self.last_authorization: str | None = None
+        self.last_auth: dict[str, str] = {}
+        self.last_path: str | None = None
+
+    def note_request(self, path: str, headers: Any) -> None:
+        """Keep the request's path (with its query) and the headers a key can be in."""
+        auth = {name: str(headers[name]) for name in AUTH_HEADERS if headers.get(name)}
+        with self._lock:
+            self.last_path = path
+            self.last_auth = auth
 
     def record(self, model: str, authorization: str | None) -> None:
         with self._lock:
@@ -276,13 +297,16 @@ class ScriptedProvider:
         return int(self._server.server_address[1])
 
     def base_url(self, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}/v1"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}/v1"
 
     def start(self) -> ScriptedProvider:
         if self._server is not None:
             return self
         self.stopping.clear()
         server = _Server((self.host, self._requested_port), _Handler)
+        if self.tls is not None:
+            server.socket = self.tls.wrap_socket(server.socket, server_side=True)
         server.provider = self
         self._server = server
         self._thread = threading.Thread(

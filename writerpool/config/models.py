@@ -59,12 +59,47 @@ class Provider(Strict):
     max_tokens: int = 8192
 
 
+SIZE_PATTERN = r"^[0-9]+[kmg]?$"
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(value: str) -> int:
+    """Bytes of a size written like `memory`: digits and an optional k, m or g."""
+    if not re.fullmatch(SIZE_PATTERN, value):
+        raise ValueError(f"not a size: {value!r}")
+    digits, unit = (value[:-1], value[-1]) if value[-1] in "kmg" else (value, "")
+    return int(digits) * _SIZE_UNITS[unit]
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one session may send through its provider proxy (see docs/execution-modes.md)."""
+
+    requests: int
+    bytes_up: int
+    bytes_down: int
+    concurrent: int
+
+
 class Pool(Strict):
     lease_wait_seconds: float = Field(default=10.0, ge=0, le=600)
-    memory: str = Field(default="4g", pattern=r"^[0-9]+[kmg]?$")
+    memory: str = Field(default="4g", pattern=SIZE_PATTERN)
     cpus: float = Field(default=2.0, gt=0, le=256)
     pids: int = Field(default=1024, ge=16)
     session_close_seconds: float = Field(default=10.0, gt=0, le=120)
+    # Per-session caps of the provider proxy (`provider` networking).
+    egress_requests: int = Field(default=5000, ge=1)
+    egress_bytes_up: str = Field(default="1g", pattern=SIZE_PATTERN)
+    egress_bytes_down: str = Field(default="256m", pattern=SIZE_PATTERN)
+    egress_concurrent: int = Field(default=8, ge=1, le=1024)
+
+    def caps(self) -> Caps:
+        return Caps(
+            requests=self.egress_requests,
+            bytes_up=parse_size(self.egress_bytes_up),
+            bytes_down=parse_size(self.egress_bytes_down),
+            concurrent=self.egress_concurrent,
+        )
 
 
 class Config(Strict):

@@ -78,6 +78,7 @@ class ImageDefinition:
     rootfs: RootfsSpec
     containerfile: bytes
     launcher: bytes
+    forwarder: bytes
     pi_version: str
     writerpool_version: str
 
@@ -97,6 +98,7 @@ class ImageDefinition:
                 "rootfs": self.rootfs_digest(),
                 "containerfile": hashlib.sha256(self.containerfile).hexdigest(),
                 "launcher": hashlib.sha256(self.launcher).hexdigest(),
+                "forwarder": hashlib.sha256(self.forwarder).hexdigest(),
                 "piVersion": self.pi_version,
                 "writerpoolVersion": self.writerpool_version,
             }
@@ -118,12 +120,14 @@ def load_definition(
     mirror: str | None = None,
     writerpool_version: str = __version__,
 ) -> ImageDefinition:
-    """Read images/ (rootfs.toml, Containerfile, pi-launcher); mirror overrides the file's."""
+    """Read images/ (rootfs.toml, Containerfile, pi-launcher, egress-forwarder); mirror
+    overrides the file's."""
     directory = directory or DEFAULT_IMAGES_DIR
     try:
         data = tomllib.loads((directory / "rootfs.toml").read_text())
         containerfile = (directory / "Containerfile").read_bytes()
         launcher = (directory / "pi-launcher").read_bytes()
+        forwarder = (directory / "egress-forwarder").read_bytes()
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise WriterpoolError(
             "image_build_failed", f"the image definition cannot be read ({type(exc).__name__})"
@@ -135,7 +139,7 @@ def load_definition(
     except ValidationError as exc:
         fields = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))
         raise UsageError(f"invalid image definition or mirror: {fields or 'rootfs.toml'}") from exc
-    return ImageDefinition(directory, rootfs, containerfile, launcher, pi_version,
+    return ImageDefinition(directory, rootfs, containerfile, launcher, forwarder, pi_version,
                            writerpool_version)  # fmt: skip
 
 

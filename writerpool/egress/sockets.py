@@ -1,0 +1,106 @@
+"""The proxy's Unix sockets: made private before anyone can connect, swept when stale."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import socket
+import stat
+from pathlib import Path
+
+from writerpool.errors import WriterpoolError
+
+# sun_path holds 108 bytes on Linux, the terminating NUL included.
+MAX_SOCKET_PATH = 107
+
+
+def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
+    """A Unix socket listening at `path`, mode 0600, its directory 0700 if made here.
+
+    It is bound under a temporary name in the same directory, made 0600, and renamed
+    onto `path`: no moment exists when it is reachable with looser permissions, and a
+    stale socket left at `path` (a killed server's) is replaced in one step. Anything
+    at `path` other than a socket is refused.
+    """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise WriterpoolError("egress_failed", "the proxy socket's path is too long")
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(mode=0o700, parents=True)
+        os.chmod(parent, 0o700)
+    _refuse_non_socket(path)
+    temporary = parent / f".{path.name}.{secrets.token_hex(4)}"
+    if len(os.fsencode(temporary)) > MAX_SOCKET_PATH:
+        temporary = parent / f".s{secrets.token_hex(4)}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(temporary))
+        try:
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+            raise
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        name = errno.errorcode.get(exc.errno or 0, "error")
+        raise WriterpoolError("egress_failed", f"the proxy socket cannot listen ({name})") from exc
+    return sock
+
+
+def _refuse_non_socket(path: Path) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise WriterpoolError(
+            "egress_failed", "something other than a socket is at the proxy's path"
+        )
+
+
+def unlink_socket(path: Path, inode: int | None = None) -> None:
+    """Remove the socket at path, if it is one (and the one with `inode`, if given)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(info.st_mode) and (inode is None or info.st_ino == inode):
+        path.unlink(missing_ok=True)
+
+
+def remove_stale_socket(path: Path) -> bool:
+    """Unlink a socket nobody listens on (its server was killed); True when removed.
+
+    A symlink is never followed and anything but a socket is left alone; a socket
+    that accepts a connection, or answers other than "refused", is kept.
+    """
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(before.st_mode):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        pass  # nobody listens: stale
+    except OSError:
+        return False  # unknown: keep it
+    else:
+        return False  # alive
+    finally:
+        probe.close()
+    with contextlib.suppress(FileNotFoundError):
+        now = os.lstat(path)
+        # The same socket file still, not one a new server put there meanwhile.
+        if stat.S_ISSOCK(now.st_mode) and now.st_ino == before.st_ino:
+            path.unlink()
+            return True
+    return False
