@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,13 +42,6 @@ SERVER_VARS = (
     "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "PATH",
     "LANG", "PYTHONPATH", KEY_ENV,
 )  # fmt: skip
-
-
-def host_address() -> str:
-    """The host's own non-loopback address (no packet is sent for a UDP connect)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))
-        return str(probe.getsockname()[0])
 
 
 @dataclass
@@ -128,7 +120,6 @@ class BenchEnv:
         lines += [
             "", "[providers.scripted]",
             f'base_url = "http://127.0.0.1:{port}/v1"',
-            f'container_base_url = "http://{host_address()}:{port}/v1"',
             f'api_key_env = "{KEY_ENV}"',
             "", "[pool]", "session_close_seconds = 10",
         ]  # fmt: skip

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,13 +32,6 @@ SCRIPT = {
     ]
 }
 PROMPT = "Add a greet(name) function in greet.py and commit it."
-
-
-def host_address() -> str:
-    """The host's own non-loopback address: how a writer reaches a provider on the host."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.1", 9))  # no packet is sent for a UDP connect
-        return str(s.getsockname()[0])
 
 
 def step(title: str) -> None:
@@ -100,7 +92,6 @@ model = "{model}"
 
 [providers.scripted]
 base_url = "http://127.0.0.1:{port}/v1"
-container_base_url = "http://{host_address()}:{port}/v1"
 """)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -74,16 +73,9 @@ def pi_prefix() -> Path:
 
 @pytest.fixture(scope="session")
 def scripted() -> Iterator[ScriptedProvider]:
-    # Bound on every address: a writer's container reaches it through the host's address.
+    # Loopback only: writers reach it through their session's provider proxy.
     with ScriptedProvider(SCRIPT) as provider:
         yield provider
-
-
-def host_address() -> str:
-    """The host's own non-loopback address (no packet is sent for a UDP connect)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))
-        return str(probe.getsockname()[0])
 
 
 def _config_text(workspaces: dict[str, Path], port: int) -> str:
@@ -103,7 +95,6 @@ def _config_text(workspaces: dict[str, Path], port: int) -> str:
         "",
         "[providers.scripted]",
         f'base_url = "http://127.0.0.1:{port}/v1"',
-        f'container_base_url = "http://{host_address()}:{port}/v1"',
         f'api_key_env = "{KEY_ENV}"',
         "",
         "[pool]",

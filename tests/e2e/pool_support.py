@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS, host_address
+from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS
 from tests.e2e.harness import ServerEnv
 from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import make_checkout, podman, wp
@@ -165,7 +165,6 @@ thinking = "off"
 
 [providers.scripted]
 base_url = "http://127.0.0.1:{port}/v1"
-container_base_url = "http://{host_address()}:{port}/v1"
 api_key_env = "{KEY_ENV}"
 
 [pool]

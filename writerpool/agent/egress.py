@@ -109,7 +109,7 @@ def grant_key(
             socket_path=request.egress_dir / SOCKET_NAME,
             upstream=resolved,
             credential=key,
-            caps=request.config.pool.egress_caps(),
+            caps=request.config.pool.caps(),
         )
         try:
             agent_launch.point_at_proxy(

@@ -259,7 +259,7 @@ class ScriptedProvider:
     def __init__(
         self,
         script: Script,
-        host: str = "0.0.0.0",  # noqa: S104 - writers reach it through the host's address
+        host: str = "127.0.0.1",  # writers reach it through their session's proxy
         port: int = 0,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--script", type=Path, required=True, help="script JSON file")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--host", default="0.0.0.0", help="address to bind")  # noqa: S104
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     args = parser.parse_args(argv)
     try:
         script = Script.load(args.script)

@@ -8,12 +8,28 @@ import os
 import secrets
 import socket
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError
 
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
+
+
+@contextlib.contextmanager
+def socket_address(path: Path) -> Iterator[str]:
+    """An address for bind() or connect() of `path` that fits sun_path: through the
+    parent directory's descriptor when the path itself is too long (a deep state
+    directory; the name inside the container is short)."""
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
@@ -24,19 +40,18 @@ def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
     stale socket left at `path` (a killed server's) is replaced in one step. Anything
     at `path` other than a socket is refused.
     """
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise WriterpoolError("egress_failed", "the proxy socket's path is too long")
+    if len(os.fsencode(path.name)) > 64:
+        raise WriterpoolError("egress_failed", "the proxy socket's name is too long")
     parent = path.parent
     if not parent.exists():
         parent.mkdir(mode=0o700, parents=True)
         os.chmod(parent, 0o700)
     _refuse_non_socket(path)
     temporary = parent / f".{path.name}.{secrets.token_hex(4)}"
-    if len(os.fsencode(temporary)) > MAX_SOCKET_PATH:
-        temporary = parent / f".s{secrets.token_hex(4)}"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind(str(temporary))
+        with socket_address(temporary) as address:
+            sock.bind(address)
         try:
             os.chmod(temporary, 0o600)
             os.replace(temporary, path)
@@ -88,7 +103,8 @@ def remove_stale_socket(path: Path) -> bool:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
-        probe.connect(str(path))
+        with socket_address(path) as address:
+            probe.connect(address)
     except ConnectionRefusedError:
         pass  # nobody listens: stale
     except OSError:

@@ -28,7 +28,8 @@ from writerpool.pool.container import EGRESS_PORT, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
 
 if TYPE_CHECKING:
-    from writerpool.egress.proxy import EgressHost, EgressRecord
+    from writerpool.egress.model import EgressRecord
+    from writerpool.egress.proxy import EgressHost
     from writerpool.pool.sessions import WriterSlot
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,184 @@
+"""The `provider` network end to end: a coding session whose only way out is its
+session's proxy on the host, on real rootless Podman with pi inside, driven by a real
+MCP client. Every probe runs inside the writer through pi's own bash tool."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.e2e.harness import RawServer, connect, files_holding
+from tests.e2e.pool_support import PoolEnv, make_pool, result_value
+from tests.integration.writers_support import wp
+from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
+from writerpool.pool.container import EGRESS_PORT
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
+
+# The test key is "sk-scripted-<hex>"; `[d]` keeps the pattern from matching itself in
+# the scanning command's own arguments.
+KEY_PATTERN = "sk-scripte[d]-"
+PROBE = """
+scan=$(grep -rlasE '{pattern}' /pi /work /tmp "$HOME" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | wc -l)
+echo "key-files=$scan"
+echo "interfaces=$(ls /sys/class/net | tr '\\n' ' ')"
+echo "routes=$(tail -n +2 /proc/net/route | wc -l)"
+python3 - <<'EOF'
+import json, socket, urllib.request, urllib.error
+def attempt(address):
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect(address); return "connected"
+    except OSError as exc:
+        return type(exc).__name__
+    finally:
+        s.close()
+print("direct=" + attempt(("192.0.2.1", 443)))
+print("host-loopback=" + attempt(("127.0.0.1", {host_port})))
+try:
+    socket.getaddrinfo("example.com", 443); print("resolve=resolved")
+except OSError as exc:
+    print("resolve=" + type(exc).__name__)
+token = json.load(open("/pi/agent/models.json"))["providers"]["scripted"]["apiKey"]
+base = "http://127.0.0.1:{port}/p"
+def status(path, key, method="GET", body=None):
+    request = urllib.request.Request(base + path, data=body, method=method)
+    if key:
+        request.add_header("Authorization", "Bearer " + key)
+    try:
+        return urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+print("no-token=%s" % status("/models", None))
+print("wrong-token=%s" % status("/models", "not-the-token"))
+print("wrong-path=%s" % status("/files", token))
+print("models=%s" % status("/models", token))
+EOF
+"""
+
+
+def probe_script(host_port: int) -> Script:
+    command = PROBE.format(pattern=KEY_PATTERN, host_port=host_port, port=EGRESS_PORT)
+    return Script(
+        scripts=[
+            ScriptEntry(
+                match="probe-egress",
+                steps=[
+                    Step(tool_calls=[ToolCall(name="bash", arguments={"command": command})]),
+                    Step(text="{tool_results}"),
+                ],
+            ),
+            ScriptEntry(
+                match="write-file",
+                steps=[
+                    Step(
+                        tool_calls=[
+                            ToolCall(
+                                name="write",
+                                arguments={"path": "made.txt", "content": "through the proxy\n"},
+                            )
+                        ]
+                    ),
+                    Step(text="written"),
+                ],
+            ),
+        ],
+        default=[Step(text="plain")],
+    )
+
+
+@pytest.fixture
+def provider() -> Iterator[ScriptedProvider]:
+    # The scripted provider's own port doubles as "a port on the host's loopback".
+    with ScriptedProvider(Script()) as scripted:
+        scripted.script = probe_script(scripted.port)
+        yield scripted
+
+
+def egress_socket(pool: PoolEnv) -> Path:
+    return pool.server.paths.writer_dir(pool.writer(1)) / "egress" / "proxy.sock"
+
+
+def test_a_provider_session_holds_no_key_and_reaches_only_its_proxy(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "egress", writers=1)
+    agent_dir = pool.server.paths.writer_dir(pool.writer(1)) / "agent"
+    sock = egress_socket(pool)
+
+    async def scenario() -> tuple[str, str]:
+        async with connect(pool.server) as client:
+            session = (await client.ok("pi_session_start", pool.start_args()))["session"]
+            sid = session["sessionId"]
+            assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+            assert stat.S_IMODE(os.lstat(sock).st_mode) == 0o600
+            # The writer's agent directory holds a token, never the key.
+            assert files_holding(agent_dir, pool.key) == []
+            document = json.loads((agent_dir / "models.json").read_text())
+            entry = document["providers"]["scripted"]
+            assert entry["baseUrl"] == f"http://127.0.0.1:{EGRESS_PORT}/p"
+            assert entry["apiKey"] != pool.key and len(entry["apiKey"]) >= 32
+            body = await client.ok(
+                "pi_session_prompt", {"sessionId": sid, "message": "probe-egress now"}
+            )
+            probe = await client.wait_turn(sid, body["turnId"], limit=300)
+            assert probe["status"] == "completed"
+            body = await client.ok(
+                "pi_session_prompt", {"sessionId": sid, "message": "write-file please"}
+            )
+            wrote = await client.wait_turn(sid, body["turnId"], limit=300)
+            await client.ok("pi_session_close", {"sessionId": sid})
+            return probe["text"], wrote["text"]
+
+    probe, wrote = anyio.run(scenario)
+    print(probe)  # the transcript of what the agent saw, for the record
+    assert result_value(probe, "key-files") == "0"
+    assert result_value(probe, "interfaces") == "lo"
+    assert result_value(probe, "routes") == "0"
+    assert result_value(probe, "direct") in ("OSError", "ConnectionRefusedError")
+    assert result_value(probe, "host-loopback") == "ConnectionRefusedError"
+    assert result_value(probe, "resolve") == "gaierror"
+    assert result_value(probe, "no-token") == "401"
+    assert result_value(probe, "wrong-token") == "403"
+    assert result_value(probe, "wrong-path") == "403"
+    assert result_value(probe, "models") == "200"
+    # After the refusals the session still worked, through the proxy, with the real key.
+    assert wrote == "written"
+    assert (pool.clone(1) / "made.txt").read_text() == "through the proxy\n"
+    assert provider.last_authorization == f"Bearer {pool.key}"
+    # Closed: the proxy is gone with its socket, the token with the agent directory's entry.
+    assert not sock.exists()
+    after = json.loads((agent_dir / "models.json").read_text())
+    assert after["providers"]["scripted"]["apiKey"] == "scripted"  # the placeholder
+    egress = [line for line in pool.server.audit_lines() if line["action"] == "egress"]
+    assert {line["status"] for line in egress} >= {401, 403, 200}
+    assert all(line["writer"] == pool.writer(1) for line in egress)
+    log = pool.server.paths.audit_log.read_text()
+    assert pool.key not in log and "not-the-token" not in log
+
+
+def test_a_killed_servers_proxy_socket_is_removed_by_the_next_server(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "egkill", writers=1)
+    sock = egress_socket(pool)
+    raw = RawServer(pool.server)
+    try:
+        raw.initialize()
+        started = raw.call("pi_session_start", pool.start_args())
+        assert started["ok"], started
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+        os.kill(raw.proc.pid, signal.SIGKILL)
+    finally:
+        raw.close()
+    assert stat.S_ISSOCK(os.lstat(sock).st_mode)  # nobody removed it: the server died
+    # A fenced operator command on the writer removes what the dead server left.
+    wp("writer", "reset", pool.writer(1), "--discard", "--apply", check=True)
+    assert not sock.exists()
