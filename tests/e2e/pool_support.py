@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,11 +173,20 @@ session_close_seconds = 10
 """
 
 
-def make_pool(tmp_path: Path, provider: ScriptedProvider, stem: str, writers: int) -> PoolEnv:
-    """A checkout, its configuration, a passing control and `writers` ready writers,
-    all made with the operator's commands in the test's isolated HOME and XDG dirs."""
+def make_pool(
+    tmp_path: Path,
+    provider: ScriptedProvider,
+    stem: str,
+    writers: int,
+    prepare: Callable[[Path], None] | None = None,
+) -> PoolEnv:
+    """A checkout (changed by `prepare`, if given), its configuration, a passing control
+    and `writers` ready writers, all made with the operator's commands in the test's
+    isolated HOME and XDG dirs."""
     alias = unique_alias(stem)
     checkout = make_checkout(tmp_path / "checkout", commits=2)
+    if prepare is not None:
+        prepare(checkout)
     pristine = snapshot(checkout)
     paths = Paths.from_env()
     paths.config_file.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mar
 # the scanning command's own arguments.
 KEY_PATTERN = "sk-scripte[d]-"
 PROBE = """
-scan=$(grep -rlasE '{pattern}' /pi /work /tmp "$HOME" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | wc -l)
+scan=$(grep -rlasE '{pattern}' /pi /work /tmp "$HOME" /proc/[0-9]*/environ \
+    /proc/[0-9]*/cmdline 2>/dev/null | wc -l)
 echo "key-files=$scan"
 echo "interfaces=$(ls /sys/class/net | tr '\\n' ' ')"
 echo "routes=$(tail -n +2 /proc/net/route | wc -l)"

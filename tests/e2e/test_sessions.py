@@ -1,4 +1,5 @@
-"""Whole host sessions through a real MCP client: real pi on the scripted provider."""
+"""Whole sessions through a real MCP client: real pi on the scripted provider, read-only
+sessions in their throwaway container, host-mode coding sessions on the host."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from writerpool.agent.scripted import ScriptedProvider
 pytestmark = pytest.mark.pi
 
 HELLO_PROMPT = "say-hello: the secret plan is zebra-7781"
+# A host-mode coding session: pi on the host, for the adapter's process handling.
+HOST_CODE = {"workspace": "hosted", "executionProfile": "code"}
 WRITE_PROMPT = "please-write: the secret plan is okapi-5512"
 
 
@@ -27,8 +30,10 @@ async def _prompt_and_wait(client: Client, sid: str, message: str) -> dict[str, 
     return await client.wait_turn(sid, body["turnId"])
 
 
+@pytest.mark.podman
+@pytest.mark.image
 def test_read_only_session_answers_a_prompt_with_the_scripted_text(
-    make_server: MakeServer, pi_prefix: Path
+    make_server: MakeServer, pi_prefix: Path, image_pin: Path
 ) -> None:
     server = make_server(pi_prefix)
 
@@ -36,7 +41,7 @@ def test_read_only_session_answers_a_prompt_with_the_scripted_text(
         async with connect(server) as client:
             started = await client.ok("pi_session_start", {"workspace": "demo"})
             session = started["session"]
-            assert session["placement"] == "host"
+            assert session["placement"] == "readonly_container"
             assert session["permission"] == "read-only"
             assert session["executionProfile"] == "review"
             assert session["state"] == "idle"
@@ -65,8 +70,10 @@ def test_read_only_session_answers_a_prompt_with_the_scripted_text(
     assert "zebra" not in server.paths.audit_log.read_text()
 
 
+@pytest.mark.podman
+@pytest.mark.image
 def test_read_only_session_cannot_write_even_in_a_host_mode_workspace(
-    make_server: MakeServer, pi_prefix: Path
+    make_server: MakeServer, pi_prefix: Path, image_pin: Path
 ) -> None:
     server = make_server(pi_prefix)
 
@@ -118,9 +125,7 @@ def test_abort_during_a_long_turn_ends_it_as_aborted_and_the_session_goes_on(
 
     async def scenario() -> Client:
         async with connect(server) as client:
-            sid = (await client.ok("pi_session_start", {"workspace": "demo"}))["session"][
-                "sessionId"
-            ]
+            sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
             before = scripted.request_count
             body = await client.ok(
                 "pi_session_prompt", {"sessionId": sid, "message": "take-your-time please"}
@@ -159,9 +164,7 @@ def test_close_is_idempotent_removes_the_credential_and_leaves_a_tombstone(
 
     async def scenario() -> Client:
         async with connect(server) as client:
-            sid = (await client.ok("pi_session_start", {"workspace": "demo"}))["session"][
-                "sessionId"
-            ]
+            sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
             # While the session runs, its credential sits in its private agent directory.
             holders = files_holding(sessions_dir, key)
             assert [p.name for p in holders] == ["models.json"]
@@ -198,9 +201,7 @@ def test_a_session_whose_agent_dies_reports_failed_and_still_closes(
 
     async def scenario() -> Client:
         async with connect(server) as client:
-            sid = (await client.ok("pi_session_start", {"workspace": "demo"}))["session"][
-                "sessionId"
-            ]
+            sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
             slow = {"sessionId": sid, "message": "take-your-time"}
             body = await client.ok("pi_session_prompt", slow)
             for pid in processes_in(server.workspaces["demo"]):

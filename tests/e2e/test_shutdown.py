@@ -27,7 +27,7 @@ def test_shutdown_closes_every_session_and_leaves_no_pi(
     raw = RawServer(server)
     try:
         raw.initialize()
-        first = raw.call("pi_session_start", {"workspace": "demo"})
+        first = raw.call("pi_session_start", {"workspace": "hosted", "executionProfile": "code"})
         second = raw.call("pi_session_start", {"workspace": "hosted", "executionProfile": "code"})
         assert first["ok"] and second["ok"]
         # One of them is mid-turn when the server is told to stop.
@@ -58,7 +58,9 @@ def test_a_killed_server_leaves_no_pi_and_the_next_server_removes_its_credential
     raw = RawServer(server)
     try:
         raw.initialize()
-        assert raw.call("pi_session_start", {"workspace": "demo"})["ok"]
+        assert raw.call("pi_session_start", {"workspace": "hosted", "executionProfile": "code"})[
+            "ok"
+        ]
         raw.proc.kill()
         raw.proc.wait(10)
     finally:

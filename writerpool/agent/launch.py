@@ -221,9 +221,7 @@ def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
     write_atomic(agent_dir / "models.json", _json(document))
 
 
-def point_at_proxy(
-    agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str
-) -> None:
+def point_at_proxy(agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str) -> None:
     """Send this provider's requests to the session's proxy, with the session's token as
     the key (the proxy swaps it for the real one)."""
     document = _read_models(agent_dir)

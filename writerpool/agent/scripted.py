@@ -209,7 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "a JSON body is required"}})
             return
         try:
-            request = json.loads(self.rfile.read(length))
+            raw = self.rfile.read(length)
+            self.server.provider.look_for_markers(raw)
+            request = json.loads(raw)
             messages = request["messages"]
             model = str(request.get("model", ""))
             if not isinstance(messages, list):
@@ -276,6 +278,17 @@ class ScriptedProvider:
         self.last_authorization: str | None = None
         self.last_auth: dict[str, str] = {}
         self.last_path: str | None = None
+        # Strings a test watches for anywhere in a request (a planted system prompt);
+        # only whether each was seen is kept, never the body.
+        self.markers: set[str] = set()
+        self.seen_markers: set[str] = set()
+
+    def look_for_markers(self, body: bytes) -> None:
+        text = body.decode("utf-8", "replace")
+        found = {m for m in self.markers if m in text}
+        if found:
+            with self._lock:
+                self.seen_markers |= found
 
     def note_request(self, path: str, headers: Any) -> None:
         """Keep the request's path (with its query) and the headers a key can be in."""

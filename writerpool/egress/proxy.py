@@ -211,7 +211,8 @@ class EgressSession:
 
     async def _start(self) -> None:
         sock = listening_socket(self.socket_path)
-        self._inode = os.fstat(sock.fileno()).st_ino
+        # The socket file's inode (fstat of the descriptor names sockfs, not the file).
+        self._inode = os.lstat(self.socket_path).st_ino
         try:
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=_ssl_context(os.environ),

@@ -142,8 +142,13 @@ class Launcher:
             return self._scratch
 
     def _grant(
-        self, plan: SessionPlan, network: str, agent_dir: Path, egress_dir: Path,
-        session_id: str, writer: str | None,
+        self,
+        plan: SessionPlan,
+        network: str,
+        agent_dir: Path,
+        egress_dir: Path,
+        session_id: str,
+        writer: str | None,
     ) -> Grant:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,

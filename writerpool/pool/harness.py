@@ -198,7 +198,7 @@ def check_credentials() -> Result:
 
 
 # Split so that this file does not match its own pattern.
-CANARY_RE = re.compile(("wp" "canary-") + r"[0-9a-f]{32}")
+CANARY_RE = re.compile(("wpcanary-") + r"[0-9a-f]{32}")
 # Where writerpool puts anything for a session; all of it is scanned.
 SCAN_ROOTS = ("/pi", "/tmp", os.path.expanduser("~"))
 SCAN_MAX_FILES = 20000
