@@ -65,6 +65,13 @@ class Pool(Strict):
     cpus: float = Field(default=2.0, gt=0, le=256)
     pids: int = Field(default=1024, ge=16)
     session_close_seconds: float = Field(default=10.0, gt=0, le=120)
+    # What one collection may import: files above the first, or beyond the second in
+    # total, are not exported and make the collection incomplete.
+    collect_max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    collect_max_total_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    # Keep a writer's --cache directory across reset and recreate. Off by default: a
+    # kept cache is a channel from one session to the next (a planted wheel or module).
+    keep_caches: bool = False
 
 
 class Config(Strict):
