@@ -42,8 +42,14 @@ def write_workspaces(workspaces: dict[str, Path]) -> Paths:
     return Paths.from_env()
 
 
-def ready_writer(alias: str, lifecycle: str = "persistent", tags: str = "none") -> str:
-    """Control, then `mode set ALIAS container --apply`; return the ready writer's name."""
+def ready_writer(
+    alias: str,
+    lifecycle: str = "persistent",
+    tags: str = "none",
+    cache: str = "none",
+    writers: int = 1,
+) -> str:
+    """Control, then `mode set ALIAS container --apply`; return the first ready writer."""
     paths = Paths.from_env()
     if "isolation_control_passed" not in run_control(paths, apply=True).codes():
         raise AssertionError("the isolation control did not pass")
@@ -54,6 +60,8 @@ def ready_writer(alias: str, lifecycle: str = "persistent", tags: str = "none") 
         lifecycle=lifecycle,
         network="none",
         tags=tags,
+        cache=cache,
+        writers=writers,
         apply=True,
         container_options_given=True,
     )

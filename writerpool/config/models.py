@@ -92,6 +92,13 @@ class Pool(Strict):
     egress_bytes_up: str = Field(default="1g", pattern=SIZE_PATTERN)
     egress_bytes_down: str = Field(default="256m", pattern=SIZE_PATTERN)
     egress_concurrent: int = Field(default=8, ge=1, le=1024)
+    # What one collection may import: files above the first, or beyond the second in
+    # total, are not exported and make the collection incomplete.
+    collect_max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    collect_max_total_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    # Keep a writer's --cache directory across reset and recreate. Off by default: a
+    # kept cache is a channel from one session to the next (a planted wheel or module).
+    keep_caches: bool = False
 
     def caps(self) -> Caps:
         return Caps(

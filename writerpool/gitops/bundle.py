@@ -52,6 +52,11 @@ def _object_format(repo: Path) -> str:
     return fmt if fmt in {"sha1", "sha256"} else "sha1"
 
 
+def merged_tags(repo: Path, commit: str) -> dict[str, str]:
+    """Full tag ref -> object id of the tags a `tags` base bundle of `commit` carries."""
+    return {ref: oid for oid, ref in _merged_tags(repo, commit)}
+
+
 def _merged_tags(repo: Path, commit: str) -> list[tuple[str, str]]:
     """(object id, full tag ref) of the tags whose commit is in commit's history."""
     done = git(

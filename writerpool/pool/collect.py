@@ -31,9 +31,15 @@ from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.verify import verify_clone
-from writerpool.pool.collect_rules import Decision, decide, shown
+from writerpool.pool.collect_rules import Decision, decide, shown, shown_path
 from writerpool.pool.container import writer_layout
-from writerpool.pool.inspect import Export, Inspection, inspect_writer, scan_for_collect
+from writerpool.pool.inspect import (
+    KIND_LABELS,
+    Export,
+    Inspection,
+    inspect_writer,
+    scan_for_collect,
+)
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
 from writerpool.report import Report, Status, Step, quiet
@@ -202,6 +208,76 @@ def _report_stash(report: Report, inspection: Inspection, target: str) -> None:
         )
 
 
+REMEDY = {
+    "nested_repo": "commit it in the clone's own history (or push it to a branch of the "
+    "clone) inside the writer, or remove it",
+    "dot_git": "rename the directory inside the writer: git cannot hold a path named .git",
+    "unreadable": "make it readable inside the writer",
+    "too_large": "shrink or remove the file inside the writer, or raise "
+    "[pool] collect_max_file_bytes",
+    "over_total": "remove files inside the writer, or raise [pool] collect_max_total_bytes",
+    "refused_name": "rename it inside the writer: git refuses the name",
+}
+
+
+def _report_unexportable(
+    report: Report, inspection: Inspection, target: str, status: Status
+) -> None:
+    """Work the collection cannot carry: each named with its path and size."""
+    for entry in inspection.unexported:
+        report.add(
+            "writer_work_unexportable",
+            status,
+            target,
+            f"{KIND_LABELS[entry.kind]} {shown_path(entry.path)} ({entry.size} bytes) is "
+            "not collected; the collection is incomplete",
+            remedy=REMEDY[entry.kind] + "; then collect again, or reset with --discard",
+            kind=entry.kind,
+            path=ascii(entry.path)[1:-1][:1000],
+            size=entry.size,
+        )
+    hidden = inspection.unexported_count - len(inspection.unexported)
+    if hidden > 0:
+        report.add("writer_work_unexportable", status, target,
+                   f"{hidden} more path(s) of work are not collected (not listed)")  # fmt: skip
+    for name in inspection.new_extra_refs:
+        report.add(
+            "writer_work_unexportable",
+            status,
+            target,
+            f"ref {shown(name)} reaches commits no branch holds; refs outside refs/heads "
+            "are not collected",
+            remedy="make a branch at it inside the writer and collect again, or reset "
+            "with --discard",
+            kind="ref",
+            name=ascii(name)[1:-1][:300],
+        )
+
+
+def _report_leftovers(report: Report, inspection: Inspection, target: str) -> None:
+    """What is neither work nor the baseline: never collected, and no session starts
+    on the writer until a reset removes it."""
+    kinds = [k for k in ("ignored", "special", "directory") if inspection.counts.get(k)]
+    if not kinds:
+        return
+    parts = []
+    for kind in kinds:
+        named = [e for e in inspection.leftovers if e.kind == kind][:3]
+        parts.append(f"{inspection.counts[kind]} {KIND_LABELS[kind]} ("
+                     + ", ".join(shown_path(e.path) for e in named) + ")")  # fmt: skip
+    report.add(
+        "writer_leftovers_present",
+        "warning",
+        target,
+        "not collected (not work): "
+        + "; ".join(parts)
+        + "; the writer takes no session until it is reset",
+        remedy=f"writerpool writer reset {target.rsplit('/', 1)[-1]} --apply (no --discard "
+        "needed for these)",
+        counts={k: inspection.counts[k] for k in kinds},
+    )
+
+
 def _report_refused(report: Report, decision: Decision, target: str, status: Status) -> None:
     for refusal in decision.refused:
         report.add(
@@ -238,10 +314,12 @@ def collect_writer(
         inspection = scan_for_collect(paths, podman, state, loaded.config.pool, incoming)
         digest = work_digest(inspection, state.baseline)
         _report_stash(report, inspection, target)
+        _report_leftovers(report, inspection, target)
         if digest is None:
             report.add("nothing_to_collect", "ok", target, NOTHING)
             return CollectOutcome("nothing", inspection, None)
         decision = decide(inspection, existing_collected(repo, state.name))
+        _report_unexportable(report, inspection, target, "error")
         bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
@@ -306,12 +384,14 @@ def plan_collect(
     inspection = inspect_writer(paths, podman, state, loaded.config.pool)
     digest = work_digest(inspection, state.baseline)
     _report_stash(report, inspection, target)
+    _report_leftovers(report, inspection, target)
     if digest is None:
         report.add("nothing_to_collect", "ok", target, NOTHING)
         return CollectOutcome("nothing", inspection, None)
     repo = workspace_repo(loaded, state.alias)
     decision = decide(inspection, existing_collected(repo, state.name))
     _report_refused(report, decision, target, "warning")
+    _report_unexportable(report, inspection, target, "warning")
     names = [e.name for e in decision.accepted]
     changed = changed_branches(inspection, state.baseline)
     report.add(

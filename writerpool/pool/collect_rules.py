@@ -45,6 +45,12 @@ def shown(name: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def shown_path(path: str) -> str:
+    """A work-tree path as it may appear in a message: escaped and bounded."""
+    text = ascii(path)[1:-1]
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _nests(a: str, b: str) -> bool:
     # git keeps refs as files: `x` and `x/y` cannot both exist.
     return a.startswith(b + "/") or b.startswith(a + "/")
@@ -90,9 +96,14 @@ def decide(inspection: Inspection, existing: set[str]) -> Decision:
             taken.append(export.name)
         else:
             decision.refused.append(Refusal(export.name, reason))
-    if inspection.unreadable:
+    if inspection.unexported_count:
         decision.blocked.append(
-            "a directory of the working tree cannot be read, so the WIP commit misses its "
-            "files; make it readable inside the writer and collect again"
+            f"{inspection.unexported_count} path(s) of work cannot be exported "
+            "(see writer_work_unexportable)"
+        )
+    if inspection.new_extra_refs:
+        decision.blocked.append(
+            f"{len(inspection.new_extra_refs)} ref(s) outside refs/heads reach new history "
+            "and are not exported"
         )
     return decision

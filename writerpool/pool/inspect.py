@@ -59,18 +59,50 @@ class Export(_Model):
     in_bundle: bool = False
 
 
+EntryKind = Literal[
+    "nested_repo", "dot_git", "unreadable", "too_large", "over_total", "refused_name",
+    "ignored", "special", "directory",
+]  # fmt: skip
+# Work that collection cannot export: a collection that meets one is incomplete.
+WORK_KINDS = frozenset(
+    {"nested_repo", "dot_git", "unreadable", "too_large", "over_total", "refused_name"}
+)
+
+
+class Entry(_Model):
+    """Something in the work tree that git's view of the clone leaves out."""
+
+    kind: EntryKind
+    path: str = Field(max_length=8192)
+    size: int = Field(default=0, ge=0)
+
+
+class ExtraRef(_Model):
+    """A ref outside refs/heads/ and refs/tags/ (the stash aside); never exported."""
+
+    name: str = Field(max_length=8192)
+    new: bool  # it reaches history no branch and no baseline commit reaches
+
+
 class ToolReport(_Model):
     head: str
     head_commit: str | None = Field(default=None, pattern=OID)
     branches: tuple[BranchSeen, ...]
     stash: bool
     tags: int
+    tag_refs: dict[str, str] = {}
     dirty: bool
     wip_tree: str | None = Field(default=None, pattern=OID)
     exports: tuple[Export, ...] = ()
     bundle: Literal["collect.bundle"] | None = None
     excluded: tuple[str, ...] = ()
     unreadable: bool = False
+    entries: tuple[Entry, ...] = ()
+    counts: dict[EntryKind, int] = {}
+    unexported_digest: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    extra_refs: tuple[ExtraRef, ...] = ()
+    git_state: tuple[str, ...] = ()
+    index_matches: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,7 +119,32 @@ class Inspection:
     exports: tuple[Export, ...] = ()
     tags: int = 0
     bundle: str | None = None  # file name in the output directory
-    unreadable: bool = False  # git skipped a directory it could not read
+    unreadable: bool = False  # something in the work tree could not be read
+    tag_refs: dict[str, str] = field(default_factory=dict)
+    entries: tuple[Entry, ...] = ()  # named (bounded per kind); counts has them all
+    counts: dict[str, int] = field(default_factory=dict)
+    unexported_digest: str = ""
+    extra_refs: tuple[ExtraRef, ...] = ()
+    git_state: tuple[str, ...] = ()  # git directory entries a fresh clone lacks
+    index_matches: bool = True  # the clone's own index lists exactly HEAD's tree
+
+    @property
+    def unexported(self) -> tuple[Entry, ...]:
+        """Work the collection cannot carry (named ones; see counts for all)."""
+        return tuple(e for e in self.entries if e.kind in WORK_KINDS)
+
+    @property
+    def unexported_count(self) -> int:
+        return sum(n for kind, n in self.counts.items() if kind in WORK_KINDS)
+
+    @property
+    def leftovers(self) -> tuple[Entry, ...]:
+        """What is not work but is not the baseline either: ignored, special, directories."""
+        return tuple(e for e in self.entries if e.kind not in WORK_KINDS)
+
+    @property
+    def new_extra_refs(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.extra_refs if r.new)
 
     @classmethod
     def from_report(cls, report: ToolReport) -> Inspection:
@@ -98,21 +155,65 @@ class Inspection:
             problems={b.name: b.problem or "unreadable" for b in report.branches
                       if b.commit is None},
             exports=report.exports, tags=report.tags, bundle=report.bundle,
-            unreadable=report.unreadable,
+            unreadable=report.unreadable, tag_refs=dict(report.tag_refs),
+            entries=report.entries, counts={str(k): n for k, n in report.counts.items()},
+            unexported_digest=report.unexported_digest, extra_refs=report.extra_refs,
+            git_state=report.git_state, index_matches=report.index_matches,
         )  # fmt: skip
 
 
+def _named(entries: tuple[Entry, ...], count: int) -> str:
+    shown = ", ".join(ascii(e.path)[1:-1][:80] for e in entries[:3])
+    return shown + (f" and {count - 3} more" if count > 3 else "")
+
+
+def baseline_problems(inspection: Inspection, baseline: Baseline) -> list[str]:
+    """Why the clone is not exactly its baseline, judged by content; empty when it is.
+
+    The one definition the session guard, `writer list`, and reset's and recreate's
+    verification use (the cache, outside the clone, is judged in pool/baseline.py).
+    """
+    problems = []
+    if (inspection.head, inspection.head_commit) != (baseline.head, baseline.commit):
+        problems.append("HEAD is not the base commit")
+    if inspection.branches != baseline.branches or inspection.problems:
+        problems.append("the branches differ from the baseline's")
+    if inspection.tag_refs != baseline.tags:
+        problems.append("the tags differ from the baseline's")
+    if inspection.stash:
+        problems.append("a stash exists")
+    if inspection.extra_refs:
+        problems.append(f"{len(inspection.extra_refs)} ref(s) outside refs/heads and refs/tags")
+    if inspection.dirty:
+        problems.append("tracked files differ from the base or untracked files exist")
+    for kind, label in KIND_LABELS.items():
+        count = inspection.counts.get(kind, 0)
+        if count:
+            named = tuple(e for e in inspection.entries if e.kind == kind)
+            problems.append(f"{count} {label}: {_named(named, count)}")
+    if inspection.git_state:
+        problems.append("git state a fresh clone lacks: " + ", ".join(inspection.git_state[:5]))
+    if not inspection.index_matches:
+        problems.append("the clone's index does not list exactly the base tree")
+    return problems
+
+
+KIND_LABELS = {
+    "nested_repo": "nested repository or linked worktree",
+    "dot_git": "directory named .git below the top",
+    "unreadable": "unreadable path(s)",
+    "too_large": "file(s) above the collection's size cap",
+    "over_total": "file(s) beyond the collection's total cap",
+    "refused_name": "file(s) git cannot hold",
+    "ignored": "ignored file(s)",
+    "special": "special file(s) (FIFO, socket, device)",
+    "directory": "empty director(ies)",
+}
+
+
 def at_baseline(inspection: Inspection, baseline: Baseline) -> bool:
-    """True when the clone is exactly its recorded clean state (the session guard)."""
-    return (
-        inspection.head == baseline.head
-        and inspection.head_commit == baseline.commit
-        and inspection.branches == baseline.branches
-        and not inspection.problems
-        and not inspection.stash
-        and not inspection.dirty
-        and not inspection.unreadable
-    )
+    """True when the clone is exactly its recorded clean state."""
+    return not baseline_problems(inspection, baseline)
 
 
 def tool_spec(
@@ -181,10 +282,11 @@ def run_tool(
     return answer
 
 
-def _request(state: WriterState, bundle: bool) -> dict[str, Any]:
+def _request(state: WriterState, pool: Pool, bundle: bool) -> dict[str, Any]:
     baseline = state.baseline.branches if state.baseline is not None else {}
     exclude = sorted({state.base.commit, *baseline.values()})
-    return {"baseline": baseline, "exclude": exclude, "bundle": bundle}
+    caps = {"max_file": pool.collect_max_file_bytes, "max_total": pool.collect_max_total_bytes}
+    return {"baseline": baseline, "exclude": exclude, "bundle": bundle, "caps": caps}
 
 
 def _parse(answer: dict[str, Any]) -> Inspection:
@@ -198,7 +300,7 @@ def inspect_writer(paths: Paths, podman: Podman, state: WriterState, pool: Pool)
     """Inspect the writer's clone without changing it (the caller holds the lease)."""
     spec = tool_spec(paths, state, pool, "inspect")
     return _parse(
-        run_tool(podman, spec, "inspect", _request(state, False), "writer_inspect_failed")
+        run_tool(podman, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
     )
 
 
@@ -208,4 +310,6 @@ def scan_for_collect(
     """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
     spec = tool_spec(paths, state, pool, "inspect", out_dir=out_dir)
     # A failure here may be the bundle as well as the inspection: report it as collection's.
-    return _parse(run_tool(podman, spec, "inspect", _request(state, True), "writer_collect_failed"))
+    return _parse(
+        run_tool(podman, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
+    )

@@ -9,9 +9,7 @@ reads that execute nothing, and rebuilds the clone when the check fails.
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +19,9 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base
-from writerpool.gitops.bundle import create_base_bundle
-from writerpool.gitops.clone_read import read_refs
-from writerpool.gitops.verify import verify_clone
+from writerpool.gitops.bundle import create_base_bundle, merged_tags
+from writerpool.pool.baseline import clear_cache, writer_problems
+from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.collect import (
     WriterRef,
     collect_writer,
@@ -33,11 +31,11 @@ from writerpool.pool.collect import (
     workspace_repo,
 )
 from writerpool.pool.container import writer_layout
-from writerpool.pool.inspect import at_baseline, inspect_writer, run_tool, tool_spec
+from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
 from writerpool.pool.provision import base_record, make_clone
 from writerpool.pool.work import uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report, Step, quiet
+from writerpool.report import Report, Status, Step, quiet
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state
@@ -87,43 +85,25 @@ def guard(
     return False
 
 
-def expected_baseline(base: BaseRef) -> Baseline:
+def expected_baseline(loaded: LoadedConfig, state: WriterState, base: BaseRef) -> Baseline:
+    tags = {}
+    if state.tags == "reachable":
+        tags = merged_tags(workspace_repo(loaded, state.alias), base.commit)
     return Baseline(
-        head=f"refs/heads/{base.branch}", commit=base.commit, branches={base.branch: base.commit}
+        head=f"refs/heads/{base.branch}",
+        commit=base.commit,
+        branches={base.branch: base.commit},
+        tags=tags,
     )
 
 
 def check_clone(
     paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
 ) -> str | None:
-    """Why the clone is not exactly at state.baseline, or None (reads execute nothing)."""
-    assert state.baseline is not None
-    clone = writer_layout(paths, state.name)["clone"]
-    problems = verify_clone(clone)
-    if problems:
-        return "unsafe clone: " + ", ".join(problems[:5])
-    refs = read_refs(clone)
-    want = state.baseline
-    if (refs.head, refs.head_commit, refs.branches) != (want.head, want.commit, want.branches):
-        return "the refs differ from the base"
-    if refs.stash or (state.tags == "none" and refs.tags):
-        return "a stash or tags remain"
-    if not at_baseline(inspect_writer(paths, podman, state, loaded.config.pool), want):
-        return "the working tree is not clean"
-    return None
-
-
-def make_removable(top: Path) -> None:
-    """Let the owner delete everything below `top`: an agent may leave read-only
-    directories. Only real directories are changed; links are never followed."""
-    if not top.is_dir() or top.is_symlink():
-        return
-    for dirpath, dirnames, _files in os.walk(top):
-        for name in dirnames:
-            path = Path(dirpath) / name
-            mode = path.lstat().st_mode
-            if stat.S_ISDIR(mode) and mode & 0o700 != 0o700:
-                path.chmod(mode | 0o700)
+    """Why the clone is not exactly at state.baseline, or None: the same definition, by
+    content, that the session guard applies."""
+    problems = writer_problems(paths, podman, state, loaded.config.pool)
+    return "; ".join(problems)[:600] if problems else None
 
 
 def recreate_clone(
@@ -139,17 +119,17 @@ def recreate_clone(
     lay = writer_layout(paths, state.name)
     repo = workspace_repo(loaded, state.alias)
     try:
-        make_removable(lay["clone"])
         baseline = make_clone(
             paths, state.name, repo, base, state.tags == "reachable", report, target
         )
+        remove_path(lay["agent"])
+        clear_cache(paths, state, loaded.config.pool)
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
         return state
     except OSError as exc:
         report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
         return state
-    shutil.rmtree(lay["agent"], ignore_errors=True)
     ensure_private_dir(lay["agent"])
     state = save_state(
         lay["root"],
@@ -157,7 +137,8 @@ def recreate_clone(
             update={"base": base_record(base), "baseline": baseline, "collection": None}
         ),
     )
-    problem = None if baseline == expected_baseline(base) else "the new clone is not at the base"
+    expected = expected_baseline(loaded, state, base)
+    problem = None if baseline == expected else "the new clone is not at the base"
     try:
         problem = problem or check_clone(paths, podman, loaded, state)
     except WriterpoolError as exc:
@@ -207,11 +188,13 @@ def reset_clone(
     base_dir = writer_layout(paths, state.name)["root"] / "reset-base"
     shutil.rmtree(base_dir, ignore_errors=True)
     ensure_private_dir(base_dir)
+    baseline = expected_baseline(loaded, state, base)
     candidate = state.model_copy(
-        update={"base": base_record(base), "baseline": expected_baseline(base), "collection": None}
+        update={"base": base_record(base), "baseline": baseline, "collection": None}
     )
     try:
         _run_reset(paths, podman, loaded, state, base, base_dir)
+        clear_cache(paths, state, loaded.config.pool)
         problem = check_clone(paths, podman, loaded, candidate)
     except WriterpoolError as exc:
         if exc.code == "writer_base_unavailable":
@@ -359,6 +342,23 @@ def finish(
     return report
 
 
+def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Report) -> bool:
+    """A writer without a state file: its clone's work cannot be judged, so it goes only
+    with --discard (a directory with no clone holds nothing to lose)."""
+    if not writer_layout(paths, ref.name)["clone"].exists():
+        return True
+    status: Status = "warning" if discard else "error"
+    report.add(
+        "writer_state_missing",
+        status,
+        ref.target,
+        "the writer has a clone but no usable state.json, so its work cannot be judged"
+        + ("; discarded as asked" if discard else ""),
+        remedy="copy what you need out of the clone first, then pass --discard",
+    )
+    return discard
+
+
 def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool) -> Report:
     """`writer remove NAME [--discard]`: no planning; deletes everything the writer owns."""
     report = Report("writer remove")
@@ -381,9 +381,22 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
                 )
                 return report
             state = None
+        else:
+            if state is None and not _may_drop_stateless(paths, ref, discard, report):
+                return report
         if state is not None and not guard(paths, podman, loaded, state, discard, report):
             return report
-        delete_writer_files(paths, name)
+        try:
+            delete_writer_files(paths, name)
+        except OSError as exc:
+            report.add(
+                "writer_remove_failed",
+                "error",
+                ref.target,
+                f"removal stopped ({exc.strerror}); the state is kept, so running the same "
+                "command again finishes it",
+            )
+            return report
     report.add(
         "writer_removed",
         "ok",

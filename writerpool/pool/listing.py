@@ -8,11 +8,13 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
+from writerpool.pool.baseline import writer_problems
 from writerpool.pool.container import writer_layout
+from writerpool.pool.lease import Lease
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
-from writerpool.state.writer import load_state
+from writerpool.state.writer import WriterState, load_state
 
 
 def writer_names(paths: Paths) -> list[tuple[str, str]]:
@@ -20,13 +22,36 @@ def writer_names(paths: Paths) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if not paths.writers_dir.is_dir():
         return found
-    present = {p.name for p in paths.writers_dir.iterdir() if p.is_dir()}
+    # A removed writer leaves its lease file only: that is no writer.
+    present = {
+        p.name
+        for p in paths.writers_dir.iterdir()
+        if p.is_dir() and any(c.name != "lease" for c in p.iterdir())
+    }
     aliases = sorted({n.rsplit("-w", 1)[0] for n in present if "-w" in n})
     for alias in aliases:
         for index in range(1, MAX_WRITERS + 1):
             if writer_name(alias, index) in present:
                 found.append((alias, writer_name(alias, index)))
     return found
+
+
+def _baseline(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+) -> list[str] | None:
+    """Why the writer is not at its baseline (the session guard's definition); None when
+    a session or an operator command holds it. The lease is only tested, never kept:
+    listing must not make a session start find the writer busy."""
+    lease = Lease(paths.writer_dir(state.name))
+    try:
+        lease.acquire(wait=0)
+    except WriterpoolError:
+        return None
+    lease.release()
+    try:
+        return writer_problems(paths, podman, state, loaded.config.pool)
+    except WriterpoolError as exc:
+        return [f"the clone could not be inspected ({exc.code})"]
 
 
 def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
@@ -42,6 +67,7 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
         if state is None:
             continue  # a removed writer keeps only its lease file
         phase, reason = readiness(paths, podman, state, loaded.config.pool)
+        problems = _baseline(paths, podman, loaded, state)
         rows.append(
             {
                 "name": name,
@@ -51,10 +77,17 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
                 "base": state.base.name,
                 "lifecycle": state.lifecycle,
                 "network": state.network,
+                "atBaseline": None if problems is None else not problems,
+                "notAtBaseline": problems or [],
             }
         )
         text = f"{phase}" + (f" ({reason})" if reason else "") + f", base {state.base.name}"
-        report.add("writer_status", "ok" if phase == "ready" else "warning", target, text)
+        if problems is None:
+            text += "; in use, content not inspected"
+        elif problems:
+            text += "; not at baseline: " + "; ".join(problems)[:300]
+        good = phase == "ready" and not problems
+        report.add("writer_status", "ok" if good else "warning", target, text)
     report.data["writers"] = rows
     return report
 

@@ -20,6 +20,8 @@ from writerpool.pool.writers import (
     mark_settings_changed,
     provision_one,
     remove_surplus,
+    report_stateless,
+    stateless_clone,
 )
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.podman import Podman, PodmanUnavailable
@@ -198,7 +200,10 @@ def plan_writers(ctx: PoolContext) -> bool:
         name = writer_name(ctx.alias, index)
         target = f"writer/{ctx.alias}/{name}"
         state = states.get(index)
-        if state is None:
+        if stateless_clone(ctx.paths, name, state):
+            report_stateless(ctx, name)
+            ok = False
+        elif state is None:
             if not ctx.apply:
                 ctx.report.add("writer_planned", "planned", target, "would be provisioned")
         elif state.settings_digest != digest:
@@ -214,7 +219,10 @@ def plan_writers(ctx: PoolContext) -> bool:
         if index <= ctx.settings.writers:
             continue
         target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
-        if state is not None and not ctx.discard and _uncollected(ctx, state):
+        if not ctx.discard and stateless_clone(ctx.paths, writer_name(ctx.alias, index), state):
+            report_stateless(ctx, writer_name(ctx.alias, index))
+            ok = False
+        elif state is not None and not ctx.discard and _uncollected(ctx, state):
             ctx.report.add(
                 "writer_uncollected",
                 "error",

@@ -15,6 +15,7 @@ from writerpool.gitops.bundle import OriginOutcome, clone_from_bundle, create_ba
 from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.hostgit import git
 from writerpool.gitops.verify import verify_clone
+from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
 from writerpool.report import Report
 from writerpool.state.atomic import ensure_private_dir
@@ -75,10 +76,20 @@ def make_clone(
         shutil.rmtree(staging, ignore_errors=True)
         raise WriterpoolError("clone_verification_failed", "unsafe clone: " + ", ".join(problems))
     (staging / ".git" / "hooks").mkdir(exist_ok=True)  # mounted read-only, so it must exist
-    shutil.rmtree(lay["clone"], ignore_errors=True)
+    # Reflogs are not part of a baseline: reset removes them, so a fresh clone has none.
+    remove_path(staging / ".git" / "logs")
+    try:
+        remove_path(lay["clone"])  # any tree an agent left: see clonetool/removal.py
+    except OSError as exc:
+        raise WriterpoolError("writer_clone_failed", "the old clone cannot be removed") from exc
     staging.rename(lay["clone"])
     refs = read_refs(lay["clone"])
-    return Baseline(head=refs.head, commit=refs.head_commit, branches=dict(refs.branches))
+    return Baseline(
+        head=refs.head,
+        commit=refs.head_commit,
+        branches=dict(refs.branches),
+        tags={f"refs/tags/{name}": oid for name, oid in refs.tags.items()},
+    )
 
 
 def provision(
@@ -133,6 +144,7 @@ def existing_states(paths: Paths, alias: str) -> dict[int, WriterState | None]:
     found: dict[int, WriterState | None] = {}
     for index in range(1, MAX_WRITERS + 1):
         wdir = paths.writer_dir(writer_name(alias, index))
-        if wdir.is_dir():
+        # A removed writer leaves its lease file only: that is no writer.
+        if wdir.is_dir() and any(p.name != "lease" for p in wdir.iterdir()):
             found[index] = load_state(wdir)
     return found

@@ -10,11 +10,10 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
+from writerpool.pool.baseline import writer_problems
 from writerpool.pool.container import writer_layout, writer_spec
 from writerpool.pool.fence import fence
-from writerpool.pool.inspect import at_baseline, inspect_writer
 from writerpool.pool.lease import Lease
 from writerpool.pool.provision import writer_name
 from writerpool.runtime.image import resolve_image
@@ -59,15 +58,12 @@ def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> 
     phase, reason = readiness(paths, podman, state, config.pool)
     if phase != "ready":
         return reason or "writer_not_ready"
-    # The session mounts the clone's .git/config and .git/hooks read-only, but an agent
-    # can rename .git itself and leave a rebuilt one whose refs match the baseline:
-    # its hooks and settings would then run in the next session.
-    if verify_clone(writer_layout(paths, state.name)["clone"]):
-        return "clone_verification_failed"
-    if state.baseline is None or not at_baseline(
-        inspect_writer(paths, podman, state, config.pool), state.baseline
-    ):
-        return "writer_uncollected"
+    # By content, not by what git reports: an ignored file, a forged index, a FIFO or a
+    # planted ref would otherwise carry one session's state into the next. Also catches
+    # a `.git` renamed away and rebuilt with the agent's own hooks and settings.
+    problems = writer_problems(paths, podman, state, config.pool)
+    if problems:
+        return "writer_not_at_baseline: " + "; ".join(problems)[:500]
     return None
 
 

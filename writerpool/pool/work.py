@@ -2,9 +2,13 @@
 
 The digest covers what reset or recreate would destroy: branches that are new or
 moved relative to the baseline (and branches that cannot be read at all), the tree of
-uncommitted and untracked work, and HEAD. Tags the agent made are not work: they are
-never collected and do not change the digest. A stash is never collected, so it always
-counts as uncollected.
+uncommitted and untracked work (judged by content, never by the clone's index), HEAD,
+work collection cannot export (nested repositories, `.git` directories below the top,
+unreadable paths, files above the caps: each with its path and size) and refs outside
+refs/heads that reach new history. Tags the agent made are not work: they are never
+collected and do not change the digest. Ignored files, special files and empty
+directories are not work either (reset removes them without --discard). A stash is
+never collected, so it always counts as uncollected.
 """
 
 from __future__ import annotations
@@ -35,20 +39,26 @@ def holds_work(inspection: Inspection, baseline: Baseline) -> bool:
     """Anything reset would lose: changed branches, WIP, or commits only HEAD reaches."""
     detached = any(e.kind == "detached" for e in inspection.exports)
     changed = bool(changed_branches(inspection, baseline))
-    return changed or inspection.dirty or inspection.unreadable or detached
+    unexported = inspection.unexported_count > 0 or bool(inspection.new_extra_refs)
+    return changed or inspection.dirty or inspection.unreadable or detached or unexported
 
 
 def work_digest(inspection: Inspection, baseline: Baseline) -> str | None:
     """sha256 over the work; None when the clone holds none."""
     if not holds_work(inspection, baseline):
         return None
-    document = {
+    document: dict[str, object] = {
         "head": inspection.head,
         "headCommit": inspection.head_commit,
         "branches": changed_branches(inspection, baseline),
         "wipTree": inspection.wip_tree,
         "unreadable": inspection.unreadable,
     }
+    # Added only when present, so a digest recorded before these existed still matches.
+    if inspection.unexported_count:
+        document["unexported"] = inspection.unexported_digest
+    if inspection.new_extra_refs:
+        document["extraRefs"] = sorted(inspection.new_extra_refs)
     # ensure_ascii keeps undecodable name bytes (kept as surrogates) digestible.
     blob = json.dumps(document, sort_keys=True, ensure_ascii=True).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +14,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
+from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, leased
@@ -56,12 +57,34 @@ def _record_failure(ctx: PoolContext, name: str, exc: WriterpoolError) -> None:
     ctx.report.add(exc.code, "error", _target(ctx.alias, name), exc.message)
 
 
+def stateless_clone(paths: Paths, name: str, state: WriterState | None) -> bool:
+    """A clone that no usable state vouches for: never overwritten, never removed
+    without --discard (its commits and files cannot be judged)."""
+    return state is None and writer_layout(paths, name)["clone"].exists()
+
+
+def report_stateless(ctx: PoolContext, name: str) -> None:
+    ctx.report.add(
+        "writer_state_missing",
+        "error",
+        _target(ctx.alias, name),
+        "the writer has a clone but no usable state.json; mode set neither re-provisions "
+        "nor removes it",
+        remedy=f"copy what you need out of the clone, then `writerpool writer remove {name} "
+        "--discard` and run mode set again",
+    )
+
+
 def provision_one(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     assert ctx.base is not None
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
         with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+            # Checked under the lease: the plan saw the same, but nothing may slip between.
+            if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
+                report_stateless(ctx, name)
+                return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
             state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
@@ -124,10 +147,12 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
         with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
-            if (
-                state is not None
-                and not ctx.discard
-                and has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+            if not ctx.discard and (
+                stateless_clone(ctx.paths, name, state)
+                or (
+                    state is not None
+                    and has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+                )
             ):
                 ctx.report.add(
                     "writer_uncollected",
@@ -143,13 +168,15 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
 
 
 def delete_writer_files(paths: Paths, name: str) -> None:
-    """Remove everything a writer owns except its lease file (still held by the caller)."""
+    """Remove everything a writer owns except its lease file (still held by the caller).
+
+    Any tree the agent made goes (no recursion; see clonetool/removal.py). The state
+    file goes last: killed or failing part way, the writer is still listed, its work
+    still guarded, and the same command finishes the removal. The lease file left
+    behind does not make a writer: see provision.existing_states.
+    """
     root = paths.writer_dir(name)
-    (root / "state.json").unlink(missing_ok=True)  # first: a half-removed writer reads as gone
-    for child in root.iterdir():
-        if child.name == "lease":
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+    for child in sorted(os.listdir(root)):
+        if child not in ("lease", "state.json"):
+            remove_path(root / child)
+    (root / "state.json").unlink(missing_ok=True)

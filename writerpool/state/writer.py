@@ -35,6 +35,10 @@ class Baseline(Strict):
     head: str
     commit: str
     branches: dict[str, str]
+    # Full tag ref -> value the clone held when made (empty unless `--tags reachable`).
+    # Absent in states written before it was recorded: such a writer with tags reads
+    # as not at baseline until its next reset.
+    tags: dict[str, str] = {}
 
 
 class Collection(Strict):

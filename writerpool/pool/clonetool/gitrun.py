@@ -42,6 +42,7 @@ def git(
     env: dict[str, str],
     data: bytes | None = None,
     warnings: list[bytes] | None = None,
+    allow: tuple[int, ...] = (0,),
 ) -> bytes:
     argv = ["git", "--no-optional-locks"]
     for setting in SAFE_CONFIG:
@@ -51,7 +52,7 @@ def git(
     )
     if warnings is not None:
         warnings.append(done.stderr)
-    if done.returncode != 0:
+    if done.returncode not in allow:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise ToolError(f"git {args[0]} failed: {tail[0][:200]}")
     return done.stdout

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from typing import Any
 
 from .gitrun import BASE_BUNDLE, GIT_DIR, WORK, ToolError, git, git_env
+from .removal import empty_dir, remove_at, remove_path
+from .tree import parents
 
-IN_PROGRESS = (
-    "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_RR", "AUTO_MERGE", "CHERRY_PICK_HEAD",
-    "REVERT_HEAD", "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES",
-    "BISECT_EXPECTED_REV", "BISECT_ANCESTORS_OK", "ORIG_HEAD", "FETCH_HEAD", "rebase-merge",
-    "rebase-apply", "sequencer", "logs", "index", "index.lock", "HEAD.lock",
-    "packed-refs.lock", "objects/info/alternates", "objects/info/http-alternates",
-    "info/attributes", "info/grafts", "info/sparse-checkout", "shallow",
-)  # fmt: skip
+# What a fresh clone's git directory holds; everything else (in-progress operations,
+# reflogs, rr-cache, worktrees, modules, split-index files, ...) goes.
+KEEP = {"HEAD", "config", "objects", "refs", "packed-refs", "hooks", "description"}
+OBJECT_INFO_DROP = ("objects/info/alternates", "objects/info/http-alternates")
 
 
 def _remove(rel: str) -> None:
-    path = os.path.join(GIT_DIR, rel)
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.unlink(path)
+    remove_path(os.path.join(GIT_DIR, rel))
 
 
 def _write(rel: str, text: str) -> None:
@@ -47,8 +40,13 @@ def make_removable(top: str) -> None:
 def reset(request: dict[str, Any]) -> dict[str, Any]:
     branch, commit, source = request["branch"], request["commit"], request["bundle_ref"]
     make_removable(WORK)
-    for rel in IN_PROGRESS:
+    for name in os.listdir(GIT_DIR):
+        if name not in KEEP:
+            _remove(name)
+    for rel in OBJECT_INFO_DROP:
         _remove(rel)
+    if os.path.isdir(os.path.join(GIT_DIR, "hooks")):
+        empty_dir(os.path.join(GIT_DIR, "hooks"))
     # Every ref goes (branches, tags, stash, notes, anything planted), then the base returns.
     _remove("packed-refs")
     _remove("refs")
@@ -72,8 +70,34 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
     # Later walks (collection) then stop at the base instead of crossing all history.
     git(["commit-graph", "write", "--reachable"], env)
     git(["reset", "-q", "--hard", f"refs/heads/{branch}"], env)
-    git(["clean", "-ffdxq"], env)
+    remove_untracked(git(["ls-tree", "-r", "-z", "--name-only", "HEAD"], env))
     for rel in ("logs", "ORIG_HEAD", "COMMIT_EDITMSG"):
         _remove(rel)
-    status = git(["status", "--porcelain", "--ignored", "-z"], env)
-    return {"head": f"refs/heads/{branch}", "commit": got, "clean": not status}
+    # Objects only the agent's work reached go too: the next session must not find them.
+    git(["prune", "--expire=now"], env)
+    return {"head": f"refs/heads/{branch}", "commit": got}
+
+
+def remove_untracked(listing: bytes) -> None:
+    """Remove every entry of the work tree that HEAD's tree does not hold: ignored
+    files, special files, empty directories, nested repositories, `.git` directories
+    below the top. Unlike `git clean`, this sees what git does not."""
+    tracked = {p for p in listing.split(b"\0") if p}
+    dirs = parents(tracked)
+    pending = [b""]
+    while pending:
+        rel = pending.pop()
+        fd = os.open(os.path.join(WORK.encode(), rel), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for name in os.listdir(fd):
+                raw = os.fsencode(name)
+                path = os.path.join(rel, raw) if rel else raw
+                if path == b".git" or path in tracked:
+                    continue
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                if path in dirs and stat.S_ISDIR(mode) and b".git" not in path.split(b"/"):
+                    pending.append(path)
+                else:
+                    remove_at(fd, name)
+        finally:
+            os.close(fd)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from typing import Any
 
+from .content import git_state, judge
 from .gitrun import (
     CLONE_OBJECTS,
-    GIT_DIR,
+    HEX,
     OUT,
-    ToolError,
     existing_commits,
     git,
     git_env,
@@ -28,53 +27,6 @@ IDENTITY = {
     "GIT_COMMITTER_NAME": "writerpool",
     "GIT_COMMITTER_EMAIL": "writerpool@localhost",
 }
-
-
-def _clear_index_flags(env: dict[str, str]) -> None:
-    # assume-unchanged and skip-worktree entries would hide changes from `git add -A`.
-    listing = git(["ls-files", "-v", "-z"], env).split(b"\0")
-    hidden = [e[2:] for e in listing if e[:1].islower()]
-    skipped = [e[2:] for e in listing if e[:1] == b"S"]
-    for flag, paths in (("--no-assume-unchanged", hidden), ("--no-skip-worktree", skipped)):
-        if paths:
-            git(["update-index", flag, "-z", "--stdin"], env, b"\0".join(paths) + b"\0")
-
-
-def _stage_everything(
-    scratch: str, head_commit: str | None, copy_index: bool, warnings: list[bytes]
-) -> str:
-    env = scratch_env(scratch, GIT_INDEX_FILE=os.path.join(scratch, "index"))
-    index = os.path.join(scratch, "index")
-    if os.path.lexists(index):
-        os.unlink(index)
-    source = os.path.join(GIT_DIR, "index")
-    if copy_index and os.path.isfile(source) and not os.path.islink(source):
-        shutil.copyfile(source, index)  # keeps stat data, so unchanged files are not rehashed
-        git(["update-index", "-q", "--no-untracked-cache", "--no-fsmonitor"], env)
-        _clear_index_flags(env)
-    else:
-        git(["read-tree", head_commit or "--empty"], env)
-    git(["add", "-A", "--", "."], env, warnings=warnings)
-    # Files ignored only by .git/info/exclude are the agent's work too: add them by force.
-    others = ["ls-files", "-z", "--others", "--exclude-per-directory=.gitignore"]
-    extra = git(others, env, warnings=warnings)
-    if extra.strip(b"\0"):
-        literal = dict(env, GIT_LITERAL_PATHSPECS="1")
-        git(["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"], literal, extra)
-    return git(["write-tree"], env).decode().strip()
-
-
-def capture_wip(scratch: str, head_commit: str | None) -> tuple[str, bool]:
-    """The tree of the working tree as `git add -A` sees it (objects go to scratch), and
-    whether git skipped a directory it could not read (its files are then missing)."""
-    warnings: list[bytes] = []
-    try:
-        tree = _stage_everything(scratch, head_commit, True, warnings)
-    except ToolError:
-        # A damaged or unusual index: start from HEAD's tree and hash every file.
-        warnings.clear()
-        tree = _stage_everything(scratch, head_commit, False, warnings)
-    return tree, any(b"could not open directory" in w for w in warnings)
 
 
 def wip_commit(scratch: str, tree: str, parent: str | None, label: str) -> str:
@@ -138,6 +90,24 @@ def _exports(
     return exports
 
 
+def _extra_refs(
+    refs: dict[bytes, bytes], odd: dict[bytes, str], known: list[str], env: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Refs outside refs/heads/ and refs/tags/ (the stash aside): never exported; those
+    that reach history no branch or baseline commit reaches are work."""
+    names = sorted(n for n in {*refs, *odd} if not n.startswith((b"refs/heads/", b"refs/tags/"))
+                   and n != b"refs/stash")  # fmt: skip
+    exclude = existing_commits(known, env)
+    commits = existing_commits([refs[n].decode() for n in names if HEX.fullmatch(refs.get(n, b""))],
+                               env)  # fmt: skip
+    found = []
+    for name in names:
+        value = refs.get(name, b"").decode(errors="replace")
+        new = value in commits and (not exclude or is_new(value, exclude, env))
+        found.append({"name": name.decode("utf-8", "surrogateescape"), "new": new})
+    return found[:200]
+
+
 def inspect(request: dict[str, Any]) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
     env = read_env(scratch)
@@ -145,21 +115,28 @@ def inspect(request: dict[str, Any]) -> dict[str, Any]:
     head, head_commit = read_head(refs)
     found = branches(refs, odd, env)
     baseline: dict[str, str] = request.get("baseline", {})
-    tree, unreadable = capture_wip(scratch, head_commit)
+    content = judge(scratch, head_commit, request.get("caps", {}), env)
     head_tree = EMPTY_TREE
     if head_commit is not None:
         head_tree = git(["rev-parse", f"{head_commit}^{{tree}}"], env).decode().strip()
-    wip = tree if tree != head_tree else None
+    wip = content.tree if content.tree != head_tree else None
     exports = _exports(found, baseline, head, head_commit, env)
     if wip is not None:
         label = "detached-head" if head == "detached" else head.removeprefix("refs/heads/")
         exports.append({"name": f"{label}-wip", "commit": None, "kind": "wip"})
+    tips = [e["commit"] for e in found if e["commit"] is not None]
+    known = [*tips, *baseline.values(), *request.get("exclude", []), *filter(None, [head_commit])]
+    tags = {k.decode("utf-8", "surrogateescape"): v.decode(errors="replace")
+            for k, v in refs.items() if k.startswith(b"refs/tags/")}  # fmt: skip
     result: dict[str, Any] = {
         "head": head, "head_commit": head_commit, "branches": found,
         "stash": b"refs/stash" in refs or b"refs/stash" in odd,
-        "tags": sum(1 for k in refs if k.startswith(b"refs/tags/")),
+        "tags": len(tags), "tag_refs": tags,
         "dirty": wip is not None, "wip_tree": wip, "exports": exports, "bundle": None,
-        "unreadable": unreadable,
+        "unreadable": bool(content.found.report()["counts"].get("unreadable")),
+        "extra_refs": _extra_refs(refs, odd, known, env),
+        "git_state": git_state(), "index_matches": content.index_ok,
+        **content.found.report(),
     }  # fmt: skip
     if request.get("bundle"):
         result.update(_collect(request, result, scratch))

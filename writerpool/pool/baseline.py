@@ -1,0 +1,64 @@
+"""Is a writer exactly at its baseline? One answer for the session guard, `writer list`,
+and reset's and recreate's verification.
+
+Judged by content (pool/inspect.py `baseline_problems`, computed in a throwaway
+container): the base tree with every tracked file's content equal to it, the
+baseline's refs only, no stash, no other worktree, nothing else in the work tree
+(ignored or not), no git state a fresh clone lacks. Here the host adds what lies
+outside the clone: its git settings (`verify_clone`, reads that execute nothing) and the
+writer's cache, which must be empty unless `[pool] keep_caches` keeps it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.gitops.verify import verify_clone
+from writerpool.pool.clonetool.removal import remove_path
+from writerpool.pool.container import writer_layout
+from writerpool.pool.inspect import baseline_problems, inspect_writer
+from writerpool.runtime.podman import Podman
+from writerpool.state.atomic import ensure_private_dir
+from writerpool.state.writer import WriterState
+
+
+def cache_problem(paths: Paths, state: WriterState, pool: Pool) -> str | None:
+    """Why the writer's cache is not the baseline's (empty), or None."""
+    if state.cache == "none" or pool.keep_caches:
+        return None
+    cache = writer_layout(paths, state.name)["cache"]
+    try:
+        with os.scandir(cache) as entries:
+            held = any(True for _ in entries)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "the cache directory cannot be read"
+    return "the cache is not empty (reset clears it)" if held else None
+
+
+def clear_cache(paths: Paths, state: WriterState, pool: Pool) -> None:
+    """Empty the writer's cache unless the operator keeps caches across sessions."""
+    if state.cache == "none" or pool.keep_caches:
+        return
+    cache = writer_layout(paths, state.name)["cache"]
+    try:
+        remove_path(cache)
+    except OSError as exc:
+        raise WriterpoolError("writer_reset_failed", "the cache cannot be cleared") from exc
+    ensure_private_dir(cache)
+
+
+def writer_problems(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> list[str]:
+    """Why the writer is not at its baseline (empty: it is). The caller holds the lease,
+    or accepts that a session may be changing the clone meanwhile (`writer list`)."""
+    unsafe = verify_clone(writer_layout(paths, state.name)["clone"])
+    problems = ["unsafe clone: " + ", ".join(unsafe[:5])] if unsafe else []
+    if state.baseline is None:
+        return [*problems, "the writer was never fully provisioned"]
+    problems += baseline_problems(inspect_writer(paths, podman, state, pool), state.baseline)
+    cache = cache_problem(paths, state, pool)
+    return problems + ([cache] if cache else [])
