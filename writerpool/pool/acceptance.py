@@ -15,12 +15,8 @@ from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import writer_spec
-from writerpool.pool.control import (
-    control_current,
-    harness_digest,
-    harness_path,
-    parse_harness_report,
-)
+from writerpool.pool.control import control_current, harness_digest, harness_path
+from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
@@ -139,14 +135,15 @@ def accept(
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)
-    checks = report["checks"] if report else {}
-    failed = sorted(n for n, c in checks.items() if c.get("status") == "fail")
-    inconclusive = sorted(n for n, c in checks.items() if c.get("status") == "inconclusive")
-    network = report.get("network") if report else None
+    failed = report.with_status("fail") if report else []
+    inconclusive = report.with_status("inconclusive") if report else []
+    network = report.network if report else None
     ok = (
         exit_code == 0
         and report is not None
-        and report.get("verdict") == "pass"
+        and report.verdict == "pass"
+        and not failed
+        and not inconclusive
         and network in ("limited", "not_limited")
     )
     code, message = "writer_accepted", ""  # the failure paths below set the message
@@ -173,7 +170,7 @@ def accept(
                 code,
                 exitCode=exit_code,
                 report="absent" if not out.strip() else ("present" if report else "invalid"),
-                verdict=report.get("verdict") if report else None,
+                verdict=report.verdict if report else None,
                 network=network if network in ("limited", "not_limited") else None,
                 failedChecks=_token_list(failed),
                 inconclusiveChecks=_token_list(inconclusive),

@@ -384,11 +384,13 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
         if state is not None and not guard(paths, podman, loaded, state, discard, report):
             return report
         delete_writer_files(paths, name)
-    report.add(
-        "writer_removed",
-        "ok",
-        ref.target,
-        "state, clone, agent directory and bundles deleted; refs already collected "
-        "into the checkout are kept",
-    )
+        # Inside the block: a failure above is reported by findings_for and must not be
+        # followed by a line saying the writer was removed.
+        report.add(
+            "writer_removed",
+            "ok",
+            ref.target,
+            "state, clone, agent directory and bundles deleted; refs already collected "
+            "into the checkout are kept",
+        )
     return report
