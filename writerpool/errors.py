@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 # Every code writerpool can report, with its one-line meaning. docs/codes.md is
 # checked against this table by a test, so the two never drift apart.
 CODES: dict[str, str] = {
@@ -16,6 +18,9 @@ CODES: dict[str, str] = {
     "usage_invalid": "Invalid name or combination of arguments",
     "internal_error": "An unexpected error inside writerpool (a bug)",
     "platform_unsupported": "Writer operations need Linux",
+    "command_failed": "A git, podman or helper command failed; its last stderr line is shown",
+    "command_timeout": "A git, podman or helper command did not finish within its time limit",
+    "disk_full": "No space is left on the device (ENOSPC); free space and retry",
     # modes
     "mode_planned": "A mode change was planned only",
     "mode_applied": "The mode entry was written",
@@ -83,6 +88,7 @@ CODES: dict[str, str] = {
     "isolation_control_passed": "The uncontained control detected the expected escapes",
     "isolation_control_failed": "The control failed; any earlier passing record was dropped",
     "podman_unavailable": "Podman could not be used",
+    "podman_api_unavailable": "Podman's API service cannot be started or does not answer",
     "acceptance_harness_failed": "The contained harness failed or wrote no valid passing report",
     "acceptance_fingerprint_changed": "The acceptance fingerprint changed during the run",
     "writer_acceptance_failed": "Acceptance failed unexpectedly",
@@ -121,6 +127,8 @@ CODES: dict[str, str] = {
     "isolation_control": "Doctor: whether a passing isolation control is recorded",
     "writer_readiness": "Doctor: a writer's phase and readiness",
     "podman_usable": "Podman is installed, its version known, and `podman info` works",
+    "podman_api": "Podman's API service answers and lists containers (fences use it)",
+    "npm_registry": "npm reaches its registry with the host's CA variables (doctor --registry)",
     "rootless_user": "writerpool runs as an ordinary user, as rootless containers need",
     "subid_ranges": "The user has subordinate uid and gid ranges Podman uses",
     "idmap_helpers": "newuidmap and newgidmap exist, setuid root or with file capabilities",
@@ -175,3 +183,32 @@ class UsageError(WriterpoolError):
 
     def __init__(self, message: str, code: str = "usage_invalid") -> None:
         super().__init__(code, message)
+
+
+_NO_SPACE = "No space left on device"
+
+
+def is_disk_full(cause: BaseException | None = None, text: str = "") -> bool:
+    """Whether a failure came from a full disk: ENOSPC anywhere in the cause chain, or
+    the message git, podman and Python print for it in a command's output."""
+    if _NO_SPACE in text:
+        return True
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            return True
+        stderr = getattr(cause, "stderr", b"")
+        if isinstance(stderr, bytes) and _NO_SPACE.encode() in stderr:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def failure(
+    code: str, message: str, cause: BaseException | None = None, text: str = ""
+) -> WriterpoolError:
+    """The error for a failed step: `disk_full` when a full disk caused it, else `code`."""
+    if is_disk_full(cause, text):
+        return WriterpoolError("disk_full", f"no space left on the device: {message}")
+    return WriterpoolError(code, message)

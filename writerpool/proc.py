@@ -3,21 +3,50 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from writerpool.errors import WriterpoolError
+from writerpool.report import sanitize
+
 DEFAULT_TIMEOUT = 120.0
+_WORD = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
-class CommandFailed(Exception):
-    def __init__(self, argv: Sequence[str], returncode: int, stdout: bytes, stderr: bytes) -> None:
+class CommandFailed(WriterpoolError):
+    """A command exited non-zero, timed out or was missing: an expected failure with a
+    code (`command_failed`, `command_timeout`), so it never ends as an internal error.
+    Its message names the program and the last line of its stderr, path- and secret-free;
+    str() keeps more of stderr for logs."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        returncode: int,
+        stdout: bytes,
+        stderr: bytes,
+        *,
+        timed_out: bool = False,
+    ) -> None:
         self.argv = list(argv)
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        super().__init__(str(self))
+        self.timed_out = timed_out
+        super().__init__("command_timeout" if timed_out else "command_failed", self._summary())
+
+    def _summary(self) -> str:
+        program = os.path.basename(self.argv[0]) if self.argv else "?"
+        sub = self.argv[1] if len(self.argv) > 1 and _WORD.fullmatch(self.argv[1]) else ""
+        what = f"{program} {sub}".strip()
+        lines = self.stderr.decode(errors="replace").strip().splitlines()
+        last = sanitize(lines[-1].strip())[:300] if lines else ""
+        if self.timed_out:
+            return f"{what} {last}"
+        return f"{what} exited {self.returncode}" + (f": {last}" if last else "")
 
     def __str__(self) -> str:
         err = self.stderr.decode(errors="replace").strip()[-2000:]
@@ -58,7 +87,9 @@ def run(
             stdin=None if input is not None else subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        raise CommandFailed(argv, -1, b"", f"timed out after {timeout}s".encode()) from exc
+        raise CommandFailed(
+            argv, -1, b"", f"timed out after {timeout:g}s".encode(), timed_out=True
+        ) from exc
     except FileNotFoundError as exc:
         raise CommandFailed(argv, 127, b"", f"{argv[0]}: not found".encode()) from exc
     done = Completed(list(argv), proc.returncode, proc.stdout, proc.stderr)
@@ -99,7 +130,7 @@ def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
     except subprocess.TimeoutExpired as exc:
         launcher.kill()
         launcher.wait()
-        raise CommandFailed(argv, -1, b"", b"could not be started in time") from exc
+        raise CommandFailed(argv, -1, b"", b"could not be started in time", timed_out=True) from exc
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -67,6 +67,7 @@ def v2_facts(**changes: Any) -> HostFacts:
         tun=DeviceFacts(0o020666, 0, 0),
         cgroups="v2",
         images={IMAGE: True},
+        api_probed=True,
     )
     base.update(changes)
     return HostFacts(**base)

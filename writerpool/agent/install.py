@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from pathlib import Path
 
 from writerpool.agent.project_files import disable_project_files, project_files_disabled
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.report import sanitize
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"
@@ -76,6 +78,42 @@ def install_pi(prefix: Path) -> Path:
     try:
         run(argv, env=clean_env(), timeout=900)
     except CommandFailed as exc:
-        raise WriterpoolError("session_start_failed", "installing pi with npm failed") from exc
+        raise WriterpoolError(
+            "session_start_failed",
+            f"installing pi with npm failed: {npm_error(exc)}; "
+            "`writerpool doctor --registry` checks the registry and CA variables",
+        ) from exc
     disable_project_files(prefix)
     return pi_entry(prefix)
+
+
+def npm_error(exc: CommandFailed, lines: int = 3) -> str:
+    """What npm said about its failure (its code, the cause, its hint), path- and
+    secret-free: stack frames and object dumps (indented), bare braces, syscall and errno
+    lines and the pointer to its log file are dropped."""
+    if exc.timed_out:
+        return "npm timed out"
+    useful = []
+    for raw in exc.stderr.decode(errors="replace").splitlines():
+        found = _NPM_ERROR.match(raw)
+        if found is None or found.group(1).startswith("  "):
+            continue
+        line = found.group(1).strip()
+        if line and not _NPM_NOISE.match(line):
+            useful.append(line)
+    tail = " | ".join(useful[:lines] + useful[-1:] if len(useful) > lines else useful)
+    return sanitize(tail or f"npm exited {exc.returncode}")[:600]
+
+
+_NPM_ERROR = re.compile(r"^npm (?:error|ERR!) ?(.*)$")
+_NPM_NOISE = re.compile(r"^(?:[{}]|syscall |errno |A complete log)")
+
+
+def registry_problem(timeout: float = 30.0) -> str | None:
+    """Why npm cannot reach its registry with the environment pi's install gets (the
+    host's CA variables included), or None when `npm ping` answers."""
+    try:
+        run(["npm", "ping"], env=clean_env(), timeout=timeout)
+    except CommandFailed as exc:
+        return "npm is not installed" if exc.returncode == 127 else npm_error(exc)
+    return None

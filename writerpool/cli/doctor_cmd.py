@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from writerpool.agent.install import registry_problem
 from writerpool.cli.output import json_option
 from writerpool.config.paths import Paths
 from writerpool.doctor import diagnose, exit_code
@@ -11,12 +12,17 @@ from writerpool.doctor.render import render_json, render_text
 
 
 @click.command()
+@click.option(
+    "--registry",
+    is_flag=True,
+    help="Also check that npm reaches its registry (uses the network; image build needs it).",
+)
 @json_option
-def doctor(as_json: bool) -> None:
+def doctor(registry: bool, as_json: bool) -> None:
     """Check the host, Podman, the configuration and the writers directory.
 
     Exit status: 0 every check ok, 1 warnings only, 2 at least one error.
     """
-    results = diagnose(Paths.from_env())
+    results = diagnose(Paths.from_env(), registry_problem if registry else None)
     click.echo(render_json(results) if as_json else render_text(results))
     raise SystemExit(exit_code(results))

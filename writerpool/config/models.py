@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.untrusted import DocumentRefused, loads_toml, read_regular
 
 ALIAS_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 Thinking = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
@@ -151,9 +152,11 @@ def describe_validation(exc: ValidationError) -> str:
 
 def parse_config(raw: bytes) -> Config:
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = loads_toml(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise WriterpoolError("config_invalid", f"config.toml is not valid TOML: {exc}") from exc
+    except DocumentRefused as exc:
+        raise WriterpoolError("config_invalid", f"config.toml {exc.reason}") from exc
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -165,8 +168,9 @@ def fingerprint(raw: bytes) -> str:
 
 
 def load_config(paths: Paths) -> LoadedConfig:
+    # The configuration may be a symlink (dotfile managers make them) to a regular file.
     try:
-        raw = paths.config_file.read_bytes()
+        raw = read_regular(paths.config_file, follow=True)
     except FileNotFoundError as exc:
         raise WriterpoolError(
             "config_missing", "no configuration yet; run `writerpool config init`"
@@ -175,4 +179,6 @@ def load_config(paths: Paths) -> LoadedConfig:
         raise WriterpoolError(
             "config_invalid", f"config.toml is unreadable: {exc.strerror}"
         ) from exc
+    except DocumentRefused as exc:
+        raise WriterpoolError("config_invalid", f"config.toml {exc.reason}") from exc
     return LoadedConfig(parse_config(raw), fingerprint(raw))

@@ -13,6 +13,7 @@ from writerpool.config.network import DEFAULT_NETWORK, NetworkKind
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.state.atomic import write_atomic
+from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 MODES_SCHEMA_VERSION = 1
 IMAGE_ID_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -62,13 +63,14 @@ class ExecutionModes(Strict):
 
 def load_modes(paths: Paths) -> ExecutionModes:
     try:
-        raw = paths.modes_file.read_bytes()
+        raw = read_regular(paths.modes_file)
+        return ExecutionModes.model_validate(loads_json(raw))
     except FileNotFoundError:
         return ExecutionModes()
+    except DocumentRefused as exc:
+        raise WriterpoolError("modes_file_invalid", f"execution-modes.json {exc.reason}") from exc
     except OSError as exc:
         raise WriterpoolError("modes_file_invalid", f"cannot read modes: {exc.strerror}") from exc
-    try:
-        return ExecutionModes.model_validate(json.loads(raw))
     except (ValueError, ValidationError) as exc:
         raise WriterpoolError("modes_file_invalid", "execution-modes.json is invalid") from exc
 

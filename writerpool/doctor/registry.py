@@ -26,12 +26,14 @@ from writerpool.doctor.host import idmap_helpers, podman_usable, rootless_user, 
 from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
+from writerpool.doctor.services import podman_api
 from writerpool.doctor.writers import isolation_control, writer_readiness
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import HostFacts
 
 BUILTIN_CHECKS: tuple[Check, ...] = (
     podman_usable,
+    podman_api,
     rootless_user,
     subid_ranges,
     idmap_helpers,
@@ -52,6 +54,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
 # Every id the built-in checks report (docs/doctor.md documents each).
 CHECK_IDS = (
     "podman_usable",
+    "podman_api",
     "rootless_user",
     "subid_ranges",
     "idmap_helpers",

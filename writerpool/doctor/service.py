@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.doctor.image import read_pin
 from writerpool.doctor.model import CheckResult
 from writerpool.doctor.registry import run_checks
+from writerpool.doctor.services import CA_VARIABLES, npm_registry
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import gather_host_facts
 
@@ -29,7 +33,15 @@ def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
     return pinned, ids
 
 
-def diagnose(paths: Paths) -> list[CheckResult]:
+def diagnose(
+    paths: Paths, registry_probe: Callable[[], str | None] | None = None
+) -> list[CheckResult]:
+    """Every check; with `registry_probe` (it uses the network), also whether npm
+    reaches its registry: the probe returns why not, or None."""
     pinned, image_ids = images_to_probe(paths)
     facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
-    return run_checks(paths, facts)
+    results = run_checks(paths, facts)
+    if registry_probe is not None:
+        ca_set = tuple(name for name in CA_VARIABLES if os.environ.get(name))
+        results.append(npm_registry(registry_probe(), ca_set))
+    return results

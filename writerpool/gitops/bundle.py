@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from writerpool.errors import WriterpoolError
+from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.refnames import git_format_reason, refuse_reason
@@ -122,9 +122,9 @@ def create_base_bundle(repo: Path, base: BaseRef, tags: bool, dest: Path) -> Pat
                 "--tags",
                 timeout=BUNDLE_TIMEOUT,
             )
-        except CommandFailed as exc:
-            raise WriterpoolError(
-                "writer_base_unavailable", "exporting the base as a bundle failed"
+        except (CommandFailed, OSError) as exc:
+            raise failure(
+                "writer_base_unavailable", "exporting the base as a bundle failed", exc
             ) from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -193,12 +193,12 @@ def clone_from_bundle(bundle: Path, dest: Path, branch: str, origin: str | None)
             if copyable_origin(origin):
                 git(dest, "remote", "add", "--", "origin", origin, timeout=60)
                 outcome = OriginOutcome.COPIED
+    except (CommandFailed, OSError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise failure("writer_clone_failed", "cloning the base bundle failed", exc) from exc
     except WriterpoolError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    except (CommandFailed, OSError) as exc:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise WriterpoolError("writer_clone_failed", "cloning the base bundle failed") from exc
     return CloneResult(path=dest, branch=branch, origin=outcome)
 
 
@@ -278,4 +278,4 @@ def import_bundle(repo: Path, bundle: Path, mapping: list[tuple[str, str]]) -> N
             timeout=BUNDLE_TIMEOUT,
         )
     except CommandFailed as exc:
-        raise WriterpoolError("writer_collect_failed", "importing the bundle failed") from exc
+        raise failure("writer_collect_failed", "importing the bundle failed", exc) from exc

@@ -18,13 +18,8 @@ from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
-from writerpool.pool.control import (
-    control_current,
-    harness_digest,
-    harness_path,
-    host_listener,
-    parse_harness_report,
-)
+from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
+from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
@@ -188,15 +183,16 @@ def accept(
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)
-    checks = report["checks"] if report else {}
-    failed = sorted(n for n, c in checks.items() if c.get("status") == "fail")
-    inconclusive = sorted(n for n, c in checks.items() if c.get("status") == "inconclusive")
-    network = report.get("network") if report else None
+    failed = report.with_status("fail") if report else []
+    inconclusive = report.with_status("inconclusive") if report else []
+    network = report.network if report else None
     expected = classification(state.network)
     ok = (
         exit_code == 0
         and report is not None
-        and report.get("verdict") == "pass"
+        and report.verdict == "pass"
+        and not failed
+        and not inconclusive
         and network == expected
     )
     code, message = "writer_accepted", ""  # the failure paths below set the message
@@ -204,7 +200,7 @@ def accept(
     if not ok:
         code = "acceptance_harness_failed"
         if report is not None and network in ("limited", "not_limited") and network != expected:
-            failed += _failed_network_checks(report)
+            failed += report.network_not_passed() or ["network"]
         message = "the contained harness did not pass: " + (
             ", ".join(failed + inconclusive) or f"network {network}, expected {expected}"
         )
@@ -225,7 +221,7 @@ def accept(
                 code,
                 exitCode=exit_code,
                 report="absent" if not out.strip() else ("present" if report else "invalid"),
-                verdict=report.get("verdict") if report else None,
+                verdict=report.verdict if report else None,
                 network=network if network in ("limited", "not_limited") else None,
                 failedChecks=_token_list(failed),
                 inconclusiveChecks=_token_list(inconclusive),
@@ -251,11 +247,3 @@ def accept(
     )
     return state, Finding(code, "ok", target, f"accepted; network {describe(state.network)}")
 
-
-def _failed_network_checks(report: dict[str, Any]) -> list[str]:
-    checks = report.get("networkChecks")
-    if not isinstance(checks, dict):
-        return ["network"]
-    return sorted(
-        n for n, c in checks.items() if not isinstance(c, dict) or c.get("status") != "pass"
-    )

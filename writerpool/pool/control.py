@@ -11,16 +11,18 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.paths import Paths
 from writerpool.pool import harness
+from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Report
 from writerpool.runtime.probe import run_harness_on_host
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import now
+from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 TARGET = "writer/host/control"
 # What an uncontained process on this host can always do; the harness must notice each.
@@ -60,13 +62,9 @@ def harness_digest(path: Path | None = None) -> str:
 
 def load_control(paths: Paths) -> ControlRecord | None:
     try:
-        raw = paths.control_file.read_bytes()
-    except FileNotFoundError:
-        return None
-    try:
-        return ControlRecord.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):
-        return None
+        return ControlRecord.model_validate(loads_json(read_regular(paths.control_file)))
+    except (OSError, ValueError, ValidationError, DocumentRefused):
+        return None  # no usable record: a control must be run
 
 
 def control_current(paths: Paths) -> bool:
@@ -77,16 +75,6 @@ def control_current(paths: Paths) -> bool:
 def _save(paths: Paths, record: ControlRecord) -> None:
     data = json.dumps(record.model_dump(mode="json", by_alias=True), indent=2) + "\n"
     write_atomic(paths.control_file, data.encode())
-
-
-def parse_harness_report(stdout: bytes) -> dict[str, Any] | None:
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        return None
-    if not isinstance(report, dict) or not isinstance(report.get("checks"), dict):
-        return None
-    return report
 
 
 def run_control(
@@ -128,17 +116,12 @@ def run_control(
         shutil.rmtree(canary_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     parsed = parse_harness_report(out)
-    checks = parsed["checks"] if parsed else {}
-    network_checks = parsed.get("networkChecks", {}) if parsed else {}
     missed = tuple(
-        name for name in EXPECTED_ESCAPES if checks.get(name, {}).get("status") != "fail"
-    ) + tuple(
         name
-        for name in EXPECTED_NETWORK_ESCAPES
-        if not isinstance(network_checks, dict)
-        or network_checks.get(name, {}).get("status") != "fail"
+        for name in (*EXPECTED_ESCAPES, *EXPECTED_NETWORK_ESCAPES)
+        if parsed is None or parsed.status_of(name) != "fail"
     )
-    if parsed is not None and parsed.get("network") != "not_limited":
+    if parsed is not None and parsed.network != "not_limited":
         missed += ("network",)
     passed = parsed is not None and not missed
     _save(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from writerpool.errors import WriterpoolError
 from writerpool.pool.lease import Lease
-from writerpool.runtime.podman import Podman, PodmanUnavailable
+from writerpool.runtime.podman import Podman, PodmanApiUnavailable, PodmanUnavailable
 
 
 def fence(podman: Podman, writer: str, lease: Lease) -> int:
@@ -21,6 +21,8 @@ def fence(podman: Podman, writer: str, lease: Lease) -> int:
             podman.remove(container.id)
         if podman.writer_containers(writer):
             raise WriterpoolError("writer_fenced", "a container of the writer is still present")
+    except PodmanApiUnavailable:
+        raise  # its own code and remedy say more than "could not confirm"
     except PodmanUnavailable as exc:
         raise WriterpoolError(
             "writer_fenced", "could not confirm that no container of the writer exists"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.errors import WriterpoolError
+from writerpool.errors import WriterpoolError, failure
 from writerpool.pool.container import limits_supported, writer_layout
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -269,16 +269,19 @@ def run_tool(
             input=json.dumps(request).encode(),
         )
     except CommandFailed as exc:
-        raise WriterpoolError(code, "the throwaway container did not finish") from exc
+        raise failure(code, "the throwaway container did not finish", exc) from exc
     try:
         answer = json.loads(done.stdout)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
         last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise WriterpoolError(code, sanitize(f"the throwaway container failed: {last[0][:200]}"))
+        raise failure(
+            code, sanitize(f"the throwaway container failed: {last[0][:200]}"), text=last[0]
+        )
     if done.returncode != 0 or "error" in answer:
-        raise WriterpoolError(code, sanitize(f"in the clone: {str(answer.get('error'))[:300]}"))
+        error = str(answer.get("error"))
+        raise failure(code, sanitize(f"in the clone: {error[:300]}"), text=error)
     return answer
 
 

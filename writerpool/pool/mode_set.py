@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from writerpool.config.models import Config, LoadedConfig
-from writerpool.config.modes import ContainerSettings, ModeEntry, load_modes, store_entry
+from pydantic import ValidationError
+
+from writerpool.config.models import Config, LoadedConfig, describe_validation
+from writerpool.config.modes import (
+    IMAGE_ID_RE,
+    ContainerSettings,
+    ModeEntry,
+    load_modes,
+    store_entry,
+)
 from writerpool.config.network import DEFAULT_NETWORK
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
@@ -101,16 +109,19 @@ def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
         return ModeEntry(mode="host", accept_host_writes=True)
     if mode == "read-only":
         return ModeEntry(mode="read-only")
-    settings = ContainerSettings(
-        profiles=req.profiles,
-        writers=req.writers,
-        lifecycle=req.lifecycle,
-        image=req.image,
-        network=req.network,
-        tags=req.tags,
-        cache=req.cache,
-        base=base or "",
-    )
+    try:
+        settings = ContainerSettings(
+            profiles=req.profiles,
+            writers=req.writers,
+            lifecycle=req.lifecycle,
+            image=req.image,
+            network=req.network,
+            tags=req.tags,
+            cache=req.cache,
+            base=base or "",
+        )
+    except ValidationError as exc:
+        raise UsageError(f"invalid container settings: {describe_validation(exc)}") from exc
     return ModeEntry(mode="container", container=settings)
 
 
@@ -122,6 +133,8 @@ def set_mode(
     target = f"modes/workspace/{req.alias}"
     if req.alias not in config.workspaces:
         raise UsageError(f"workspace {req.alias!r} is not configured", code="alias_unknown")
+    if req.image != "default" and not IMAGE_ID_RE.fullmatch(req.image):
+        raise UsageError("--image takes 'default' or a local image id of 64 lowercase hex digits")
     mode = req.mode
     if mode is None:
         if not rootless_podman_usable(podman):

@@ -11,7 +11,7 @@ from writerpool.agent.launch import remove_credential, render_for_profile
 from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
-from writerpool.errors import WriterpoolError
+from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
 from writerpool.pool.clonetool.removal import remove_path
@@ -93,6 +93,10 @@ def provision_one(ctx: PoolContext, index: int) -> None:
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        _record_failure(ctx, name, failure("disk_full", "provisioning stopped", exc))
 
 
 def render_writer_agent_dir(paths: Paths, config: Config, state: WriterState) -> None:

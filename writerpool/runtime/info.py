@@ -217,6 +217,8 @@ class HostFacts:
     cgroups: CgroupLayout = "unknown"
     images: Mapping[str, bool] = field(default_factory=dict)  # image id -> exists
     runtime_trial: RuntimeTrial | None = None
+    api_probed: bool = False  # whether Podman's API service was asked to list containers
+    api_error: str | None = None  # why it could not be used, when it was asked
 
     def binary(self, name: str) -> BinaryFacts:
         return self.binaries.get(name, BinaryFacts(None))
@@ -278,7 +280,7 @@ def read_text(path: Path) -> str | None:
 
 
 def _failure(exc: CommandFailed | WriterpoolError) -> str:
-    if isinstance(exc, WriterpoolError):
+    if not isinstance(exc, CommandFailed):
         return exc.message
     tail = exc.stderr.decode(errors="replace").strip()[-_STDERR_KEEP:]
     return sanitize(tail or f"exited {exc.returncode}")
@@ -317,6 +319,15 @@ def run_trial(podman: Podman, image_id: str) -> RuntimeTrial:
     return RuntimeTrial(image_id, done.returncode == 0, sanitize(tail))
 
 
+def probe_api(podman: Podman) -> str | None:
+    """Why Podman's API service (fences and removals use it) is unusable, or None."""
+    try:
+        podman.containers(LABEL_ROLE, "doctor")
+    except WriterpoolError as exc:
+        return exc.message
+    return None
+
+
 def _remove_quietly(podman: Podman, name: str) -> None:
     with contextlib.suppress(CommandFailed, WriterpoolError):
         podman.cli(["rm", "--force", "--ignore", name], timeout=60, check=False)
@@ -347,10 +358,13 @@ def gather_host_facts(image_ids: Sequence[str] = (), trial_image: str | None = N
     trial = None
     if binaries["podman"].path is not None or "WRITERPOOL_PODMAN" in os.environ:
         version, info, error = probe_podman(podman)
+    api_probed, api_error = False, None
     if info is not None:
         images = {image: _image_exists(podman, image) for image in dict.fromkeys(image_ids)}
         if trial_image and images.get(trial_image) and uid != 0:
             trial = run_trial(podman, trial_image)
+        if uid != 0:
+            api_probed, api_error = True, probe_api(podman)
     return HostFacts(
         uid=uid,
         user=_user_name(uid),
@@ -365,4 +379,6 @@ def gather_host_facts(image_ids: Sequence[str] = (), trial_image: str | None = N
         cgroups=cgroup_layout(read_text(MOUNTS_FILE) or ""),
         images=images,
         runtime_trial=trial,
+        api_probed=api_probed,
+        api_error=api_error,
     )

@@ -32,8 +32,21 @@ _versions: dict[_Stamp, str] = {}
 
 
 class PodmanUnavailable(WriterpoolError):
+    def __init__(self, message: str, code: str = "podman_unavailable") -> None:
+        super().__init__(code, message)
+
+
+API_REMEDY = (
+    "run `podman system service --time=0` by hand to see why it fails, or remove a stale "
+    "socket under $XDG_RUNTIME_DIR/podman; `writerpool doctor` probes it (podman_api)"
+)
+
+
+class PodmanApiUnavailable(PodmanUnavailable):
+    """The CLI may work while the API service does not: its own code, with the remedy."""
+
     def __init__(self, message: str) -> None:
-        super().__init__("podman_unavailable", message)
+        super().__init__(f"{message}; {API_REMEDY}", code="podman_api_unavailable")
 
 
 @dataclass(frozen=True)
@@ -163,13 +176,13 @@ class Podman:
                 env=podman_env(),
             )
         except (OSError, CommandFailed) as exc:
-            raise PodmanUnavailable("cannot start the podman API service") from exc
+            raise PodmanApiUnavailable("Podman's API service cannot be started") from exc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if _socket_answers(self.socket_path):
                 return
             time.sleep(0.05)
-        raise PodmanUnavailable("the podman API service did not come up")
+        raise PodmanApiUnavailable("Podman's API service did not come up")
 
     def _client(self) -> podman.PodmanClient:
         self._ensure_service()
@@ -187,7 +200,7 @@ class Podman:
             requests.RequestException,
             OSError,
         ) as exc:
-            raise PodmanUnavailable("listing containers failed") from exc
+            raise PodmanApiUnavailable("Podman's API service failed to list containers") from exc
 
     def remove(self, container_id: str) -> None:
         try:
@@ -204,7 +217,7 @@ class Podman:
             requests.RequestException,
             OSError,
         ) as exc:
-            raise PodmanUnavailable("removing a container failed") from exc
+            raise PodmanApiUnavailable("Podman's API service failed to remove a container") from exc
 
     def writer_containers(self, writer: str) -> list[ContainerRef]:
         return self.containers(LABEL_WRITER, writer)

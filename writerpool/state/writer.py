@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.errors import WriterpoolError
 from writerpool.state.atomic import write_atomic
+from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 STATE_SCHEMA_VERSION = 1
 Phase = Literal["provisioning", "not_ready", "ready"]
@@ -77,15 +78,21 @@ def load_state(writer_dir: Path) -> WriterState | None:
     """The writer's state, or None when it has none; a broken file raises."""
     path = state_file(writer_dir)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return None
+    except DocumentRefused as exc:
+        raise WriterpoolError(
+            "writer_state_unreadable", f"the writer's state {exc.reason}"
+        ) from exc
     except OSError as exc:
         raise WriterpoolError(
             "writer_state_unreadable", "the writer's state cannot be read"
         ) from exc
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
+    except DocumentRefused as exc:
+        raise WriterpoolError("writer_state_invalid", f"the writer's state {exc.reason}") from exc
     except ValueError as exc:
         raise WriterpoolError("writer_state_invalid", "the writer's state is not JSON") from exc
     if isinstance(data, dict) and data.get("schema_version") != STATE_SCHEMA_VERSION:
