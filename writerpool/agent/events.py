@@ -98,6 +98,7 @@ class TurnSnapshot:
     started_at: float
     updated_at: float
     ended_at: float | None
+    tool_calls: int = 0  # tools pi started in this turn (for progress reports)
 
 
 @dataclass
@@ -145,7 +146,9 @@ class TurnLog:
         if turn is None:
             return
         turn.snapshot = replace(turn.snapshot, updated_at=now)
-        if event.type == "response" and event.response_id == turn.prompt_id:
+        if event.type == "tool_execution_start":
+            turn.snapshot = replace(turn.snapshot, tool_calls=turn.snapshot.tool_calls + 1)
+        elif event.type == "response" and event.response_id == turn.prompt_id:
             if event.success is False:  # pi refused the prompt before running it
                 self._end(turn, "failed", "error", now)
         elif event.type == "message_end" and event.role == "assistant":

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from writerpool import __version__
 from writerpool.audit import audit
@@ -27,8 +29,17 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.mcp.progress import Progress, report_while_running
 from writerpool.mcp.sessions import SessionManager
-from writerpool.mcp.tools import SESSION_ID_PATTERN, TOOLS, TOOLS_BY_NAME, ToolSpec
+from writerpool.mcp.tools import (
+    GLOSSARY,
+    SESSION_ID_PATTERN,
+    TEXT_PAGE_DEFAULT,
+    TOOLS,
+    TOOLS_BY_NAME,
+    ToolSpec,
+    annotations_for,
+)
 from writerpool.mcp.validate import check_arguments
 from writerpool.report import sanitize
 
@@ -38,23 +49,40 @@ SERVER_NAME = "writerpool"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN.removesuffix("$") + r"\Z")
 
 
-def list_tools() -> list[types.Tool]:
-    return [
-        types.Tool(
-            name=spec.name,
+INSTRUCTIONS = (
+    "writerpool runs pi coding-agent sessions for you. " + GLOSSARY + " Call "
+    "pi_capabilities_get first, start a session with pi_session_start, send work with "
+    "pi_session_prompt, wait for it with pi_turn_get, and close the session with "
+    "pi_session_close when done (that frees its writer)."
+)
+# Failures a client hears about as a log line too (the tool result carries the same code).
+LOGGED_FAILURES = frozenset({"session_start_failed", "session_failed", "internal_error"})
+
+
+def list_tools(host_coding: bool = True) -> list[types.Tool]:
+    """The tools as clients see them. `host_coding`: a coding profile may work in an
+    operator's checkout, which makes a prompt destructive (unknown config: assume so)."""
+    tools = []
+    for spec in TOOLS:
+        hints = annotations_for(spec, host_coding)
+        annotations = types.ToolAnnotations(
             title=spec.title,
-            description=spec.description,
-            input_schema=spec.input_schema(),
-            annotations=types.ToolAnnotations(
-                title=spec.title,
-                read_only_hint=spec.hints.read_only,
-                destructive_hint=spec.hints.destructive,
-                idempotent_hint=spec.hints.idempotent,
-                open_world_hint=spec.hints.open_world,
-            ),
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
         )
-        for spec in TOOLS
-    ]
+        tools.append(
+            types.Tool(
+                name=spec.name,
+                title=spec.title,
+                description=spec.description,
+                input_schema=spec.input_schema(),
+                output_schema=spec.output_schema(),
+                annotations=annotations,
+            )
+        )
+    return tools
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -77,6 +105,7 @@ class ToolService:
         self.paths = paths
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
+        self.log_failures = True
         try:
             loaded = load_config(paths)
             self.manager = SessionManager(paths, loaded, load_modes(paths))
@@ -85,7 +114,13 @@ class ToolService:
             self.load_error = exc
             log.error("configuration not loaded: %s", sanitize(exc.message))
 
-    def _handler(self, spec: ToolSpec, args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    @property
+    def host_coding(self) -> bool:
+        return self.manager.host_coding if self.manager is not None else True
+
+    def _handler(
+        self, spec: ToolSpec, args: dict[str, Any], progress: Progress
+    ) -> Callable[[], dict[str, Any]]:
         if self.manager is None:
             assert self.load_error is not None
             raise self.load_error
@@ -94,24 +129,33 @@ class ToolService:
         handlers: dict[str, Callable[[], dict[str, Any]]] = {
             "pi_capabilities_get": m.capabilities,
             "pi_session_start": lambda: m.start(
-                args["workspace"], args.get("executionProfile"), args.get("base")
+                args["workspace"], args.get("executionProfile"), args.get("base"), progress
             ),
             "pi_session_list": m.list,
             "pi_session_get": lambda: m.get(sid),
             "pi_session_prompt": lambda: m.prompt(sid, args["message"]),
-            "pi_turn_get": lambda: m.turn(sid, args["turnId"], float(args.get("waitSeconds", 0))),
+            "pi_turn_get": lambda: m.turn(
+                sid,
+                args["turnId"],
+                float(args.get("waitSeconds", 0)),
+                int(args.get("offset", 0)),
+                int(args.get("limit", TEXT_PAGE_DEFAULT)),
+                progress,
+            ),
             "pi_session_abort": lambda: m.abort(sid),
             "pi_session_close": lambda: m.close(sid),
         }
         return handlers[spec.name]
 
-    async def call(self, name: str, arguments: object) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: object, progress: Progress | None = None
+    ) -> dict[str, Any]:
         spec = TOOLS_BY_NAME.get(name)
         try:
             if spec is None:
                 raise WriterpoolError("tool_unknown", "no tool of that name")
             args = check_arguments(spec, arguments)
-            handler = self._handler(spec, args)
+            handler = self._handler(spec, args, progress or Progress())
             # Agent calls block (process start, waits); a worker thread keeps the
             # server answering other requests meanwhile.
             body = {"ok": True, **await anyio.to_thread.run_sync(handler, abandon_on_cancel=True)}
@@ -148,8 +192,22 @@ def _session_of(arguments: object, body: dict[str, Any]) -> str | None:
     return None
 
 
+def failure_line(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The log line for a session failure (its code and sanitized message, no paths)."""
+    if body["ok"]:
+        turn = body.get("turn")
+        if isinstance(turn, dict) and turn.get("status") == "failed":
+            return {"tool": name, "event": "turn_failed", "turnId": turn.get("turnId"),
+                    "sessionId": body.get("sessionId")}  # fmt: skip
+        return None
+    code = body["error"]["code"]
+    if code not in LOGGED_FAILURES:
+        return None
+    return {"tool": name, "event": code, "message": body["error"]["message"]}
+
+
 def build_server(service: ToolService) -> Server[Any]:
-    tools = list_tools()
+    tools = list_tools(service.host_coding)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -159,14 +217,44 @@ def build_server(service: ToolService) -> Server[Any]:
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return to_result(await service.call(params.name, params.arguments))
+        progress = Progress()
 
-    return Server(
-        SERVER_NAME,
-        version=__version__,
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-    )
+        async def send(value: float, line: str) -> None:
+            await ctx.session.report_progress(value, None, line)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(report_while_running, progress, send)
+            body = await service.call(params.name, params.arguments, progress)
+            tg.cancel_scope.cancel()
+        line = failure_line(params.name, body)
+        if line is not None and service.log_failures:
+            notice = types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(
+                    level="error", logger=SERVER_NAME, data=line
+                )
+            )
+            await ctx.session.send_notification(notice, ctx.request_id)
+        return to_result(body)
+
+    async def on_set_logging_level(
+        ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        # Failure lines are errors; a client asking for fewer than errors hears none.
+        service.log_failures = params.level in ("debug", "info", "notice", "warning", "error")
+        return types.EmptyResult()
+
+    with warnings.catch_warnings():
+        # The SDK warns that protocol 2026-07-28 drops the logging capability; the
+        # clients of today negotiate earlier versions and show these lines.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            on_set_logging_level=on_set_logging_level,
+        )
 
 
 async def _exit_on_signal(service: ToolService) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from writerpool import __version__
-from writerpool.config.models import LoadedConfig
+from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -27,12 +29,45 @@ from writerpool.mcp.placement import (
     profile_capabilities,
     workspace_capabilities,
 )
-from writerpool.mcp.turns import now_iso, turn_view
+from writerpool.mcp.progress import Progress
+from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.mcp.turns import Snapshot, now_iso, progress_line, turn_view
+from writerpool.mcp.work import clone_work, other_work, read_clone
+
+if TYPE_CHECKING:
+    from writerpool.gitops.clone_read import CloneRefs
 
 log = logging.getLogger(__name__)
 
 # Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
 MAX_TOMBSTONES = 256
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A turn as it ended, kept after its agent is gone (still paged on request)."""
+
+    status: str
+    text: str | None
+    stop_reason: str | None
+    started_at: object
+    updated_at: object
+    ended_at: object
+    tool_calls: int = 0
+    text_truncated: bool = False
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _Kept:
+        return cls(
+            snap.status,
+            snap.text,
+            snap.stop_reason,
+            snap.started_at,
+            snap.updated_at,
+            snap.ended_at,
+            int(getattr(snap, "tool_calls", 0) or 0),
+            bool(getattr(snap, "text_truncated", False)),
+        )
 
 
 @dataclass
@@ -47,9 +82,14 @@ class Session:
     # public turn id -> the agent's own turn id
     turns: dict[str, str] = field(default_factory=dict)
     # A closed session's turns as they ended (the agent is gone by then).
-    final_turns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    final_turns: dict[str, _Kept] = field(default_factory=dict)
     closed_at: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # A container session's clone, its refs when the session began, and (once closed)
+    # its work as it was at close.
+    clone: Path | None = None
+    start_refs: CloneRefs | None = None
+    final_work: dict[str, Any] | None = None
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -81,12 +121,20 @@ class Session:
         if self.plan.placement == "container":
             out["writer"] = self.writer
             out["base"] = self.base
+        out["work"] = self.work()
         return out
+
+    def work(self) -> dict[str, Any]:
+        if self.final_work is not None:
+            return self.final_work
+        if self.clone is None or self.writer is None:
+            return other_work(self.plan.read_only)
+        return clone_work(self.writer, self.start_refs, read_clone(self.clone))
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():
             try:
-                self.final_turns[public] = turn_view(public, agent.turn(own))
+                self.final_turns[public] = _Kept.of(agent.turn(own))
             except WriterpoolError:
                 continue  # the agent no longer keeps turns that old
 
@@ -102,6 +150,7 @@ class SessionManager:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
         self._shutting_down = False
+        self.host_coding = _host_coding(loaded.config, modes)
 
     # -- read-only tools -------------------------------------------------------------
 
@@ -132,17 +181,27 @@ class SessionManager:
     # -- session life ----------------------------------------------------------------
 
     def start(
-        self, workspace: str, profile: str | None = None, base: str | None = None
+        self,
+        workspace: str,
+        profile: str | None = None,
+        base: str | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         plan = plan_session(self._loaded.config, self._modes, workspace, profile, base)
         session_id = "s-" + secrets.token_hex(8)
         with self._lock:
             if self._shutting_down:
                 raise WriterpoolError("session_start_failed", "the server is shutting down")
+        progress = progress or Progress()
+        progress.follow(lambda: _starting_line(plan, progress))
         launched = self._launcher.launch(plan, session_id)
         session = Session(
             session_id, plan, launched, now_iso(), writer=launched.writer, base=launched.base
         )
+        if launched.writer is not None:
+            progress.say(f"writer {launched.writer} started")
+            session.clone = self._paths.writer_dir(launched.writer) / "clone"
+            session.start_refs = read_clone(session.clone)
         with self._lock:
             late = self._shutting_down
             self._sessions[session_id] = session
@@ -165,6 +224,7 @@ class SessionManager:
                         self._launcher.stop(launched, self._close_seconds())
                     finally:
                         session.keep_final_turns(launched.agent)
+                        session.final_work = session.work()
                         session.launched = None
         self._forget_old_tombstones()
         return {"session": session.view()}
@@ -204,7 +264,15 @@ class SessionManager:
             session.turns[turn_id] = agent_turn
         return {"sessionId": session_id, "turnId": turn_id, "status": "running"}
 
-    def turn(self, session_id: str, turn_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+    def turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        wait_seconds: float = 0,
+        offset: int = 0,
+        limit: int = TEXT_PAGE_DEFAULT,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
         session = self._find(session_id)
         agent_turn = session.turns.get(turn_id)
         if agent_turn is None:
@@ -214,12 +282,16 @@ class SessionManager:
             final = session.final_turns.get(turn_id)
             if final is None:
                 raise WriterpoolError("turn_unknown", "the closed session no longer has it")
-            return {"sessionId": session_id, "turn": final}
+            view = turn_view(turn_id, final, offset, limit)
+            return {"sessionId": session_id, "turn": view, "work": session.work()}
         agent = launched.agent
         snapshot = agent.turn(agent_turn)
         if wait_seconds > 0 and snapshot.status == "running" and agent.alive:
+            if progress is not None:
+                progress.follow(lambda: progress_line(agent.turn(agent_turn), time.time()))
             snapshot = agent.wait(agent_turn, wait_seconds)
-        return {"sessionId": session_id, "turn": turn_view(turn_id, snapshot)}
+        view = turn_view(turn_id, snapshot, offset, limit)
+        return {"sessionId": session_id, "turn": view, "work": session.work()}
 
     def abort(self, session_id: str) -> dict[str, Any]:
         session = self._find(session_id)
@@ -256,3 +328,27 @@ class SessionManager:
             closed = [sid for sid, s in self._sessions.items() if s.closed_at is not None]
             for sid in closed[: max(0, len(closed) - MAX_TOMBSTONES)]:
                 del self._sessions[sid]
+
+
+def _starting_line(plan: SessionPlan, progress: Progress) -> str:
+    seconds = int(time.monotonic() - progress.started)
+    if plan.placement == "container":
+        where = f"leasing a writer of workspace {plan.workspace} and starting pi in it"
+    else:
+        where = f"starting pi for workspace {plan.workspace} on the host"
+    return f"{where}, {seconds} s"
+
+
+def _host_coding(config: Config, modes: ExecutionModes) -> bool:
+    """Whether a coding profile would work in an operator's checkout (host or unset mode)."""
+    for workspace in config.workspaces:
+        for name, profile in config.profiles.items():
+            if profile.permission != "coding":
+                continue
+            try:
+                plan = plan_session(config, modes, workspace, name, None)
+            except WriterpoolError:
+                continue
+            if plan.placement == "host":
+                return True
+    return False

@@ -1,13 +1,26 @@
-"""The tool surface of `writerpool serve`: names, descriptions, input schemas, annotations.
+"""The tool surface of `writerpool serve`: names, descriptions, schemas, annotations.
 
 This table is the contract coding clients see; tests/e2e/snapshots/tools.json holds
 a golden copy, and a test fails when the two drift apart.
+
+Descriptions are written for a model that has never heard of pi or writerpool, and
+state every range and default in words: some clients (Codex) drop `pattern`,
+`minimum`, `maximum` and length limits from the schemas they show the model.
+
+Annotations follow the MCP definitions: `destructiveHint` is true only for a tool that
+may destroy or overwrite something not easily recovered. A prompt in a container
+workspace changes only the writer's clone, whose work is kept until the operator
+collects it; abort and close lose nothing. A prompt is destructive only where a coding
+profile works in the operator's own checkout (a `host` or unset mode), and the server
+then says so (see `annotations_for`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from writerpool.mcp import schemas
 
 ALIAS_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 SESSION_ID_PATTERN = r"^s-[0-9a-f]{16}$"
@@ -16,6 +29,24 @@ TURN_ID_PATTERN = r"^t-[1-9][0-9]{0,5}$"
 BASE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$"
 MESSAGE_MAX_CHARS = 65536
 WAIT_MAX_SECONDS = 60
+# A page of a turn's final text, in characters. The default page, inside the JSON body,
+# stays below what Claude Code and Codex show a model without cutting or moving the
+# result to a file (measured with both: tests/clients/).
+TEXT_PAGE_DEFAULT = 8000
+TEXT_PAGE_MAX = 65536
+TEXT_OFFSET_MAX = 1 << 20
+
+GLOSSARY = (
+    "pi is a coding agent (a language model with file and shell tools) that writerpool "
+    "runs for you: you give it instructions and read its answers. A writer is an "
+    "isolated container holding its own git clone of a workspace's repository; a coding "
+    "session in a container workspace has one writer to itself, and pi edits and commits "
+    "only there. A base is the branch a writer's clone starts from."
+)
+COLLECT_NOTE = (
+    "Work stays in the writer until the operator collects it; it reaches the "
+    "operator's checkout only then."
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +65,7 @@ class ToolSpec:
     properties: dict[str, dict[str, Any]]
     required: tuple[str, ...]
     hints: Hints
+    output: dict[str, schemas.Schema]
 
     def input_schema(self) -> dict[str, Any]:
         return {
@@ -43,123 +75,207 @@ class ToolSpec:
             "additionalProperties": False,
         }
 
+    def output_schema(self) -> dict[str, Any]:
+        return schemas.body(self.output)
+
 
 _WORKSPACE = {
     "type": "string",
     "pattern": ALIAS_PATTERN,
-    "description": "Workspace alias from pi_capabilities_get.",
+    "description": "Workspace alias, as listed by pi_capabilities_get (lower-case letters, "
+    "digits, '-' and '_', starting with a letter, at most 64 characters).",
 }
 _PROFILE = {
     "type": "string",
     "pattern": ALIAS_PATTERN,
-    "description": "Execution profile alias; omit for the configured default (read-only).",
+    "description": "Execution profile alias from pi_capabilities_get; omit it for the "
+    "configured default profile, which is read-only. Use a coding profile to change files.",
 }
 _BASE = {
     "type": "string",
     "pattern": BASE_PATTERN,
     "maxLength": 200,
-    "description": "Base branch for a coding session in a container workspace; "
-    "omit for the workspace's default base.",
+    "description": "Branch the writer's clone starts from, only for a coding session in a "
+    "container workspace (at most 200 characters; letters, digits and . _ / -, not starting "
+    "with - or .). Omit it for the workspace's default base.",
 }
 _SESSION = {
     "type": "string",
     "pattern": SESSION_ID_PATTERN,
-    "description": "Session id returned by pi_session_start.",
+    "description": "The sessionId pi_session_start returned ('s-' and 16 hex digits).",
 }
 _TURN = {
     "type": "string",
     "pattern": TURN_ID_PATTERN,
-    "description": "Turn id returned by pi_session_prompt.",
+    "description": "The turnId pi_session_prompt returned ('t-' and a number).",
 }
 _MESSAGE = {
     "type": "string",
     "minLength": 1,
     "maxLength": MESSAGE_MAX_CHARS,
-    "description": "The instruction for the agent.",
+    "description": f"The instruction for the agent, 1 to {MESSAGE_MAX_CHARS} characters.",
 }
 _WAIT = {
     "type": "number",
     "minimum": 0,
     "maximum": WAIT_MAX_SECONDS,
-    "description": "Wait up to this many seconds for the turn to end (default 0).",
+    "description": f"Seconds to wait for the turn to end, from 0 to {WAIT_MAX_SECONDS} "
+    "(default 0: answer at once). While waiting the server sends progress notifications; "
+    "call again to wait longer.",
+}
+_OFFSET = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": TEXT_OFFSET_MAX,
+    "description": "Where the page of the final text starts, in characters from 0 "
+    f"(default 0). Pass the nextOffset of the previous page to read on; at most {TEXT_OFFSET_MAX}.",
+}
+_LIMIT = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": TEXT_PAGE_MAX,
+    "description": f"Most characters of final text in one page, 1 to {TEXT_PAGE_MAX} "
+    f"(default {TEXT_PAGE_DEFAULT}, which clients show whole).",
 }
 
 _READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
+# Changes the server's own bookkeeping (and a writer's container) but destroys nothing.
+_ADDITIVE = Hints(read_only=False, destructive=False, idempotent=False, open_world=False)
+_STOPS = Hints(read_only=False, destructive=False, idempotent=True, open_world=False)
+
+_SESSION_OUT = {"session": schemas.SESSION}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "pi_capabilities_get",
         "Describe workspaces and profiles",
-        "Report the server version, the configuration fingerprint (loaded once; changes need "
-        "a restart), each workspace's alias, execution mode, configured writers and default "
-        "base, and each execution profile with its permission.",
+        "Start here. writerpool runs pi sessions for you. "
+        + GLOSSARY
+        + " This reports the server version, the configuration fingerprint (loaded once; "
+        "changes need a server restart), each workspace's alias, execution mode (container: "
+        "coding happens in writers; host: in the operator's checkout; read-only: no coding), "
+        "configured writers and default base, and each execution profile with its "
+        "permission (read-only or coding).",
         {},
         (),
         _READ,
+        schemas.CAPABILITIES,
     ),
     ToolSpec(
         "pi_session_start",
         "Start an agent session",
-        "Start a pi agent session in a workspace. A read-only profile runs on the host with "
-        "read-only tools. A coding profile follows the workspace mode: in a container "
-        "workspace it leases a ready writer on the requested base branch; in a host "
-        "workspace it edits the operator's checkout; a read-only workspace refuses it.",
+        "Start a pi agent session in a workspace and return its sessionId. "
+        + GLOSSARY
+        + " A read-only profile reads the workspace on the host with read-only tools. A "
+        "coding profile follows the workspace mode: in a container workspace it leases a "
+        "free ready writer on the requested base (no free one: writer_unavailable); in a "
+        "host workspace it edits the operator's checkout; a read-only workspace refuses it. "
+        "Starting takes seconds to a minute; progress notifications report it. A session "
+        "holds its writer until pi_session_close: close every session you start.",
         {"workspace": _WORKSPACE, "executionProfile": _PROFILE, "base": _BASE},
         ("workspace",),
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+        _ADDITIVE,
+        _SESSION_OUT,
     ),
     ToolSpec(
         "pi_session_list",
         "List sessions",
-        "List this server's sessions, including closed ones, with their state.",
+        "List this server's sessions, open and closed, with their state (idle, running, "
+        "failed, closed). Close sessions you no longer need to free their writers.",
         {},
         (),
         _READ,
+        {"sessions": {"type": "array", "items": schemas.SESSION}},
     ),
     ToolSpec(
         "pi_session_get",
         "Describe a session",
-        "Report one session: workspace, profile, placement, state, writer and base.",
+        "Report one session: workspace, profile, placement (host or container), state, "
+        "turns, and for a container session its writer, its base {ref, commit} and its work: "
+        "the clone's head commit and the branches changed since the session started. "
+        + COLLECT_NOTE,
         {"sessionId": _SESSION},
         ("sessionId",),
         _READ,
+        _SESSION_OUT,
     ),
     ToolSpec(
         "pi_session_prompt",
         "Send a prompt",
-        "Send a message to the session's agent, which calls its model provider and may use "
-        "its tools (a coding session edits files). Returns a turn id at once; poll "
-        "pi_turn_get for the result. One turn runs at a time per session.",
+        "Send an instruction to the session's pi agent, which calls its model provider "
+        "and may use its tools (in a coding session it edits files and may commit, in the "
+        "writer's clone for a container workspace). Returns a turnId at once; then call "
+        "pi_turn_get with waitSeconds to wait for the answer. One turn runs at a time per "
+        "session (another prompt meanwhile: session_busy).",
         {"sessionId": _SESSION, "message": _MESSAGE},
         ("sessionId", "message"),
-        Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        {
+            "sessionId": schemas.string("The session id."),
+            "turnId": schemas.string("The new turn's id."),
+            "status": schemas.string("running."),
+        },
     ),
     ToolSpec(
         "pi_turn_get",
         "Read a turn",
-        "Report a turn's status (running, completed, failed, aborted), stop reason and, once "
-        "completed, the final assistant text (at most 64 KiB). Optionally wait for it to end.",
-        {"sessionId": _SESSION, "turnId": _TURN, "waitSeconds": _WAIT},
+        "Report a turn's status (running, completed, failed, aborted), its stop reason, how "
+        "many tools the agent ran, and once completed a page of the final answer: offset and "
+        f"limit choose it (default the first {TEXT_PAGE_DEFAULT} characters); textLength is "
+        "the whole length and nextOffset the next page's start (null when none is left). "
+        f"waitSeconds (0 to {WAIT_MAX_SECONDS}, default 0) waits for the turn to end, with "
+        "progress notifications meanwhile; call again while it is still running. Also "
+        "reports the session's work (head commit, changed branches). " + COLLECT_NOTE,
+        {
+            "sessionId": _SESSION,
+            "turnId": _TURN,
+            "waitSeconds": _WAIT,
+            "offset": _OFFSET,
+            "limit": _LIMIT,
+        },
         ("sessionId", "turnId"),
         _READ,
+        {
+            "sessionId": schemas.string("The session id."),
+            "turn": schemas.TURN,
+            "work": schemas.WORK,
+        },
     ),
     ToolSpec(
         "pi_session_abort",
         "Abort the running turn",
-        "Abort the session's running turn, if any; the session stays open.",
+        "Stop the session's running turn, if any; what the agent already did stays, and "
+        "the session stays open for another prompt. Aborting with no turn running does "
+        "nothing.",
         {"sessionId": _SESSION},
         ("sessionId",),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        _STOPS,
+        {
+            "sessionId": schemas.string("The session id."),
+            "turnId": {"type": ["string", "null"], "description": "The aborted turn."},
+            "aborted": {"type": "boolean", "description": "Whether a turn was running."},
+        },
     ),
     ToolSpec(
         "pi_session_close",
         "Close a session",
         "Stop the session's agent (and its writer container), remove its credential and "
-        "release its writer. Closing a closed session succeeds again.",
+        "free its writer for other sessions. Nothing is lost: the work stays in the writer "
+        "until the operator collects it. Closing a closed session succeeds again. Close "
+        "every session you start once you are done with it.",
         {"sessionId": _SESSION},
         ("sessionId",),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        _STOPS,
+        _SESSION_OUT,
     ),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {tool.name: tool for tool in TOOLS}
+
+
+def annotations_for(spec: ToolSpec, host_coding: bool) -> Hints:
+    """The tool's hints for this server's configuration: a prompt may overwrite the
+    operator's own files where a coding profile runs on the host."""
+    if spec.name == "pi_session_prompt" and host_coding:
+        return replace(spec.hints, destructive=True)
+    return spec.hints

@@ -1,9 +1,11 @@
-"""Turn snapshots as clients see them: status, stop reason, times, capped final text."""
+"""Turn snapshots as clients see them: status, stop reason, times, the final text by pages."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
 
 TEXT_CAP_BYTES = 64 * 1024
 STOP_REASONS = frozenset({"stop", "length", "toolUse", "error", "aborted"})
@@ -54,22 +56,51 @@ def cap_text(text: str, limit: int = TEXT_CAP_BYTES) -> tuple[str, bool]:
     return raw[:limit].decode("utf-8", errors="ignore"), True
 
 
-def turn_view(turn_id: str, snapshot: Snapshot) -> dict[str, Any]:
+def page_of(text: str, offset: int, limit: int) -> tuple[str, int | None]:
+    """Characters [offset, offset+limit) of text, and where the next page starts."""
+    page = text[offset : offset + limit]
+    end = offset + len(page)
+    return page, (end if end < len(text) else None)
+
+
+def turn_view(
+    turn_id: str, snapshot: Snapshot, offset: int = 0, limit: int = TEXT_PAGE_DEFAULT
+) -> dict[str, Any]:
     """Only the final assistant text of a completed turn leaves the server; a running,
-    failed or aborted turn's partial text could hold tool output or provider errors."""
+    failed or aborted turn's partial text could hold tool output or provider errors.
+    The text comes one page at a time; `textTruncated` says the agent's answer was longer
+    than what is kept (the adapter's flag, or this cap), never that a page ends early."""
     status = snapshot.status if snapshot.status in STATUSES else "failed"
     text: str | None = None
+    length: int | None = None
+    next_offset: int | None = None
     truncated = False
     if status == "completed" and snapshot.text is not None:
-        text, truncated = cap_text(snapshot.text)
+        kept, truncated = cap_text(snapshot.text)
+        truncated = truncated or bool(getattr(snapshot, "text_truncated", False))
+        length = len(kept)
+        text, next_offset = page_of(kept, offset, limit)
     stop = snapshot.stop_reason if snapshot.stop_reason in STOP_REASONS else None
     return {
         "turnId": turn_id,
         "status": status,
         "stopReason": stop,
+        "toolCalls": int(getattr(snapshot, "tool_calls", 0) or 0),
         "text": text,
+        "textOffset": offset,
+        "textLength": length,
+        "nextOffset": next_offset,
         "textTruncated": truncated,
         "startedAt": _iso(snapshot.started_at),
         "updatedAt": _iso(snapshot.updated_at),
         "endedAt": _iso(snapshot.ended_at),
     }
+
+
+def progress_line(snapshot: Snapshot, now: float) -> str:
+    """What a waiting client is told: "turn running: 3 tool calls, 41 s"."""
+    started = snapshot.started_at
+    seconds = max(0, int(now - started)) if isinstance(started, int | float) else 0
+    calls = int(getattr(snapshot, "tool_calls", 0) or 0)
+    noun = "tool call" if calls == 1 else "tool calls"
+    return f"turn {snapshot.status}: {calls} {noun}, {seconds} s"

@@ -63,6 +63,13 @@ def _check_property(name: str, value: object, schema: dict[str, Any]) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _invalid(f"{name}: must be a number")
         _check_number(name, value, schema)
+    elif kind == "integer":
+        # JSON has one number type: 5.0 is an integer, 5.5 is not.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _invalid(f"{name}: must be an integer")
+        if isinstance(value, float) and not value.is_integer():
+            raise _invalid(f"{name}: must be an integer")
+        _check_number(name, value, schema)
     else:
         raise ValueError(f"unsupported schema type {kind!r}")
 
