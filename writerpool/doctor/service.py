@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
+from writerpool.doctor.host import probe_node
 from writerpool.doctor.image import read_pin
 from writerpool.doctor.model import CheckResult
 from writerpool.doctor.registry import run_checks
@@ -32,4 +35,5 @@ def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
 def diagnose(paths: Paths) -> list[CheckResult]:
     pinned, image_ids = images_to_probe(paths)
     facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
+    facts = replace(facts, node=probe_node(paths.pi_prefix))
     return run_checks(paths, facts)
