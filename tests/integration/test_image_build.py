@@ -31,7 +31,7 @@ BUILD_TIMEOUT = 2400
 
 @pytest.fixture(autouse=True)
 def _tools() -> None:
-    missing = [t for t in ("podman", "mmdebstrap", "npm") if shutil.which(t) is None]
+    missing = [t for t in ("podman", "mmdebstrap") if shutil.which(t) is None]
     if missing:
         if REQUIRE:
             pytest.fail(f"missing tools: {', '.join(missing)}")

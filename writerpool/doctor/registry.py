@@ -22,7 +22,13 @@ from writerpool.doctor.engine import (
     storage_driver,
     tun_device,
 )
-from writerpool.doctor.host import idmap_helpers, podman_usable, rootless_user, subid_ranges
+from writerpool.doctor.host import (
+    idmap_helpers,
+    pi_node,
+    podman_usable,
+    rootless_user,
+    subid_ranges,
+)
 from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
@@ -43,6 +49,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     tun_device,
     cgroup_limits,
     writer_image,
+    pi_node,
     config_file,
     execution_modes,
     workspace_checkouts,
@@ -64,6 +71,7 @@ CHECK_IDS = (
     "tun_device",
     "cgroup_limits",
     "writer_image",
+    "pi_node",
     "config_file",
     "execution_modes",
     "workspace_checkout",

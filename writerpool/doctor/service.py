@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
+from writerpool.doctor.host import probe_node
 from writerpool.doctor.image import read_pin
 from writerpool.doctor.model import CheckResult
 from writerpool.doctor.registry import run_checks
@@ -40,6 +42,7 @@ def diagnose(
     reaches its registry: the probe returns why not, or None."""
     pinned, image_ids = images_to_probe(paths)
     facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
+    facts = replace(facts, node=probe_node(paths.pi_prefix))
     results = run_checks(paths, facts)
     if registry_probe is not None:
         ca_set = tuple(name for name in CA_VARIABLES if os.environ.get(name))

