@@ -17,7 +17,7 @@ from tests.e2e.conftest import MakeServer
 from tests.e2e.harness import Client, connect
 from tests.e2e.pool_support import make_pool, result_value
 from tests.integration.test_collect_helpers import snapshot
-from tests.integration.writers_support import make_checkout, podman
+from tests.integration.writers_support import git, podman
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
@@ -107,8 +107,10 @@ def test_a_read_only_session_sees_the_checkout_read_only_and_nothing_of_the_host
     ]  # fmt: skip
     attacked.script = attack_script(targets)
     checkout = server.workspaces["hosted"]  # host mode: read-only sessions contained too
-    make_checkout(checkout, commits=2)
+    git(checkout, "init", "-q", "-b", "main")
     plant_project_files(checkout)
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", "a checkout with planted pi files")
     before = snapshot(checkout)
 
     async def scenario() -> tuple[str, list[str]]:

@@ -61,7 +61,10 @@ def test_read_only_session_answers_a_prompt_with_the_scripted_text(
 
     client = anyio.run(scenario)
     client.assert_clean([*server.secrets, HELLO_PROMPT, "zebra-7781"])
-    audit = server.audit_lines()
+    lines = server.audit_lines()
+    # The read-only session's provider requests went through its proxy, each audited.
+    assert [line["status"] for line in lines if line["action"] == "egress"] == [200]
+    audit = [line for line in lines if line["action"] != "egress"]
     assert [line["action"] for line in audit] == [
         "pi_session_start", "pi_session_prompt", *["pi_turn_get"] * (len(audit) - 5),
         "pi_session_get", "pi_session_close", "pi_turn_get",
@@ -169,7 +172,7 @@ def test_close_is_idempotent_removes_the_credential_and_leaves_a_tombstone(
             holders = files_holding(sessions_dir, key)
             assert [p.name for p in holders] == ["models.json"]
             assert stat.S_IMODE(os.stat(holders[0]).st_mode) == 0o600
-            assert processes_in(server.workspaces["demo"]) != []
+            assert processes_in(server.workspaces["hosted"]) != []
             first = await client.ok("pi_session_close", {"sessionId": sid})
             assert first["session"]["state"] == "closed"
             assert first["session"]["closedAt"] is not None
@@ -204,7 +207,7 @@ def test_a_session_whose_agent_dies_reports_failed_and_still_closes(
             sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
             slow = {"sessionId": sid, "message": "take-your-time"}
             body = await client.ok("pi_session_prompt", slow)
-            for pid in processes_in(server.workspaces["demo"]):
+            for pid in processes_in(server.workspaces["hosted"]):
                 os.kill(pid, signal.SIGKILL)
             turn = await client.wait_turn(sid, body["turnId"])
             assert (turn["status"], turn["text"]) == ("failed", None)

@@ -141,7 +141,7 @@ def test_a_complete_setup_is_all_ok(paths: Paths, tmp_path: Path) -> None:
     assert exit_code(results) == 0
     assert {r.id for r in results} == set(CHECK_IDS)
     mode = by_id(results, "workspace_mode")[0]
-    assert mode.subject == "workspace/demo" and "not limited" in mode.message
+    assert mode.subject == "workspace/demo" and "NOT limited" in mode.message
     lease = by_id(results, "lease_dir")[0]
     assert lease.data == {"exists": True} and "locks work" in lease.message
     assert not any(p.name.startswith(".doctor-lock") for p in paths.writers_dir.iterdir())

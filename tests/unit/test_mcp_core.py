@@ -118,11 +118,13 @@ def config() -> Config:
 @pytest.mark.parametrize(
     ("entry", "profile", "placement"),
     [
-        (None, None, "host"),
+        # Read-only sessions are contained in every mode, host mode included.
+        (None, None, "readonly_container"),
         (None, "code", "host"),
         (ModeEntry(mode="host", accept_host_writes=True), "code", "host"),
-        (ModeEntry(mode="read-only"), None, "host"),
-        (CONTAINER, None, "host"),
+        (ModeEntry(mode="host", accept_host_writes=True), None, "readonly_container"),
+        (ModeEntry(mode="read-only"), None, "readonly_container"),
+        (CONTAINER, None, "readonly_container"),
         (CONTAINER, "code", "container"),
     ],
 )
@@ -165,9 +167,13 @@ def test_capabilities_name_modes_and_writers_but_no_paths(config: Config) -> Non
     caps = workspace_capabilities(config, _modes(CONTAINER))
     assert caps == [
         {"alias": "demo", "mode": "container", "writers": 3, "defaultBase": "main",
-         "containerProfiles": ["code"]},
+         "containerProfiles": ["code"],
+         "placement": {"coding": "container", "readOnly": "readonly_container"}},
     ]  # fmt: skip
-    assert workspace_capabilities(config, _modes(None)) == [{"alias": "demo", "mode": "unset"}]
+    assert workspace_capabilities(config, _modes(None)) == [
+        {"alias": "demo", "mode": "unset",
+         "placement": {"coding": "host", "readOnly": "readonly_container"}},
+    ]  # fmt: skip
     assert "/srv" not in json.dumps(caps)
 
 

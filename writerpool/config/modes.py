@@ -19,6 +19,9 @@ MODES_SCHEMA_VERSION = 1
 IMAGE_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
 Mode = Literal["host", "container", "read-only"]
+# container: a leased writer; readonly_container: a throwaway container with the
+# checkout read-only; host: the operator's checkout, with the operator's rights.
+Placement = Literal["host", "container", "readonly_container"]
 
 
 class Strict(BaseModel):
@@ -90,3 +93,15 @@ def store_entry(paths: Paths, alias: str, entry: ModeEntry | None) -> None:
         else:
             workspaces[alias] = entry
         write_atomic(paths.modes_file, _dump(ExecutionModes(workspaces=workspaces)))
+
+
+def placements(entry: ModeEntry | None) -> dict[str, Placement | None]:
+    """Where each kind of session of a workspace runs (None: refused)."""
+    coding: Placement | None
+    if entry is None or entry.mode == "host":
+        coding = "host"
+    elif entry.mode == "read-only":
+        coding = None
+    else:
+        coding = "container"
+    return {"coding": coding, "readOnly": "readonly_container"}

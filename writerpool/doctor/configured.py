@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from writerpool.config.models import Config
-from writerpool.config.modes import ContainerSettings
+from writerpool.config.modes import ContainerSettings, placements
 from writerpool.config.network import describe
 from writerpool.doctor.engine import PASTA_SINCE
 from writerpool.doctor.model import CheckContext, CheckResult
@@ -143,6 +143,34 @@ def workspace_modes(ctx: CheckContext) -> list[CheckResult]:
             results.append(CheckResult("workspace_mode", "ok", subject, f"mode {entry.mode}"))
         else:
             results.append(_container_mode(ctx, config, alias, entry.container))
+    return results
+
+
+def session_placement(ctx: CheckContext) -> list[CheckResult]:
+    """Where each workspace's coding and read-only sessions run. Read-only sessions are
+    always contained: without the writer image they cannot start (never uncontained)."""
+    if ctx.loaded is None or ctx.modes is None:
+        return []
+    results = []
+    for alias in ctx.loaded.config.workspaces:
+        where = placements(ctx.modes.workspaces.get(alias))
+        coding = where["coding"] or "refused"
+        message = f"coding sessions: {coding}; read-only sessions: {where['readOnly']}"
+        data = {"coding": where["coding"], "readOnly": where["readOnly"]}
+        if ctx.pin is None:
+            results.append(
+                CheckResult(
+                    "session_placement", "warning", f"workspace/{alias}",
+                    message + "; read-only sessions cannot start without the writer image",
+                    "writerpool image build", data=data,
+                )
+            )  # fmt: skip
+            continue
+        if coding == "host":
+            message += " (coding runs uncontained, with your rights)"
+        results.append(
+            CheckResult("session_placement", "ok", f"workspace/{alias}", message, data=data)
+        )
     return results
 
 

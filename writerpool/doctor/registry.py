@@ -12,6 +12,7 @@ from writerpool.doctor.configured import (
     config_file,
     execution_modes,
     profile_providers,
+    session_placement,
     workspace_checkouts,
     workspace_modes,
 )
@@ -54,6 +55,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     execution_modes,
     workspace_checkouts,
     workspace_modes,
+    session_placement,
     profile_providers,
     lease_dir,
 )
@@ -76,6 +78,7 @@ CHECK_IDS = (
     "execution_modes",
     "workspace_checkout",
     "workspace_mode",
+    "session_placement",
     "profile_provider",
     "lease_dir",
 )

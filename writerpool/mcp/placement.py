@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from writerpool.config.models import Config, Profile
-from writerpool.config.modes import ExecutionModes, ModeEntry
+from writerpool.config.modes import ExecutionModes, ModeEntry, Placement, placements
 from writerpool.errors import WriterpoolError
-
-# container: a leased writer; readonly_container: a throwaway container with the
-# checkout read-only; host: the operator's checkout, with the operator's rights.
-Placement = Literal["host", "container", "readonly_container"]
 
 
 @dataclass(frozen=True)
@@ -86,18 +82,6 @@ def plan_session(
     return SessionPlan(
         workspace, workspace_dir, name, profile, placement, read_only, base, image or "default"
     )
-
-
-def placements(entry: ModeEntry | None) -> dict[str, Placement | None]:
-    """Where each kind of session of a workspace runs (None: refused)."""
-    coding: Placement | None
-    if entry is None or entry.mode == "host":
-        coding = "host"
-    elif entry.mode == "read-only":
-        coding = None
-    else:
-        coding = "container"
-    return {"coding": coding, "readOnly": "readonly_container"}
 
 
 def workspace_capabilities(config: Config, modes: ExecutionModes) -> list[dict[str, Any]]:
