@@ -299,3 +299,17 @@ def test_every_check_id_is_registered_and_documented() -> None:
     for check_id in CHECK_IDS:
         assert check_id in CODES
         assert re.search(rf"`{check_id}`", docs), check_id
+
+
+def test_doctor_says_where_sessions_run_and_warns_when_read_only_ones_cannot_start(
+    paths: Paths, tmp_path: Path
+) -> None:
+    write_config(paths, git_checkout(tmp_path / "demo"))
+    write_modes(paths)
+    unbuilt = by_id(run_checks(paths, v2_facts()), "session_placement")[0]
+    assert unbuilt.severity == "warning" and "cannot start" in unbuilt.message
+    assert unbuilt.remedy == "writerpool image build"
+    write_pin(paths)
+    placed = by_id(run_checks(paths, v2_facts()), "session_placement")[0]
+    assert placed.severity == "ok"
+    assert placed.data == {"coding": "container", "readOnly": "readonly_container"}
