@@ -141,6 +141,10 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
     start = Figure("session_start", goal=1.3,
                    ours_label="pi_session_start through MCP to a ready pi in a leased writer",
                    baseline_label="podman run --rm IMAGE true + host pi --mode rpc to first answer")  # fmt: skip
+    readonly = Figure("readonly_session_start", goal=1.3,
+                      ours_label="pi_session_start of a read-only profile: a throwaway "
+                      "container with the checkout read-only and its provider proxy",
+                      baseline_label="podman run --rm IMAGE true + host pi --mode rpc to first answer")  # fmt: skip
     overhead = Figure("mcp_overhead", unit="ms",
                       ours_label="pi_session_get round trip through MCP",
                       baseline_label="MCP ping round trip (the protocol's floor)")  # fmt: skip
@@ -166,6 +170,25 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
                 await ours()
         start.load.append(list(os.getloadavg()))
         start.extra["writers"] = writers
+        readonly.load.append(list(os.getloadavg()))
+        for rep in range(reps):
+
+            async def ours_readonly() -> None:
+                seconds, session = await client.start_session(alias, "review")
+                assert session["placement"] == "readonly_container", session
+                readonly.ours.append(seconds)
+                await client.close_session(session["sessionId"])
+
+            def base_readonly() -> None:
+                readonly.baseline.append(podman_true(image_id) + bare_pi_start(env, workspace))
+
+            if rep % 2 == 0:
+                await ours_readonly()
+                await anyio.to_thread.run_sync(base_readonly)
+            else:
+                await anyio.to_thread.run_sync(base_readonly)
+                await ours_readonly()
+        readonly.load.append(list(os.getloadavg()))
         _, session = await client.start_session(alias, PROFILE)
         overhead.load.append(list(os.getloadavg()))
         for _ in range(pings):
@@ -174,7 +197,7 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
             overhead.baseline.append(await client.ping_seconds())
         overhead.load.append(list(os.getloadavg()))
         await client.close_session(session["sessionId"])
-    return [start, overhead]
+    return [start, readonly, overhead]
 
 
 # -- pool_contention --------------------------------------------------------------------
