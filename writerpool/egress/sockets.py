@@ -16,8 +16,9 @@ from writerpool.errors import WriterpoolError
 MAX_SOCKET_PATH = 107
 
 
-def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
-    """A Unix socket listening at `path`, mode 0600, its directory 0700 if made here.
+def listening_socket(path: Path, backlog: int = 128) -> tuple[socket.socket, int]:
+    """A Unix socket listening at `path`, mode 0600, its directory 0700 if made here,
+    and the inode of its file (to remove exactly this file later).
 
     It is bound under a temporary name in the same directory, made 0600, and renamed
     onto `path`: no moment exists when it is reachable with looser permissions, and a
@@ -39,6 +40,7 @@ def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
         sock.bind(str(temporary))
         try:
             os.chmod(temporary, 0o600)
+            inode = os.lstat(temporary).st_ino
             os.replace(temporary, path)
         except OSError:
             temporary.unlink(missing_ok=True)
@@ -49,7 +51,7 @@ def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
         sock.close()
         name = errno.errorcode.get(exc.errno or 0, "error")
         raise WriterpoolError("egress_failed", f"the proxy socket cannot listen ({name})") from exc
-    return sock
+    return sock, inode
 
 
 def _refuse_non_socket(path: Path) -> None:
