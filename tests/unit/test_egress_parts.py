@@ -96,14 +96,14 @@ def test_an_egress_audit_line_holds_counts_and_sanitized_fields_only(tmp_path: P
 
 def test_the_socket_is_private_from_the_start_and_replaces_a_stale_one(short_dir: Path) -> None:
     path = short_dir / "new" / "egress.sock"
-    sock = listening_socket(path)
+    sock, inode = listening_socket(path)
     try:
-        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        assert stat.S_ISSOCK(os.lstat(path).st_mode) and os.lstat(path).st_ino == inode
         assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     finally:
         sock.close()
-    again = listening_socket(path)  # the old file is a stale socket now
+    again, _ = listening_socket(path)  # the old file is a stale socket now
     try:
         client = socket.socket(socket.AF_UNIX)
         client.connect(str(path))
@@ -126,7 +126,7 @@ def test_anything_but_a_socket_at_the_path_is_refused(short_dir: Path) -> None:
 
 def test_remove_stale_socket_keeps_live_sockets_files_and_symlinks(short_dir: Path) -> None:
     live = short_dir / "live.sock"
-    holder = listening_socket(live)
+    holder, _ = listening_socket(live)
     try:
         assert remove_stale_socket(live) is False
         assert live.exists()

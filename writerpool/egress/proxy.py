@@ -210,9 +210,7 @@ class EgressSession:
     # -- on the loop ------------------------------------------------------------
 
     async def _start(self) -> None:
-        sock = listening_socket(self.socket_path)
-        # The socket file's inode (fstat of the descriptor names sockfs, not the file).
-        self._inode = os.lstat(self.socket_path).st_ino
+        sock, self._inode = listening_socket(self.socket_path)
         try:
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=_ssl_context(os.environ),
@@ -325,6 +323,7 @@ class EgressSession:
         async for chunk in request.content.iter_any():
             if self._up + len(chunk) > self.caps.bytes_up:
                 exchange.outcome = model.CAP_BYTES_UP
+                self._up = self.caps.bytes_up  # spent: later requests get 429
                 raise _UploadCapReached
             self._up += len(chunk)
             exchange.up += len(chunk)
@@ -371,6 +370,7 @@ class EgressSession:
             async for chunk in upstream.content.iter_any():
                 if self._down + len(chunk) > self.caps.bytes_down:
                     exchange.outcome = model.CAP_BYTES_DOWN
+                    self._down = self.caps.bytes_down  # spent: later requests get 429
                     _cut(request)
                     return response
                 self._down += len(chunk)
@@ -384,12 +384,17 @@ class EgressSession:
             exchange.outcome = model.CANCELLED  # the client went away
         return response
 
+    def _scrub(self, path: str) -> str:
+        """A refused path is the agent's text: one that carries the token is not logged."""
+        secrets_here = (self.token, self._credential.removeprefix("Bearer "))
+        return "<refused>" if any(s and s in path for s in secrets_here) else path
+
     def _emit(self, exchange: _Exchange) -> None:
         record = EgressRecord(
             session=self.session,
             writer=self.writer,
             method=exchange.method if _METHOD.fullmatch(exchange.method) else "<refused>",
-            path=exchange.path,
+            path=self._scrub(exchange.path),
             status=exchange.status,
             outcome=exchange.outcome,
             bytes_up=exchange.up,

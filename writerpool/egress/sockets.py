@@ -32,8 +32,9 @@ def socket_address(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
-def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
-    """A Unix socket listening at `path`, mode 0600, its directory 0700 if made here.
+def listening_socket(path: Path, backlog: int = 128) -> tuple[socket.socket, int]:
+    """A Unix socket listening at `path`, mode 0600, its directory 0700 if made here,
+    and the inode of its file (to remove exactly this file later).
 
     It is bound under a temporary name in the same directory, made 0600, and renamed
     onto `path`: no moment exists when it is reachable with looser permissions, and a
@@ -54,6 +55,7 @@ def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
             sock.bind(address)
         try:
             os.chmod(temporary, 0o600)
+            inode = os.lstat(temporary).st_ino
             os.replace(temporary, path)
         except OSError:
             temporary.unlink(missing_ok=True)
@@ -64,7 +66,7 @@ def listening_socket(path: Path, backlog: int = 128) -> socket.socket:
         sock.close()
         name = errno.errorcode.get(exc.errno or 0, "error")
         raise WriterpoolError("egress_failed", f"the proxy socket cannot listen ({name})") from exc
-    return sock
+    return sock, inode
 
 
 def _refuse_non_socket(path: Path) -> None:
