@@ -79,9 +79,9 @@ def ignored(paths: list[bytes], env: dict[str, str]) -> set[bytes]:
     """Which of these untracked paths the work tree's .gitignore files ignore."""
     if not paths:
         return set()
-    literal = dict(env, GIT_LITERAL_PATHSPECS="1")
     data = b"\0".join(paths) + b"\0"
-    out = git(["check-ignore", "-z", "--stdin", "--no-index"], literal, data, allow=(0, 1))
+    # Exit 1: none is ignored. (check-ignore takes paths, not pathspecs.)
+    out = git(["check-ignore", "-z", "--stdin", "--no-index"], env, data, allow=(0, 1))
     return {p for p in out.split(b"\0") if p}
 
 
