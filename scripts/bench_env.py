@@ -94,8 +94,8 @@ class BenchEnv:
 
     # -- repositories and configuration ------------------------------------------
 
-    def add_workspace(self, alias: str, commits: int, writers: int) -> Workspace:
-        repo = make_repo(self.root / "repos" / alias, commits)
+    def add_workspace(self, alias: str, commits: int, writers: int, files: int = 50) -> Workspace:
+        repo = make_repo(self.root / "repos" / alias, commits, files)
         ws = Workspace(alias, repo, writers)
         self.workspaces[alias] = ws
         return ws

@@ -28,6 +28,8 @@ from bench_figures import (
     session_figures,
 )
 
+from bench_guard import GUARD_FILES, guard_figure
+
 from writerpool.runtime.podman import podman_env
 
 DEFAULT_JSON = "bench-results.json"
@@ -40,6 +42,7 @@ REPS = {
     "pings": (20, 60),
     "contention": (1, 3),
     "collect": (3, 9),
+    "guard": (5, 11),
 }
 
 
@@ -50,7 +53,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -93,6 +96,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     env.add_workspace("big", BIG_COMMITS, writers=1)
     env.add_workspace("small", SMALL_COMMITS, writers=1)
     env.add_workspace("pool", SMALL_COMMITS, writers=POOL_SIZE)
+    if "guard" in groups:
+        env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
     env.write_config()
     say("setup: isolation control")
     env.wp_ok("control", "--apply")
@@ -104,6 +109,9 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
         env.set_container_mode("small")
         if "provision" not in groups:
             env.set_container_mode("big")
+    if "guard" in groups:
+        say(f"setup: provisioning a writer of a {GUARD_FILES}-file repository")
+        env.set_container_mode("wide")
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
 
@@ -111,7 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect"
+        "provision", "session", "contention", "collect", "guard"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -134,6 +142,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "collect" in groups:
             say("measuring collect_scaling")
             figures.append(collect_figure(env, reps["collect"]))
+        if "guard" in groups:
+            say("measuring guard_5000_files")
+            figures.append(guard_figure(env, reps["guard"]))
     finally:
         env.close()
     facts_after = host_facts()

@@ -62,7 +62,6 @@ CODES: dict[str, str] = {
     "writer_work_unexportable": "Work collection cannot export (named with path and size)",
     "writer_leftovers_present": "Ignored/special files or empty dirs: not work, not baseline",
     "writer_not_at_baseline": "The clone, by content, is not exactly its baseline (with why)",
-    "writer_at_baseline": "The clone, by content, is exactly its baseline",
     "writer_state_missing": "A clone without usable state.json; nothing overwritten",
     "ref_name_refused": "An unsafe ref name or a WIP name collision was refused",
     "nothing_to_collect": "No changed branch or uncommitted work to collect",

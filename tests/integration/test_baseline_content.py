@@ -165,8 +165,7 @@ def test_a_nested_repository_makes_the_collection_incomplete_and_is_not_reset_aw
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 1 and "writer_collect_incomplete" in codes(report), report
     assert [(d["kind"], d["path"]) for d in unexportable(report)] == [("nested_repo", "sub")]
-    wip = tree_files(repo, collected(repo, writer)["main-wip"])
-    assert not [p for p in wip if p.startswith("sub/") or p == "sub"]
+    assert collected(repo, writer) == {}, "nothing else changed, and sub is not exported"
     code, report = wp("writer", "finish", writer, "--apply")
     assert code == 1 and "writer_reset" not in codes(report)
     code, report = wp("writer", "reset", writer, "--apply")
@@ -246,7 +245,9 @@ def test_special_files_extra_refs_and_git_state_block_admission_and_reset_remove
         assert what in found, (what, found)
     assert not admitted(alias)
     code, report = wp("writer", "collect", writer, "--apply")
-    assert code == 0 and codes(report) == ["writer_leftovers_present", "nothing_to_collect"]
+    # The worktree's gitdir file also fails the clone check (reported, collected anyway).
+    assert code == 0 and {"writer_leftovers_present", "nothing_to_collect"} <= set(codes(report))
+    assert "writer_collected" not in codes(report)
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
     for gone in ("fifo", "sock", "empty", ".git/refs/custom", ".git/rr-cache", ".git/worktrees"):

@@ -162,4 +162,9 @@ def test_session_guard_sees_every_kind_of_change(repo: Path, writer: str) -> Non
     run_agent(writer, "git checkout -q main && echo y >> src/file-0000.txt && git stash -q")
     assert not clean()
     run_agent(writer, "git stash drop -q")
+    # The refs are the baseline's again, but the reflogs those moves wrote are git state
+    # a fresh clone lacks: only a reset (which needs no --discard for them) admits it.
+    assert not clean()
+    code, report = wp("writer", "reset", writer, "--apply")
+    assert code == 0 and codes(report) == ["writer_reset"], report
     assert clean()

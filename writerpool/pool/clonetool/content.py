@@ -79,9 +79,9 @@ def ignored(paths: list[bytes], env: dict[str, str]) -> set[bytes]:
     """Which of these untracked paths the work tree's .gitignore files ignore."""
     if not paths:
         return set()
-    literal = dict(env, GIT_LITERAL_PATHSPECS="1")
     data = b"\0".join(paths) + b"\0"
-    out = git(["check-ignore", "-z", "--stdin", "--no-index"], literal, data, allow=(0, 1))
+    # Exit 1: none is ignored. (check-ignore takes paths, not pathspecs.)
+    out = git(["check-ignore", "-z", "--stdin", "--no-index"], env, data, allow=(0, 1))
     return {p for p in out.split(b"\0") if p}
 
 
@@ -125,6 +125,11 @@ def stage(scratch: str, head_commit: str | None, excluded: list[bytes]) -> tuple
         os.unlink(index)
     # No stat data in this index, so every file is hashed: the clone's index is not read.
     git(["read-tree", head_commit or "--empty"], env)
+    # Hash first without writing anything (refresh records the stat data of each file
+    # whose content matches), so `add` only stores what really changed. Exit 1: some
+    # files differ, which is what add is for.
+    git(["update-index", "-q", "--refresh", "--ignore-missing", "--unmerged"], env,
+        allow=(0, 1))  # fmt: skip
     specs = [b"."] + [b":(exclude,literal)" + p for p in excluded]
     git(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], env,
         b"\0".join(specs) + b"\0")  # fmt: skip
