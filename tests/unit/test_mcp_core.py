@@ -182,6 +182,8 @@ class Snap:
     started_at: float = 1_700_000_000.0
     updated_at: float = 1_700_000_001.0
     ended_at: float | None = None
+    text_truncated: bool = False
+    error: str | None = None
 
 
 def test_only_completed_turns_show_text() -> None:

@@ -25,6 +25,10 @@ class Snapshot(Protocol):
     def updated_at(self) -> object: ...
     @property
     def ended_at(self) -> object: ...
+    @property
+    def text_truncated(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
 
 
 def now_iso() -> str:
@@ -61,7 +65,9 @@ def turn_view(turn_id: str, snapshot: Snapshot) -> dict[str, Any]:
     text: str | None = None
     truncated = False
     if status == "completed" and snapshot.text is not None:
-        text, truncated = cap_text(snapshot.text)
+        text, cut = cap_text(snapshot.text)
+        # The adapter caps the text first; its flag says whether that cut anything.
+        truncated = cut or snapshot.text_truncated
     stop = snapshot.stop_reason if snapshot.stop_reason in STOP_REASONS else None
     return {
         "turnId": turn_id,
@@ -69,6 +75,7 @@ def turn_view(turn_id: str, snapshot: Snapshot) -> dict[str, Any]:
         "stopReason": stop,
         "text": text,
         "textTruncated": truncated,
+        "error": snapshot.error if status == "failed" else None,
         "startedAt": _iso(snapshot.started_at),
         "updatedAt": _iso(snapshot.updated_at),
         "endedAt": _iso(snapshot.ended_at),
