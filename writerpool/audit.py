@@ -36,10 +36,17 @@ def _field(value: str | None) -> str | None:
 
 
 def audit_line(
-    *, tool_or_command: str, outcome: str, session: str | None = None, writer: str | None = None
+    *,
+    tool_or_command: str,
+    outcome: str,
+    session: str | None = None,
+    writer: str | None = None,
+    discard: bool | None = None,
+    apply: bool | None = None,
 ) -> bytes:
-    """The exact bytes appended for one event (newline-terminated JSON)."""
-    record = {
+    """The exact bytes appended for one event (newline-terminated JSON). `discard` and
+    `apply` appear only when an operator command was given them."""
+    record: dict[str, object] = {
         "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "action": _field(tool_or_command),
         "session": _field(session),
@@ -48,6 +55,10 @@ def audit_line(
         "uid": os.getuid(),
         "pid": os.getpid(),
     }
+    if discard:
+        record["discard"] = True
+    if apply:
+        record["apply"] = True
     return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
@@ -91,10 +102,17 @@ def audit(
     outcome: str,
     session: str | None = None,
     writer: str | None = None,
+    discard: bool | None = None,
+    apply: bool | None = None,
 ) -> None:
     """Append one line to the audit log (0600) under its lock; raises OSError on failure."""
     line = audit_line(
-        tool_or_command=tool_or_command, outcome=outcome, session=session, writer=writer
+        tool_or_command=tool_or_command,
+        outcome=outcome,
+        session=session,
+        writer=writer,
+        discard=discard,
+        apply=apply,
     )
     _append(paths, line)
 

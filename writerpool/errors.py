@@ -17,6 +17,7 @@ CODES: dict[str, str] = {
     "alias_unknown": "The alias is invalid or not configured",
     "usage_invalid": "Invalid name or combination of arguments",
     "internal_error": "An unexpected error inside writerpool (a bug)",
+    "aborted": "The operator interrupted the command (Ctrl-C)",
     "platform_unsupported": "Writer operations need Linux",
     "command_failed": "A git, podman or helper command failed; its last stderr line is shown",
     "command_timeout": "A git, podman or helper command did not finish within its time limit",

@@ -23,6 +23,11 @@ KEY_ENV = "WRITERPOOL_TEST_SCRIPTED_KEY"
 HELLO_TEXT = "Hello from the scripted model."
 WROTE_TEXT = "The write step is over."
 SLOW_TEXT = "This answer streams very slowly."
+# Long answers in 4-character deltas, as real models stream them.
+LONG_TEXTS = {
+    "answer-200k": ("0123456789abcdef" * 12_500)[:200_000],
+    "answer-1m": ("fedcba9876543210" * 62_500)[:1_000_000],
+}
 
 SCRIPT = Script(
     scripts=[
@@ -43,6 +48,10 @@ SCRIPT = Script(
             ],
         ),
         ScriptEntry(match="take-your-time", steps=[Step(text=SLOW_TEXT, delay_seconds=300)]),
+        *(
+            ScriptEntry(match=match, steps=[Step(text=text, chunk_chars=4)])
+            for match, text in LONG_TEXTS.items()
+        ),
     ],
     default=[Step(text="default answer")],
 )

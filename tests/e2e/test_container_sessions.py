@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.e2e.conftest import WROTE_TEXT, MakeServer
+from tests.e2e.conftest import LONG_TEXTS, WROTE_TEXT, MakeServer
 from tests.e2e.harness import Client, connect, files_holding
 from tests.integration.writers_support import git, make_checkout, wp, writer_containers
 
@@ -92,3 +92,26 @@ def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
 
 def sid_of(line: dict[str, object]) -> object:
     return line["session"]
+
+
+def test_long_answers_in_small_deltas_complete_inside_a_writer(
+    tmp_path: Path, make_server: MakeServer, image_pin: Path
+) -> None:
+    server = make_server(boxed=make_checkout(tmp_path / "checkout", commits=1))
+    wp("control", "--apply", check=True)
+    wp("mode", "set", "boxed", "container", "--profiles", "code", "--apply", check=True)
+
+    async def scenario() -> None:
+        async with connect(server) as client:
+            code = {"workspace": "boxed", "executionProfile": "code"}
+            sid = (await client.ok("pi_session_start", code))["session"]["sessionId"]
+            for prompt, text in LONG_TEXTS.items():
+                body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": prompt})
+                turn = await client.wait_turn(sid, body["turnId"], limit=300)
+                assert turn["status"] == "completed", turn
+                assert text.startswith(turn["text"]) and len(turn["text"]) == 64 * 1024
+                assert turn["textTruncated"] is True
+            await client.ok("pi_session_close", {"sessionId": sid})
+
+    anyio.run(scenario)
+    assert writer_containers(WRITER) == []

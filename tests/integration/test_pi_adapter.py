@@ -31,6 +31,12 @@ pytestmark = pytest.mark.pi
 REAL_PI_PREFIX = Paths.from_env().pi_prefix
 MODEL = "scripted-model"
 SLOW = "x" * 400
+# Long answers streamed in 4-character deltas, as real models stream them: pi's delta
+# events would repeat the whole partial answer (quadratic output) without the preload.
+LONG_200K = ("0123456789abcdef" * (200_000 // 16 + 1))[:200_000]
+LONG_1M = ("fedcba9876543210" * (1_000_000 // 16 + 1))[:1_000_000]
+# The agent's bash writes to pi's own stderr and kills pi, as a crash would.
+DIE = "echo 'Error: planted failure of pi' > /proc/$PPID/fd/2; kill -KILL $PPID"
 SCRIPT = {
     "scripts": [
         {"match": "say hello", "steps": [{"text": "Hello from the script."}]},
@@ -45,6 +51,11 @@ SCRIPT = {
                             {"name": "grep", "arguments": {"pattern": "needle"}}]},
             {"text": "found: {tool_results}"}]},
         {"match": "go slowly", "steps": [{"text": SLOW, "delay_seconds": 60}]},
+        {"match": "answer 200 KB", "steps": [{"text": LONG_200K, "chunk_chars": 4}]},
+        {"match": "answer 1 MB", "steps": [{"text": LONG_1M, "chunk_chars": 4}]},
+        {"match": "fail loudly", "steps": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": DIE}}]},
+            {"text": "not reached"}]},
     ],
 }  # fmt: skip
 
@@ -238,6 +249,34 @@ def test_pi_killed_mid_turn_fails_the_turn(
     with pytest.raises(WriterpoolError) as unknown:
         agent.turn("t-000000000000")
     assert unknown.value.code == "turn_unknown"
+
+
+@pytest.mark.parametrize(("prompt", "text"), [("answer 200 KB", LONG_200K),
+                                            ("answer 1 MB", LONG_1M)])  # fmt: skip
+def test_a_long_answer_in_small_deltas_completes(
+    start_agent: StartAgent, prompt: str, text: str
+) -> None:
+    agent = start_agent(read_only=True)
+    snap = agent.wait(agent.prompt(prompt), 300)
+    assert snap.status == "completed", (snap, agent.stderr_tail()[-2000:])
+    assert snap.text is not None and text.startswith(snap.text)
+    assert len(snap.text.encode()) == 64 * 1024 and snap.text_truncated
+    assert agent.alive
+
+
+def test_when_pi_dies_the_turn_and_the_log_say_why(
+    start_agent: StartAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = start_agent()
+    with caplog.at_level("WARNING", logger="writerpool.agent.pi"):
+        snap = agent.wait(agent.prompt("fail loudly"), 120)
+        assert snap.status == "failed"
+        assert snap.error == "the agent exited during the turn: Error: planted failure of pi"
+        for _ in range(50):  # the reader logs as it finishes
+            if caplog.records:
+                break
+            time.sleep(0.1)
+    assert any("planted failure" in r.getMessage() for r in caplog.records)
 
 
 def test_the_installed_credential_is_what_pi_sends(

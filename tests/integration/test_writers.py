@@ -304,14 +304,17 @@ def test_unreachable_podman_fences_and_changes_nothing(
     state_file = paths.writer_dir("demo-w1") / "state.json"
     before = state_file.read_bytes()
     clone_before = snapshot_tree(paths.writer_dir("demo-w1") / "clone")
-    # Podman's API cannot be reached (the CLI still answers, so the doctor passes).
+    # Podman's API cannot be reached (the CLI still answers).
     blocked = tmp_path / "blocked"
     blocked.mkdir(mode=0o500)
     monkeypatch.setenv("WRITERPOOL_PODMAN_SOCKET", str(blocked / "run" / "podman.sock"))
     code, report = wp(
         "mode", "set", "demo", "container", "--profiles", "code", "--writers", "2", "--apply"
     )
-    assert "writer_fenced" in codes(report)
+    # Doctor probes the API service now, so the gate refuses with its own check id and
+    # remedy, before any fence could only say "could not confirm" (writer_fenced).
+    assert codes(report) == ["doctor_failed"]
+    assert report["findings"][0]["data"]["check"] == "podman_api"
     assert state_file.read_bytes() == before
     assert snapshot_tree(paths.writer_dir("demo-w1") / "clone") == clone_before
     assert not (paths.writer_dir("demo-w2") / "clone").exists()

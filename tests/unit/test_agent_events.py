@@ -156,7 +156,46 @@ def test_final_text_is_capped_at_64_kib_on_a_character_boundary() -> None:
     log.apply(PiEvent("agent_end"), 2.0)
     text = log.get("t-1").text
     assert text is not None and len(text.encode()) <= TEXT_CAP and set(text) == {"é"}
-    assert cap_text("short") == "short"
+    assert log.get("t-1").text_truncated  # decided before the cut, so it can be true
+    assert cap_text("short") == ("short", False)
+
+
+def test_an_answer_of_exactly_the_cap_is_not_truncated() -> None:
+    log = TurnLog()
+    log.begin("t-1", PROMPT_ID, now=0.0)
+    log.apply(PiEvent("message_end", role="assistant", stop_reason="stop", text="a" * TEXT_CAP), 1)
+    log.apply(PiEvent("agent_end"), 2.0)
+    assert not log.get("t-1").text_truncated and log.get("t-1").text == "a" * TEXT_CAP
+
+
+def test_a_line_nested_100000_deep_is_ignored_not_fatal() -> None:
+    assert parse_event(b"[" * 100_000) is None
+    assert parse_event(b'{"type": "x", "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}") is None
+    deep = {
+        "type": "agent_end",
+        "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+    }
+    assert parse_event(json.dumps(deep).encode()) is None
+    assert parse_event(b'{"type":"message_update","assistantMessageEvent":{}}') is not None
+
+
+def test_a_failed_turn_says_why() -> None:
+    log = TurnLog()
+    log.begin("t-1", PROMPT_ID, now=0.0)
+    line = json.dumps({"type": "message_end", "message": {"role": "assistant",
+                       "stopReason": "error", "content": [],
+                       "errorMessage": "Connection error at /home/op/x token=abc123"}})  # fmt: skip
+    event = parse_event(line.encode())
+    assert event is not None
+    log.apply(event, 1.0)
+    log.apply(PiEvent("agent_end"), 2.0)
+    turn = log.get("t-1")
+    assert turn.status == "failed" and turn.error is not None
+    assert turn.error.startswith("Connection error") and "/home" not in turn.error
+    assert "abc123" not in turn.error
+    log.begin("t-2", PROMPT_ID + "2", now=3.0)
+    log.process_ended(4.0, closing=False, why="Error: write ENOBUFS")
+    assert log.get("t-2").error == "the agent exited during the turn: Error: write ENOBUFS"
 
 
 def test_parse_ignores_noise_and_joins_text_blocks() -> None:

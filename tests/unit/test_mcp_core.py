@@ -188,6 +188,8 @@ class Snap:
     started_at: float = 1_700_000_000.0
     updated_at: float = 1_700_000_001.0
     ended_at: float | None = None
+    text_truncated: bool = False
+    error: str | None = None
 
 
 def test_only_completed_turns_show_text() -> None:
@@ -279,3 +281,15 @@ def test_scratch_of_a_gone_server_is_swept_and_a_live_one_is_kept(tmp_path: Path
     live.close()
     assert not live.root.exists()
     assert list(parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("wait", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_wait_is_input_invalid(wait: float) -> None:
+    from writerpool.mcp.tools import TOOLS_BY_NAME
+    from writerpool.mcp.validate import check_arguments
+
+    tool = next(t for t in TOOLS_BY_NAME.values() if "waitSeconds" in t.properties)
+    args = {"sessionId": "s-0123456789abcdef", "turnId": "t-1", "waitSeconds": wait}
+    with pytest.raises(WriterpoolError) as caught:
+        check_arguments(tool, args)
+    assert caught.value.code == "input_invalid" and "finite" in caught.value.message

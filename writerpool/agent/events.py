@@ -5,16 +5,22 @@ Pure code (no processes, no threads) so recorded pi output can drive it in tests
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from writerpool.errors import WriterpoolError
+from writerpool.report import sanitize
+from writerpool.untrusted import DocumentRefused, loads_json
 
 TurnStatus = Literal["running", "completed", "failed", "aborted"]
 TEXT_CAP = 64 * 1024
 MAX_TURNS = 20
+MAX_DEPTH = 32  # pi's events nest about 6 deep; a hostile line may nest 100,000 deep
+ERROR_CHARS = 300
+# Streamed deltas: by far the most lines, and nothing in them is used. Recognised by
+# their first bytes (pi writes `type` first), so they are never parsed.
+_UPDATE_PREFIX = b'{"type":"message_update"'
 
 # pi's final assistant stopReason -> how the turn ended. "toolUse" is missing on
 # purpose: pi runs the tools and asks the model again, so the turn goes on.
@@ -37,6 +43,10 @@ class PiEvent:
     role: str | None = None
     stop_reason: str | None = None
     text: str | None = None
+    error: str | None = None  # pi's errorMessage of a failed assistant message
+
+
+UPDATE = PiEvent(type="message_update")
 
 
 def _text_of(content: object) -> str:
@@ -51,10 +61,13 @@ def _opt_str(value: object) -> str | None:
 
 
 def parse_event(line: bytes | str) -> PiEvent | None:
-    """Parse one JSON line; None for anything that is not a pi event object."""
+    """Parse one JSON line; None for anything that is not a pi event object (too deep,
+    malformed or not an object). Delta lines are recognised without parsing them."""
+    if isinstance(line, bytes) and line.startswith(_UPDATE_PREFIX):
+        return UPDATE
     try:
-        raw: Any = json.loads(line)
-    except ValueError:
+        raw: Any = loads_json(line, max_depth=MAX_DEPTH)
+    except (ValueError, DocumentRefused):
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         return None
@@ -71,22 +84,24 @@ def parse_event(line: bytes | str) -> PiEvent | None:
         message = raw["message"]
         role = _opt_str(message.get("role"))
         if role == "assistant":
+            error = _opt_str(message.get("errorMessage"))
             return PiEvent(
                 type=kind,
                 role=role,
                 stop_reason=_opt_str(message.get("stopReason")),
                 text=_text_of(message.get("content")),
+                error=sanitize(error)[:ERROR_CHARS] if error else None,
             )
         return PiEvent(type=kind, role=role)
     return PiEvent(type=kind)
 
 
-def cap_text(text: str, limit: int = TEXT_CAP) -> str:
-    """At most `limit` bytes of UTF-8, cut on a character boundary."""
+def cap_text(text: str, limit: int = TEXT_CAP) -> tuple[str, bool]:
+    """At most `limit` bytes of UTF-8, cut on a character boundary; (text, truncated)."""
     data = text.encode()
     if len(data) <= limit:
-        return text
-    return data[:limit].decode(errors="ignore")
+        return text, False
+    return data[:limit].decode(errors="ignore"), True
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,8 @@ class TurnSnapshot:
     updated_at: float
     ended_at: float | None
     tool_calls: int = 0  # tools pi started in this turn (for progress reports)
+    text_truncated: bool = False  # the text was cut to TEXT_CAP (decided before cutting)
+    error: str | None = None  # why a failed turn failed, path- and secret-free
 
 
 @dataclass
@@ -107,6 +124,7 @@ class _Turn:
     prompt_id: str
     last_stop: str | None = None
     last_text: str | None = None
+    last_error: str | None = None
 
 
 class TurnLog:
@@ -150,23 +168,32 @@ class TurnLog:
             turn.snapshot = replace(turn.snapshot, tool_calls=turn.snapshot.tool_calls + 1)
         elif event.type == "response" and event.response_id == turn.prompt_id:
             if event.success is False:  # pi refused the prompt before running it
+                turn.last_error = "the agent refused the prompt"
                 self._end(turn, "failed", "error", now)
         elif event.type == "message_end" and event.role == "assistant":
             turn.last_stop, turn.last_text = event.stop_reason, event.text
+            turn.last_error = event.error
         elif event.type == "agent_end" and turn.last_stop != "toolUse":
             # No assistant message at all means the run broke before the model answered.
             status = STOP_STATUS.get(turn.last_stop or "error", "failed")
             self._end(turn, status, turn.last_stop, now)
 
-    def process_ended(self, now: float, closing: bool) -> None:
-        """The process is gone: a running turn ends (aborted when we closed it)."""
+    def process_ended(self, now: float, closing: bool, why: str | None = None) -> None:
+        """The process is gone: a running turn ends (aborted when we closed it); `why`
+        is what the process said last (see pi.py), for the turn's error."""
         turn = self._turns.get(self._running) if self._running else None
         if turn is not None:
+            if not closing:
+                turn.last_error = "the agent exited during the turn" + (f": {why}" if why else "")
             self._end(turn, "aborted" if closing else "failed", turn.last_stop, now)
 
     def _end(self, turn: _Turn, status: TurnStatus, stop: str | None, now: float) -> None:
-        text = cap_text(turn.last_text) if turn.last_text is not None else None
+        text, truncated = cap_text(turn.last_text) if turn.last_text is not None else (None, False)
+        error = turn.last_error if status == "failed" else None
+        if status == "failed" and error is None:
+            error = "the model's answer ended in an error" if stop == "error" else "the turn failed"
         turn.snapshot = replace(
-            turn.snapshot, status=status, text=text, stop_reason=stop, updated_at=now, ended_at=now
-        )
+            turn.snapshot, status=status, text=text, stop_reason=stop, updated_at=now,
+            ended_at=now, text_truncated=truncated, error=error,
+        )  # fmt: skip
         self._running = None

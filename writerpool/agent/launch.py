@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from writerpool.agent.compact import PRELOAD_NAME, install_preload, node_options
 from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.providers import ResolvedProvider
 from writerpool.errors import WriterpoolError
@@ -106,6 +107,7 @@ def render_agent_dir(
     # Auto-retry would end one prompt with several agent_end events.
     write_atomic(agent_dir / "settings.json", _json({"retry": {"enabled": False}}))
     _render_tool_shims(agent_dir, container)
+    install_preload(agent_dir)  # keeps pi's RPC output linear (agent/compact.py)
 
 
 def render_for_profile(
@@ -313,5 +315,7 @@ def host_env(agent_dir: Path, tmpdir: Path) -> dict[str, str]:
         "PI_OFFLINE": "1",
         "PI_TELEMETRY": "0",
     }
+    if (agent_dir / PRELOAD_NAME).is_file():  # rendered by render_agent_dir
+        env["NODE_OPTIONS"] = node_options(agent_dir)
     env.update({k: os.environ[k] for k in CA_VARS if os.environ.get(k)})
     return env

@@ -11,8 +11,10 @@ Prompt text is written to pi and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
+import logging
 import os
 import secrets
 import signal
@@ -25,12 +27,18 @@ from typing import IO, Protocol
 from writerpool.agent.events import PiEvent, TurnLog, TurnSnapshot, parse_event
 from writerpool.errors import WriterpoolError
 from writerpool.proc import spawn
+from writerpool.report import sanitize
 
 __all__ = ["PiAgent", "TurnSnapshot"]
 
 MAX_LINE = 64 * 1024 * 1024  # one event; pi repeats the whole partial message in each
 STDERR_KEEP = 64 * 1024
 ABORT_WAIT = 10.0
+STDERR_LOG_LINES = 8
+PIPE_SIZE = 1024 * 1024  # a larger pipe lets pi finish its writes sooner
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+log = logging.getLogger(__name__)
 
 
 class _Process(Protocol):
@@ -64,6 +72,7 @@ class PiAgent:
         self._started = time.monotonic()
         self._stderr = bytearray()
         self.startup_seconds: float | None = None  # start to first RPC answer
+        _widen_pipe(proc.stdout)
         self._threads = [
             threading.Thread(target=self._read_stdout, name="pi-stdout", daemon=True),
             threading.Thread(target=self._read_stderr, name="pi-stderr", daemon=True),
@@ -104,7 +113,11 @@ class PiAgent:
             if answer is None:
                 # A failed write can precede the reader's EOF: ask the process itself.
                 why = "exited" if self._exited(0.5) else f"did not answer within {timeout:g}s"
-                raise WriterpoolError("session_start_failed", f"the agent {why} while starting")
+                said = failure_line(stderr_lines(self.stderr_tail()))
+                raise WriterpoolError(
+                    "session_start_failed",
+                    f"the agent {why} while starting" + (f": {said}" if said else ""),
+                )
             if not answer.success:
                 raise WriterpoolError("session_start_failed", "the agent refused its setup")
 
@@ -231,20 +244,43 @@ class PiAgent:
     def _read_stdout(self) -> None:
         stream = self._proc.stdout
         assert stream is not None
-        while line := _read_line(stream):
-            event = parse_event(line)
-            if event is None:
-                continue
-            with self._cond:
-                if event.type == "response" and self.startup_seconds is None:
-                    self.startup_seconds = time.monotonic() - self._started
-                if event.type == "response" and event.response_id in self._pending:
-                    self._responses[event.response_id] = event
-                self._log.apply(event, time.time())
-                self._cond.notify_all()
+        try:
+            while line := _read_line(stream):
+                self._take(line)
+        finally:  # whatever ends the reader, no turn is left running
+            self._ended()
+
+    def _take(self, line: bytes) -> None:
+        event = parse_event(line)
+        if event is None:
+            return
+        with self._cond:
+            if event.type == "response" and self.startup_seconds is None:
+                self.startup_seconds = time.monotonic() - self._started
+            if event.type == "response" and event.response_id in self._pending:
+                self._responses[event.response_id] = event
+            self._log.apply(event, time.time())
+            self._cond.notify_all()
+
+    def _ended(self) -> None:
+        # stderr is read to its end (or for a moment) so the reason is in hand.
+        self._threads[1].join(timeout=2.0)
+        lines = stderr_lines(self.stderr_tail())
+        with self._cond:
+            running = self._log.running is not None
+            closing = self._closing
+        if running and not closing:
+            log.warning(
+                "pi (pid %d) exited during a turn; its stderr ended with:\n%s",
+                self._proc.pid,
+                "\n".join(lines) or "(nothing)",
+            )
+        elif lines and not closing:
+            log.info("pi (pid %d) exited; its stderr ended with:\n%s", self._proc.pid,
+                     "\n".join(lines))  # fmt: skip
         with self._cond:
             self._eof = True
-            self._log.process_ended(time.time(), closing=self._closing)
+            self._log.process_ended(time.time(), closing=closing, why=failure_line(lines))
             self._cond.notify_all()
 
     def _read_stderr(self) -> None:
@@ -276,6 +312,27 @@ class PiAgent:
                 return False
             time.sleep(0.02)
         return True
+
+
+def stderr_lines(text: str, count: int = STDERR_LOG_LINES) -> list[str]:
+    """The last lines of pi's stderr, path- and secret-free, for the log."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return [sanitize(line)[:300] for line in lines[-count:]]
+
+
+def failure_line(lines: list[str]) -> str | None:
+    """The line that says what went wrong (Node prints `Error: …`), else the last one."""
+    for line in reversed(lines):
+        if "Error" in line and not line.lstrip().startswith("at "):
+            return line.strip()[:200]
+    return lines[-1].strip()[:200] if lines else None
+
+
+def _widen_pipe(stream: IO[bytes] | None) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fcntl.fcntl(stream.fileno(), _F_SETPIPE_SZ, PIPE_SIZE)
 
 
 def _read_line(stream: IO[bytes]) -> bytes:

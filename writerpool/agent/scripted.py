@@ -50,6 +50,8 @@ class Step(_Strict):
     text: str | None = None
     tool_calls: list[ToolCall] | None = Field(default=None, min_length=1)
     delay_seconds: float = Field(default=0.0, ge=0, le=3600)
+    # Stream the text in pieces of this many characters (real models send small deltas).
+    chunk_chars: int | None = Field(default=None, ge=1, le=65536)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Step:
@@ -121,11 +123,11 @@ def _position(messages: list[Any]) -> tuple[str, int, str]:
     return "", answered, "\n".join(reversed(results))
 
 
-def _pieces(text: str, slow: bool) -> list[str]:
+def _pieces(text: str, slow: bool, chunk_chars: int | None = None) -> list[str]:
     if not text:
         return [""]
     size = max(1, len(text) // SLOW_CHUNKS) if slow else CHUNK_CHARS
-    size = min(size, CHUNK_CHARS)
+    size = chunk_chars or min(size, CHUNK_CHARS)
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
@@ -149,7 +151,7 @@ def stream_chunks(step: Step, model: str) -> Iterator[dict[str, Any]]:
         yield chunk({}, "tool_calls")
     else:
         text = step.text or ""
-        for i, piece in enumerate(_pieces(text, slow)):
+        for i, piece in enumerate(_pieces(text, slow, step.chunk_chars)):
             yield chunk({"role": "assistant", "content": piece} if i == 0 else {"content": piece})
         yield chunk({}, "stop")
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

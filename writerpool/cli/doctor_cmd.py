@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from writerpool.agent.install import registry_problem
-from writerpool.cli.output import json_option
+from writerpool.cli.output import json_option, leave
 from writerpool.config.paths import Paths
 from writerpool.doctor import diagnose, exit_code
 from writerpool.doctor.render import render_json, render_text
@@ -25,4 +25,4 @@ def doctor(registry: bool, as_json: bool) -> None:
     """
     results = diagnose(Paths.from_env(), registry_problem if registry else None)
     click.echo(render_json(results) if as_json else render_text(results))
-    raise SystemExit(exit_code(results))
+    leave(exit_code(results), [r.id for r in results if r.severity == "error"])

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import sys
 import traceback
+from dataclasses import dataclass
 
 import click
 
 from writerpool import __version__
+from writerpool.audit import audit
 from writerpool.cli.config_cmd import config
 from writerpool.cli.control_cmd import control
 from writerpool.cli.doctor_cmd import doctor
 from writerpool.cli.image_cmd import image
 from writerpool.cli.mode_cmd import mode
+from writerpool.cli.output import Emitted
 from writerpool.cli.register_cmd import register
 from writerpool.cli.serve_cmd import serve
 from writerpool.cli.writer_cmd import writer
-from writerpool.errors import WriterpoolError
+from writerpool.config.paths import Paths
+from writerpool.errors import CODES, WriterpoolError, is_disk_full
 from writerpool.report import Report, sanitize
 
 COMPLETION_HELP = """\b
@@ -88,27 +92,109 @@ def _wants_json(argv: list[str]) -> bool:
     return "--json" in argv
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """What the audit log records of a command line: names and flags, never values
+    other than a writer's name (checked against the audit field pattern there)."""
+
+    action: str | None  # "writer remove"; None for --help, --version or no command
+    writer: str | None = None
+    discard: bool = False
+    apply: bool = False
+
+
+def invocation(argv: list[str]) -> Invocation:
+    command: click.Command = cli
+    names: list[str] = []
+    rest = list(argv)
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        found = command.get_command(click.Context(command), rest[0])
+        if found is None:
+            break
+        command, names, rest = found, [*names, rest[0]], rest[1:]
+    if not names or isinstance(command, click.Group) or {"-h", "--help"} & set(rest):
+        return Invocation(None)
+    try:
+        params = command.make_context(names[-1], rest, resilient_parsing=True).params
+    except click.ClickException:
+        params = {}
+    name = params.get("name") if names[0] == "writer" else None
+    return Invocation(
+        " ".join(names),
+        writer=name if isinstance(name, str) else None,
+        discard=params.get("discard") is True,
+        apply=params.get("apply") is True,
+    )
+
+
+def audit_command(argv: list[str], outcome: str) -> None:
+    """One audit line per operator command, whatever its outcome (spec: every operator
+    command is audited). A log that cannot be written is said on stderr."""
+    called = invocation(argv)
+    if called.action is None or called.action == "serve":  # the server audits each call
+        return
+    try:
+        audit(
+            Paths.from_env(),
+            tool_or_command=called.action,
+            outcome=outcome if outcome in CODES or outcome == "ok" else "internal_error",
+            writer=called.writer,
+            discard=called.discard or None,
+            apply=called.apply or None,
+        )
+    except (OSError, TimeoutError) as exc:
+        click.echo(f"writerpool: the audit log was not written: {sanitize(str(exc))}", err=True)
+
+
 def main() -> None:
-    """Entry point with the one top-level error handler: 0 ok, 1 failure, 2 usage, 3 bug."""
+    """Entry point with the one top-level error handler: 0 ok, 1 failure, 2 usage, 3 bug.
+    Every way out of a command passes here, and each is audited."""
     argv = sys.argv[1:]
+    outcome, status = run(argv)
+    audit_command(argv, outcome)
+    raise SystemExit(status)
+
+
+def run(argv: list[str]) -> tuple[str, int]:
+    """Run the command line; (audit outcome, exit status)."""
     try:
         cli.main(args=argv, prog_name="writerpool", standalone_mode=False)
+    except Emitted as exc:
+        return exc.outcome, _status(exc)
     except click.exceptions.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
+        return "ok" if exc.exit_code == 0 else "usage_invalid", exc.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        raise SystemExit(1) from None
+        return "aborted", 1
     except click.ClickException as exc:
         exc.show()
-        raise SystemExit(2) from None
+        return "usage_invalid", 2
     except WriterpoolError as exc:
-        report = Report(command=" ".join(argv[:2]))
-        report.add(exc.code, "error", "writerpool", exc.message)
-        click.echo(report.render_json() if _wants_json(argv) else report.render_text())
-        raise SystemExit(exc.exit_code) from None
+        _print_error(argv, exc.code, exc.message)
+        return exc.code, exc.exit_code
+    except OSError as exc:
+        if not is_disk_full(exc):
+            return _internal(argv, exc)
+        _print_error(argv, "disk_full", "no space left on the device; free space and retry")
+        return "disk_full", 1
+    except SystemExit as exc:
+        return ("ok" if _status(exc) == 0 else "internal_error"), _status(exc)
     except Exception as exc:  # the one place that catches everything
-        traceback.print_exc(file=sys.stderr)
-        report = Report(command=" ".join(argv[:2]))
-        report.add("internal_error", "error", "writerpool", sanitize(f"{type(exc).__name__}"))
-        click.echo(report.render_json() if _wants_json(argv) else report.render_text())
-        raise SystemExit(3) from None
+        return _internal(argv, exc)
+    return "ok", 0
+
+
+def _status(exc: SystemExit) -> int:
+    return exc.code if isinstance(exc.code, int) else 1
+
+
+def _print_error(argv: list[str], code: str, message: str) -> None:
+    report = Report(command=" ".join(argv[:2]))
+    report.add(code, "error", "writerpool", message)
+    click.echo(report.render_json() if _wants_json(argv) else report.render_text())
+
+
+def _internal(argv: list[str], exc: BaseException) -> tuple[str, int]:
+    traceback.print_exc(file=sys.stderr)
+    _print_error(argv, "internal_error", sanitize(f"{type(exc).__name__}"))
+    return "internal_error", 3

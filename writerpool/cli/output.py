@@ -19,10 +19,24 @@ def json_option(func: F) -> F:
     )
 
 
+class Emitted(SystemExit):
+    """Leaving a command after its result was printed; main() audits `outcome`."""
+
+    def __init__(self, exit_code: int, outcome: str) -> None:
+        super().__init__(exit_code)
+        self.outcome = outcome
+
+
+def leave(exit_code: int, error_codes: list[str]) -> None:
+    """Leave with exit_code; the audit outcome is the first error's code, else "ok"."""
+    raise Emitted(exit_code, error_codes[0] if error_codes else "ok")
+
+
 def emit(report: Report, as_json: bool, exit_code: int | None = None) -> None:
     """Print the report and leave with its exit code (or the one given)."""
     click.echo(report.render_json() if as_json else report.render_text())
-    raise SystemExit(report.exit_code() if exit_code is None else exit_code)
+    errors = [f.code for f in report.findings if f.status == "error"]
+    leave(report.exit_code() if exit_code is None else exit_code, errors)
 
 
 def terminal_steps(line: str) -> None:

@@ -6,7 +6,7 @@ import shlex
 
 import click
 
-from writerpool.cli.output import json_option
+from writerpool.cli.output import json_option, leave
 from writerpool.clients import apply, parse_target, plan, remove, verify
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
@@ -75,4 +75,4 @@ def _emit(report: Report, as_json: bool) -> None:
                 where = f"   (in {finding.data['cwd']})" if "cwd" in finding.data else ""
                 lines.append(f"       $ {shlex.join(str(a) for a in argv)}{where}")
         click.echo("\n".join(lines))
-    raise SystemExit(report.exit_code())
+    leave(report.exit_code(), [f.code for f in report.findings if f.status == "error"])

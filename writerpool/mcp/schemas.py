@@ -91,6 +91,7 @@ TURN: Schema = {
             "description": "True when the agent's answer was longer than the server keeps "
             "(64 KiB), so even all pages together miss its end.",
         },
+        "error": nullable("string", "Why a failed turn failed, in a few words; else null."),
         "startedAt": nullable("string", "ISO 8601 UTC time."),
         "updatedAt": nullable("string", "ISO 8601 UTC time."),
         "endedAt": nullable("string", "ISO 8601 UTC time, or null while running."),

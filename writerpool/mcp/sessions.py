@@ -55,6 +55,7 @@ class _Kept:
     ended_at: object
     tool_calls: int = 0
     text_truncated: bool = False
+    error: str | None = None
 
     @classmethod
     def of(cls, snap: Snapshot) -> _Kept:
@@ -66,7 +67,8 @@ class _Kept:
             snap.updated_at,
             snap.ended_at,
             int(getattr(snap, "tool_calls", 0) or 0),
-            bool(getattr(snap, "text_truncated", False)),
+            snap.text_truncated,
+            snap.error,
         )
 
 

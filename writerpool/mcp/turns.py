@@ -27,6 +27,10 @@ class Snapshot(Protocol):
     def updated_at(self) -> object: ...
     @property
     def ended_at(self) -> object: ...
+    @property
+    def text_truncated(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
 
 
 def now_iso() -> str:
@@ -77,7 +81,7 @@ def turn_view(
     truncated = False
     if status == "completed" and snapshot.text is not None:
         kept, truncated = cap_text(snapshot.text)
-        truncated = truncated or bool(getattr(snapshot, "text_truncated", False))
+        truncated = truncated or snapshot.text_truncated
         length = len(kept)
         text, next_offset = page_of(kept, offset, limit)
     stop = snapshot.stop_reason if snapshot.stop_reason in STOP_REASONS else None
@@ -91,6 +95,7 @@ def turn_view(
         "textLength": length,
         "nextOffset": next_offset,
         "textTruncated": truncated,
+        "error": snapshot.error if status == "failed" else None,
         "startedAt": _iso(snapshot.started_at),
         "updatedAt": _iso(snapshot.updated_at),
         "endedAt": _iso(snapshot.ended_at),

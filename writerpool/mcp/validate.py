@@ -7,6 +7,7 @@ programming error. Messages name the argument and the broken rule, never the val
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 from typing import Any
@@ -43,6 +44,9 @@ def _check_string(name: str, value: str, schema: dict[str, Any]) -> None:
 
 
 def _check_number(name: str, value: float, schema: dict[str, Any]) -> None:
+    # NaN compares false with every bound, so it would pass them all.
+    if not math.isfinite(value):
+        raise _invalid(f"{name}: must be a finite number")
     if "minimum" in schema and value < schema["minimum"]:
         raise _invalid(f"{name}: below the minimum {schema['minimum']}")
     if "maximum" in schema and value > schema["maximum"]:

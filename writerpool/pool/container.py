@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from writerpool.agent.compact import node_options
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
@@ -75,7 +76,12 @@ def writer_spec(
             ("EMAIL", f"{state.name}@writerpool.invalid"),
         )
     }
-    env = {"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1", **identity}
+    env = {
+        "PI_CODING_AGENT_DIR": AGENT_DIR,
+        "NODE_OPTIONS": node_options(AGENT_DIR),  # pi's RPC output stays linear
+        "GIT_CONFIG_NOSYSTEM": "1",
+        **identity,
+    }
     if state.cache in CACHE_ENV:
         mounts.append(Mount(source=lay["cache"], target=f"/pi/{state.cache}"))
         env.update(CACHE_ENV[state.cache])
