@@ -47,8 +47,6 @@ def path_without_node(bindir: Path) -> str:
             if name in NODE_NAMES or link.exists() or not os.access(target, os.X_OK):
                 continue
             link.symlink_to(target)
-    # the virtualenv's python, for the subprocess that installs pi
-    (bindir / "wp-python").symlink_to(sys.executable)
     return str(bindir)
 
 
@@ -79,7 +77,8 @@ def test_pi_installs_and_answers_with_no_node_on_path(tmp_path: Path) -> None:
         "import sys; from pathlib import Path; from writerpool.agent.install import install_pi; "
         "print(install_pi(Path(sys.argv[1])))"
     )
-    done = subprocess.run([str(Path(env["PATH"]) / "wp-python"), "-c", script, str(prefix)],
+    # The virtualenv's python by its own path (a symlink elsewhere would lose the venv).
+    done = subprocess.run([sys.executable, "-c", script, str(prefix)],
                           env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     launcher = Path(done.stdout.strip())
