@@ -143,7 +143,7 @@ CODES: dict[str, str] = {
     "execution_modes": "execution-modes.json loads",
     "workspace_checkout": "The workspace path is a readable git checkout",
     "workspace_mode": "The workspace's execution mode is set and usable on this host",
-    "session_placement": "Where a workspace's coding and read-only sessions run (read-only: contained)",
+    "session_placement": "Where a workspace's sessions run (read-only ones: always contained)",
     "profile_provider": "The profile's provider is built into pi or declared under [providers]",
     "lease_dir": "The writers directory is the user's, 0700, and exclusive file locks work",
     # provider egress (the per-session proxy; its audit lines' outcomes)
