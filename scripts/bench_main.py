@@ -27,7 +27,6 @@ from bench_figures import (
     provision_figures,
     session_figures,
 )
-
 from bench_guard import GUARD_FILES, guard_figure
 
 from writerpool.runtime.podman import podman_env
