@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
+from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.verify import verify_clone
@@ -77,11 +78,13 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
                 "base": state.base.name,
                 "lifecycle": state.lifecycle,
                 "network": state.network,
+                "networkClass": classification(state.network),
                 "atBaseline": None if problems is None else not problems,
                 "notAtBaseline": problems or [],
             }
         )
         text = f"{phase}" + (f" ({reason})" if reason else "") + f", base {state.base.name}"
+        text += f", network {describe(state.network)}"
         if problems is None:
             text += "; in use, content not inspected"
         elif problems:

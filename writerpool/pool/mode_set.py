@@ -15,7 +15,7 @@ from writerpool.config.modes import (
     load_modes,
     store_entry,
 )
-from writerpool.config.network import DEFAULT_NETWORK
+from writerpool.config.network import DEFAULT_NETWORK, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
@@ -168,7 +168,8 @@ def set_mode(
     if current == entry:
         report.add("mode_unchanged", "ok", target, f"mode {mode} already stored")
     elif not req.apply:
-        report.add("mode_planned", "planned", target, f"would store mode {mode}")
+        network = f", network {describe(req.network)}" if mode == "container" else ""
+        report.add("mode_planned", "planned", target, f"would store mode {mode}{network}")
     if mode == "container" and entry.container is not None:
         ctx = PoolContext(
             paths=paths,
@@ -192,7 +193,8 @@ def set_mode(
         return report
     if current != entry:
         store_entry(paths, req.alias, entry)
-        report.add("mode_applied", "ok", target, f"mode {mode} stored")
+        network = f", network {describe(req.network)}" if mode == "container" else ""
+        report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
         report.add(
             "controllers_restart_required",
             "warning",
