@@ -28,6 +28,7 @@ from bench_figures import (
     session_figures,
 )
 from bench_guard import GUARD_FILES, guard_figure
+from bench_proxy import first_byte_line, proxy_figure
 
 from writerpool.runtime.podman import podman_env
 
@@ -42,6 +43,7 @@ REPS = {
     "contention": (1, 3),
     "collect": (3, 9),
     "guard": (5, 11),
+    "proxy": (10, 30),
 }
 
 
@@ -52,7 +54,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,proxy")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard"
+        "provision", "session", "contention", "collect", "guard", "proxy"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -128,7 +130,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: list[Figure] = []
     began = time.perf_counter()
     try:
-        setup(env, groups)
+        if groups - {"proxy"}:  # proxy_overhead needs no repositories or writers
+            setup(env, groups)
         if "provision" in groups:
             say("measuring provision")
             figures += provision_figures(env, reps["provision"])
@@ -144,12 +147,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "guard" in groups:
             say("measuring guard_5000_files")
             figures.append(guard_figure(env, reps["guard"]))
+        if "proxy" in groups:
+            say("measuring proxy_overhead")
+            figures.append(proxy_figure(reps["proxy"]))
     finally:
         env.close()
     facts_after = host_facts()
     say("")
     for figure in figures:
         say(figure.line())
+        if figure.name == "proxy_overhead":
+            say(first_byte_line(figure))
         if figure.name == "pool_contention":
             spread = figure.extra["startSecondsByRound"][-1]
             say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "

@@ -500,3 +500,23 @@ def test_a_closed_host_opens_nothing(short_dir: Path, provider: ScriptedProvider
         open_session(egress, short_dir, provider, "later")
     assert err.value.code == "egress_failed"
     assert not (short_dir / "later").exists()
+
+
+def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
+    host: EgressHost,
+    short_dir: Path,
+    provider: ScriptedProvider,
+    records: Records,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("writerpool.egress.proxy.AUDIT_PAST_CAP", 3)
+    caps = Caps(requests=2, bytes_up=10**6, bytes_down=10**6, concurrent=4)
+    proxy = open_session(host, short_dir, provider, caps=caps)
+    statuses = [request(proxy, token="wrong")[0] for _ in range(2)]
+    statuses += [request(proxy)[0] for _ in range(10)]
+    assert statuses == [403, 403] + [429] * 10
+    outcomes = [r.outcome for r in records.wait(5)]
+    proxy.stop()
+    assert len(records.items) == 5  # handed off before each response was sent
+    assert outcomes == [model.FORBIDDEN_TOKEN] * 2 + [model.CAP_REQUESTS] * 3
+    assert provider.request_count == 0

