@@ -222,36 +222,40 @@ def test_a_ref_outside_refs_heads_that_holds_new_commits_is_work(repo: Path, ali
     assert (clone_of(writer) / ".git" / "refs" / "custom" / "keep").exists()
 
 
-# -- leftovers that are not work: reset removes them, the guard sees them ---------------
+# -- leftovers that are not work: reset removes them, the guard sees them --------------
 
-LEFTOVERS = """
-mkfifo fifo
-python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('/work/sock')"
-mkdir -p empty/deeper
-git update-ref refs/custom/x HEAD
-mkdir -p .git/rr-cache/abc && echo x > .git/rr-cache/abc/preimage
-git worktree add -q --detach /tmp/elsewhere
-"""
+LEFTOVERS = {
+    # case: (the agent's move, what the guard names, what reset must remove)
+    "fifo": ("mkfifo fifo", "special file", "fifo"),
+    "socket": ("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/work/sock')\"",
+               "special file", "sock"),
+    "empty-directory": ("mkdir -p empty/deeper", "empty dir", "empty"),
+    "extra-ref": ("git update-ref refs/custom/x HEAD", "outside refs/heads", ".git/refs/custom"),
+    "rr-cache": ("mkdir -p .git/rr-cache/abc && echo x > .git/rr-cache/abc/preimage",
+                 "rr-cache", ".git/rr-cache"),
+    "worktree-elsewhere": ("git worktree add -q --detach /tmp/elsewhere", "worktrees",
+                           ".git/worktrees"),
+    "reflog": ("git checkout -q -b tmp && git checkout -q main && git branch -q -D tmp",
+               "logs", ".git/logs"),
+}  # fmt: skip
 
 
-def test_special_files_extra_refs_and_git_state_block_admission_and_reset_removes_them(
-    repo: Path, alias: str
+@pytest.mark.parametrize("case", sorted(LEFTOVERS))
+def test_a_leftover_that_is_not_work_blocks_admission_and_reset_removes_it(
+    repo: Path, alias: str, case: str
 ) -> None:
+    move, named, gone = LEFTOVERS[case]
     writer = ready(alias)
-    run_agent(writer, LEFTOVERS)
-    clone = clone_of(writer)
+    run_agent(writer, move)
     found = problems(writer)
-    for what in ("special file", "empty dir", "outside refs/heads", "rr-cache", "worktrees"):
-        assert what in found, (what, found)
+    assert named in found, found
     assert not admitted(alias)
     code, report = wp("writer", "collect", writer, "--apply")
-    # The worktree's gitdir file also fails the clone check (reported, collected anyway).
-    assert code == 0 and {"writer_leftovers_present", "nothing_to_collect"} <= set(codes(report))
-    assert "writer_collected" not in codes(report)
+    # A worktree's gitdir file also fails the clone check (reported, collected anyway).
+    assert code == 0 and "nothing_to_collect" in codes(report), report
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
-    for gone in ("fifo", "sock", "empty", ".git/refs/custom", ".git/rr-cache", ".git/worktrees"):
-        assert not os.path.lexists(clone / gone), gone
+    assert not os.path.lexists(clone_of(writer) / gone)
     assert admitted(alias)
 
 

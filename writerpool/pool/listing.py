@@ -66,7 +66,16 @@ def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
             report.add(exc.code, "error", target, exc.message)
             continue
         if state is None:
-            continue  # a removed writer keeps only its lease file
+            if writer_layout(paths, name)["clone"].exists():
+                report.add(
+                    "writer_state_missing",
+                    "error",
+                    target,
+                    "a clone without a usable state.json; nothing will overwrite it",
+                    remedy=f"copy what you need out of it, then writerpool writer remove {name} "
+                    "--discard",
+                )
+            continue
         phase, reason = readiness(paths, podman, state, loaded.config.pool)
         problems = _baseline(paths, podman, loaded, state)
         rows.append(
