@@ -13,6 +13,7 @@ from typing import Any
 from writerpool import __version__
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path
@@ -132,6 +133,7 @@ def accept(
         )
     before = fingerprint_groups(paths, podman, state, pool)
     exit_code, out = _run_harness(podman, (paths, state, before["image"], pool))
+    crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)

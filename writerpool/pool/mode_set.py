@@ -16,6 +16,7 @@ from writerpool.config.modes import (
     store_entry,
 )
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
@@ -188,7 +189,9 @@ def set_mode(
     ):
         return report
     if current != entry:
+        crash_point("mode_set.storing")
         store_entry(paths, req.alias, entry)
+        crash_point("mode_set.stored")
         report.add("mode_applied", "ok", target, f"mode {mode} stored")
         report.add(
             "controllers_restart_required",
