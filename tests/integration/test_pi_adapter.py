@@ -271,7 +271,8 @@ def test_when_pi_dies_the_turn_and_the_log_say_why(
     with caplog.at_level("WARNING", logger="writerpool.agent.pi"):
         snap = agent.wait(agent.prompt("fail loudly"), 120)
         assert snap.status == "failed"
-        assert snap.error == "the agent exited during the turn: Error: planted failure of pi"
+        assert snap.error is not None and snap.error.startswith("the agent exited during")
+        assert "planted" not in snap.error  # pi's own words go to the log only
         for _ in range(50):  # the reader logs as it finishes
             if caplog.records:
                 break

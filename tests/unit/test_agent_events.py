@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from writerpool.agent.events import (
+    ANSWER_ERROR,
+    EXITED_ERROR,
     MAX_TURNS,
     TEXT_CAP,
     PiEvent,
@@ -190,12 +192,16 @@ def test_a_failed_turn_says_why() -> None:
     log.apply(event, 1.0)
     log.apply(PiEvent("agent_end"), 2.0)
     turn = log.get("t-1")
-    assert turn.status == "failed" and turn.error is not None
-    assert turn.error.startswith("Connection error") and "/home" not in turn.error
-    assert "abc123" not in turn.error
+    assert turn.status == "failed" and turn.error == ANSWER_ERROR
+    # The provider's words are kept for the operator's log only, path- and secret-free.
+    assert event.error is not None and event.error.startswith("Connection error at <path>")
+    assert "abc123" not in event.error
     log.begin("t-2", PROMPT_ID + "2", now=3.0)
-    log.process_ended(4.0, closing=False, why="Error: write ENOBUFS")
-    assert log.get("t-2").error == "the agent exited during the turn: Error: write ENOBUFS"
+    log.process_ended(4.0, closing=False)
+    assert log.get("t-2").error == EXITED_ERROR
+    log.begin("t-3", PROMPT_ID + "3", now=5.0)
+    log.process_ended(6.0, closing=True)
+    assert log.get("t-3").status == "aborted" and log.get("t-3").error is None
 
 
 def test_parse_ignores_noise_and_joins_text_blocks() -> None:

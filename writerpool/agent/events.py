@@ -18,6 +18,8 @@ TEXT_CAP = 64 * 1024
 MAX_TURNS = 20
 MAX_DEPTH = 32  # pi's events nest about 6 deep; a hostile line may nest 100,000 deep
 ERROR_CHARS = 300
+EXITED_ERROR = "the agent exited during the turn; the server log has its last stderr lines"
+ANSWER_ERROR = "the model's answer ended in an error; the server log has the provider's message"
 # Streamed deltas: by far the most lines, and nothing in them is used. Recognised by
 # their first bytes (pi writes `type` first), so they are never parsed.
 _UPDATE_PREFIX = b'{"type":"message_update"'
@@ -115,7 +117,9 @@ class TurnSnapshot:
     ended_at: float | None
     tool_calls: int = 0  # tools pi started in this turn (for progress reports)
     text_truncated: bool = False  # the text was cut to TEXT_CAP (decided before cutting)
-    error: str | None = None  # why a failed turn failed, path- and secret-free
+    # Why a failed turn failed, in writerpool's words: clients see it, so it never
+    # carries pi's or the provider's text (pi.py logs those for the operator).
+    error: str | None = None
 
 
 @dataclass
@@ -172,26 +176,26 @@ class TurnLog:
                 self._end(turn, "failed", "error", now)
         elif event.type == "message_end" and event.role == "assistant":
             turn.last_stop, turn.last_text = event.stop_reason, event.text
-            turn.last_error = event.error
+            if event.error is not None:
+                turn.last_error = ANSWER_ERROR
         elif event.type == "agent_end" and turn.last_stop != "toolUse":
             # No assistant message at all means the run broke before the model answered.
             status = STOP_STATUS.get(turn.last_stop or "error", "failed")
             self._end(turn, status, turn.last_stop, now)
 
-    def process_ended(self, now: float, closing: bool, why: str | None = None) -> None:
-        """The process is gone: a running turn ends (aborted when we closed it); `why`
-        is what the process said last (see pi.py), for the turn's error."""
+    def process_ended(self, now: float, closing: bool) -> None:
+        """The process is gone: a running turn ends (aborted when we closed it)."""
         turn = self._turns.get(self._running) if self._running else None
         if turn is not None:
             if not closing:
-                turn.last_error = "the agent exited during the turn" + (f": {why}" if why else "")
+                turn.last_error = EXITED_ERROR
             self._end(turn, "aborted" if closing else "failed", turn.last_stop, now)
 
     def _end(self, turn: _Turn, status: TurnStatus, stop: str | None, now: float) -> None:
         text, truncated = cap_text(turn.last_text) if turn.last_text is not None else (None, False)
         error = turn.last_error if status == "failed" else None
         if status == "failed" and error is None:
-            error = "the model's answer ended in an error" if stop == "error" else "the turn failed"
+            error = ANSWER_ERROR if stop == "error" else "the turn failed"
         turn.snapshot = replace(
             turn.snapshot, status=status, text=text, stop_reason=stop, updated_at=now,
             ended_at=now, text_truncated=truncated, error=error,

@@ -77,7 +77,8 @@ class PiAgent:
             threading.Thread(target=self._read_stdout, name="pi-stdout", daemon=True),
             threading.Thread(target=self._read_stderr, name="pi-stderr", daemon=True),
         ]
-        for thread in self._threads:
+        # stderr's reader first: stdout's joins it when pi's output ends.
+        for thread in reversed(self._threads):
             thread.start()
 
     # -- lifecycle -------------------------------------------------------------
@@ -113,10 +114,12 @@ class PiAgent:
             if answer is None:
                 # A failed write can precede the reader's EOF: ask the process itself.
                 why = "exited" if self._exited(0.5) else f"did not answer within {timeout:g}s"
-                said = failure_line(stderr_lines(self.stderr_tail()))
+                lines = stderr_lines(self.stderr_tail())
+                log.warning("pi did not start; its stderr ended with:\n%s",
+                            "\n".join(lines) or "(nothing)")  # fmt: skip
                 raise WriterpoolError(
                     "session_start_failed",
-                    f"the agent {why} while starting" + (f": {said}" if said else ""),
+                    f"the agent {why} while starting; the server log has its last stderr lines",
                 )
             if not answer.success:
                 raise WriterpoolError("session_start_failed", "the agent refused its setup")
@@ -261,6 +264,8 @@ class PiAgent:
                 self._responses[event.response_id] = event
             self._log.apply(event, time.time())
             self._cond.notify_all()
+        if event.error is not None:  # sanitized in parse_event; for the operator only
+            log.warning("pi (pid %d): the model's answer failed: %s", self._proc.pid, event.error)
 
     def _ended(self) -> None:
         # stderr is read to its end (or for a moment) so the reason is in hand.
@@ -280,7 +285,7 @@ class PiAgent:
                      "\n".join(lines))  # fmt: skip
         with self._cond:
             self._eof = True
-            self._log.process_ended(time.time(), closing=closing, why=failure_line(lines))
+            self._log.process_ended(time.time(), closing=closing)
             self._cond.notify_all()
 
     def _read_stderr(self) -> None:
@@ -318,14 +323,6 @@ def stderr_lines(text: str, count: int = STDERR_LOG_LINES) -> list[str]:
     """The last lines of pi's stderr, path- and secret-free, for the log."""
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
     return [sanitize(line)[:300] for line in lines[-count:]]
-
-
-def failure_line(lines: list[str]) -> str | None:
-    """The line that says what went wrong (Node prints `Error: …`), else the last one."""
-    for line in reversed(lines):
-        if "Error" in line and not line.lstrip().startswith("at "):
-            return line.strip()[:200]
-    return lines[-1].strip()[:200] if lines else None
 
 
 def _widen_pipe(stream: IO[bytes] | None) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from writerpool import __version__
@@ -31,6 +30,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.progress import Progress, report_while_running
 from writerpool.mcp.sessions import SessionManager
+from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.mcp.tools import (
     GLOSSARY,
     SESSION_ID_PATTERN,
@@ -276,7 +276,7 @@ async def serve(paths: Paths) -> None:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_exit_on_signal, service)
-            async with stdio_server() as (read_stream, write_stream):
+            async with checked_stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:

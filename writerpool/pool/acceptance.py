@@ -16,6 +16,7 @@ from writerpool.config.models import Config, Pool, Provider
 from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
@@ -180,6 +181,7 @@ def accept(
         )
     before = fingerprint_groups(paths, podman, state, pool)
     exit_code, out = _run_harness(podman, (paths, state, before["image"], pool))
+    crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)

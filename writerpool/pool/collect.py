@@ -27,6 +27,7 @@ from typing import Literal
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
@@ -323,8 +324,10 @@ def collect_writer(
         bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
+    crash_point("collect.bundle_kept")
     step("verifying the bundle and importing its refs into the checkout")
     _import(repo, state.name, inspection, decision.accepted, bundle)
+    crash_point("collect.imported")
     complete = decision.complete
     save_state(
         paths.writer_dir(state.name),

@@ -17,6 +17,7 @@ from pathlib import Path
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base
 from writerpool.gitops.bundle import create_base_bundle, merged_tags
@@ -130,6 +131,7 @@ def recreate_clone(
     except OSError as exc:
         report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
         return state
+    crash_point("recreate.cloned")
     ensure_private_dir(lay["agent"])
     state = save_state(
         lay["root"],
@@ -195,6 +197,7 @@ def reset_clone(
     try:
         _run_reset(paths, podman, loaded, state, base, base_dir)
         clear_cache(paths, state, loaded.config.pool)
+        crash_point("reset.tool_ran")
         problem = check_clone(paths, podman, loaded, candidate)
     except WriterpoolError as exc:
         if exc.code == "writer_base_unavailable":
@@ -203,6 +206,7 @@ def reset_clone(
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
     if problem is None:
+        crash_point("reset.verified")
         state = save_state(paths.writer_dir(state.name), candidate)
         report.add(
             "writer_reset",
@@ -333,6 +337,7 @@ def finish(
                 remedy="drop or commit the stash inside the writer, or reset with --discard",
             )
             return report
+        crash_point("finish.collected")
         state = ref.load()
         step(f"{action} on {base.name}")
         if action == "recreate":

@@ -17,6 +17,7 @@ from writerpool.config.modes import (
 )
 from writerpool.config.network import DEFAULT_NETWORK, describe
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
@@ -192,8 +193,10 @@ def set_mode(
     ):
         return report
     if current != entry:
+        crash_point("mode_set.storing")
         store_entry(paths, req.alias, entry)
         network = f", network {describe(req.network)}" if mode == "container" else ""
+        crash_point("mode_set.stored")
         report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
         report.add(
             "controllers_restart_required",

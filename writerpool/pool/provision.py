@@ -9,6 +9,7 @@ from pathlib import Path
 
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, origin_url
 from writerpool.gitops.bundle import OriginOutcome, clone_from_bundle, create_base_bundle
@@ -119,7 +120,9 @@ def provision(
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
     save_state(lay["root"], state)
+    crash_point("provision.state_recorded")
     baseline = make_clone(paths, name, repo, base, settings.tags == "reachable", report, target)
+    crash_point("provision.cloned")
     for key in ("agent", "collections"):
         ensure_private_dir(lay[key])
     if settings.cache != "none":
