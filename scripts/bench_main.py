@@ -27,6 +27,7 @@ from bench_figures import (
     provision_figures,
     session_figures,
 )
+from bench_startup import startup_figure
 
 from writerpool.runtime.podman import podman_env
 
@@ -40,6 +41,7 @@ REPS = {
     "pings": (20, 60),
     "contention": (1, 3),
     "collect": (3, 9),
+    "startup": (11, 31),
 }
 
 
@@ -50,7 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,startup")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -111,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect"
+        "provision", "session", "contention", "collect", "startup"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -121,7 +123,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: list[Figure] = []
     began = time.perf_counter()
     try:
-        setup(env, groups)
+        if groups - {"startup"}:
+            setup(env, groups)
+        else:
+            env.add_workspace("small", SMALL_COMMITS, writers=1)
+            env.write_config()
+        if "startup" in groups:
+            say("measuring serve_startup")
+            figures.append(startup_figure(env, reps["startup"]))
         if "provision" in groups:
             say("measuring provision")
             figures += provision_figures(env, reps["provision"])

@@ -25,6 +25,16 @@ KEY_ENV = "WRITERPOOL_TEST_SCRIPTED_KEY"
 HELLO_TEXT = "Hello from the scripted model."
 WROTE_TEXT = "The write step is over."
 SLOW_TEXT = "This answer streams very slowly."
+CLIENT_BRANCH = "pi-change"
+# Each takes 10 s whether or not it works (outside a git clone the git steps fail).
+CLIENT_COMMANDS = (
+    f"sleep 10; git checkout -q -b {CLIENT_BRANCH}",
+    "sleep 10; echo 'changed by pi' > change.txt",
+    "sleep 10; git add change.txt && git -c user.name=pi -c user.email=pi@example.invalid "
+    "commit -q -m 'change by pi'",
+)
+# Longer than the default page (8000 characters), with a marker every 1000.
+CLIENT_TEXT = "".join(f"[{i:05d}]" + "x" * 993 for i in range(0, 20000, 1000))
 
 SCRIPT = Script(
     scripts=[
@@ -45,6 +55,16 @@ SCRIPT = Script(
             ],
         ),
         ScriptEntry(match="take-your-time", steps=[Step(text=SLOW_TEXT, delay_seconds=300)]),
+        # A coding client's session (tests/e2e/test_clients.py): about 30 s, three tools,
+        # a commit on a new branch, and an answer longer than one page.
+        ScriptEntry(
+            match="client-commit",
+            steps=[
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": cmd})])
+                for cmd in CLIENT_COMMANDS
+            ]
+            + [Step(text=CLIENT_TEXT)],
+        ),
     ],
     default=[Step(text="default answer")],
 )
