@@ -2,38 +2,50 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 
 import click
 
 from writerpool import __version__
-from writerpool.cli.config_cmd import config
-from writerpool.cli.control_cmd import control
-from writerpool.cli.doctor_cmd import doctor
-from writerpool.cli.image_cmd import image
-from writerpool.cli.mode_cmd import mode
-from writerpool.cli.register_cmd import register
-from writerpool.cli.serve_cmd import serve
-from writerpool.cli.writer_cmd import writer
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report, sanitize
 
+# Each command's module is imported only when that command runs: `writerpool serve`
+# answers a client's `initialize` without loading Podman, doctor or the pool code.
+COMMANDS = {
+    "config": "writerpool.cli.config_cmd:config",
+    "doctor": "writerpool.cli.doctor_cmd:doctor",
+    "image": "writerpool.cli.image_cmd:image",
+    "serve": "writerpool.cli.serve_cmd:serve",
+    "control": "writerpool.cli.control_cmd:control",
+    "mode": "writerpool.cli.mode_cmd:mode",
+    "writer": "writerpool.cli.writer_cmd:writer",
+    "register": "writerpool.cli.register_cmd:register",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (click's documented pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="writerpool")
 def cli() -> None:
     """Contained writers for coding agents."""
-
-
-cli.add_command(config)
-cli.add_command(doctor)
-cli.add_command(image)
-cli.add_command(serve)
-cli.add_command(control)
-cli.add_command(mode)
-cli.add_command(writer)
-cli.add_command(register)
 
 
 def _wants_json(argv: list[str]) -> bool:
