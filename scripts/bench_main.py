@@ -29,6 +29,7 @@ from bench_figures import (
 )
 from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
+from bench_startup import startup_figure
 
 from writerpool.runtime.podman import podman_env
 
@@ -44,6 +45,7 @@ REPS = {
     "collect": (3, 9),
     "guard": (5, 11),
     "proxy": (10, 30),
+    "startup": (11, 31),
 }
 
 
@@ -54,7 +56,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,proxy")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,proxy,startup")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "proxy"
+        "provision", "session", "contention", "collect", "guard", "proxy", "startup"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -130,8 +132,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: list[Figure] = []
     began = time.perf_counter()
     try:
-        if groups - {"proxy"}:  # proxy_overhead needs no repositories or writers
+        # proxy_overhead and serve_startup need no writers.
+        if groups - {"proxy", "startup"}:
             setup(env, groups)
+        elif "startup" in groups:
+            env.add_workspace("small", SMALL_COMMITS, writers=1)
+            env.write_config()
+        if "startup" in groups:
+            say("measuring serve_startup")
+            figures.append(startup_figure(env, reps["startup"]))
         if "provision" in groups:
             say("measuring provision")
             figures += provision_figures(env, reps["provision"])

@@ -28,6 +28,16 @@ LONG_TEXTS = {
     "answer-200k": ("0123456789abcdef" * 12_500)[:200_000],
     "answer-1m": ("fedcba9876543210" * 62_500)[:1_000_000],
 }
+CLIENT_BRANCH = "pi-change"
+# Each takes 10 s whether or not it works (outside a git clone the git steps fail).
+CLIENT_COMMANDS = (
+    f"sleep 10; git checkout -q -b {CLIENT_BRANCH}",
+    "sleep 10; echo 'changed by pi' > change.txt",
+    "sleep 10; git add change.txt && git -c user.name=pi -c user.email=pi@example.invalid "
+    "commit -q -m 'change by pi'",
+)
+# Longer than the default page (8000 characters), with a marker every 1000.
+CLIENT_TEXT = "".join(f"[{i:05d}]" + "x" * 993 for i in range(0, 20000, 1000))
 
 SCRIPT = Script(
     scripts=[
@@ -51,6 +61,16 @@ SCRIPT = Script(
         *(
             ScriptEntry(match=match, steps=[Step(text=text, chunk_chars=4)])
             for match, text in LONG_TEXTS.items()
+        ),
+        # A coding client's session (tests/e2e/test_clients.py): about 30 s, three tools,
+        # a commit on a new branch, and an answer longer than one page.
+        ScriptEntry(
+            match="client-commit",
+            steps=[
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": cmd})])
+                for cmd in CLIENT_COMMANDS
+            ]
+            + [Step(text=CLIENT_TEXT)],
         ),
     ],
     default=[Step(text="default answer")],

@@ -86,15 +86,16 @@ class Client:
 
 
 @asynccontextmanager
-async def connect(server: ServerEnv) -> AsyncIterator[Client]:
-    """Spawn the server; its stderr goes to serve.log beside the test's files."""
+async def connect(server: ServerEnv, **session_options: Any) -> AsyncIterator[Client]:
+    """Spawn the server; its stderr goes to serve.log beside the test's files.
+    `session_options` go to the SDK's ClientSession (a logging_callback, say)."""
     params = StdioServerParameters(
         command=SERVE_ARGV[0], args=SERVE_ARGV[1:], env=server.env, cwd=str(server.root)
     )
     with (server.root / "serve.log").open("a") as log:
         async with (
             stdio_client(params, errlog=log) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, **session_options) as session,
         ):
             await session.initialize()
             yield Client(session)

@@ -204,3 +204,26 @@ def test_a_server_without_configuration_lists_its_tools_and_answers_with_the_cod
     client, count = anyio.run(scenario)
     assert count == 8
     client.assert_clean(server.secrets)
+
+
+def test_a_prompt_is_destructive_only_where_coding_runs_in_a_checkout(
+    make_server: MakeServer,
+) -> None:
+    """The snapshot's configuration has host coding (hosted, and demo with no mode); a
+    configuration whose coding runs only in writers marks the prompt non-destructive."""
+    server = make_server()
+    text = server.paths.config_file.read_text()
+    head, _, rest = text.partition("\n\n")
+    kept = [line for line in head.splitlines() if not line.startswith(("demo", "hosted"))]
+    server.paths.config_file.write_text("\n".join(kept) + "\n\n" + rest)
+
+    async def scenario() -> dict[str, dict[str, Any]]:
+        async with connect(server) as client:
+            return {t["name"]: t for t in await _tools(client)}
+
+    tools = anyio.run(scenario)
+    prompt = tools["pi_session_prompt"]["annotations"]
+    assert (prompt["destructiveHint"], prompt["openWorldHint"]) == (False, True)
+    assert not any(t["annotations"]["destructiveHint"] for t in tools.values())
+    for tool in tools.values():
+        assert tool["outputSchema"]["required"] == ["ok"]

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,9 @@ def test_interrupted_apply_is_completed_and_then_removable(home: Path) -> None:
     )
     client("codex", "mcp", "add", "writerpool", "--env", f"WRITERPOOL_CONFIG={paths.config_file}",
            "--", *server_command())  # fmt: skip
+    # The client added the entry; the settings `codex mcp add` cannot write follow now.
+    code, report = wp("register", "codex:user", "--apply")
+    assert (code, codes(report)) == (0, ["registration_applied"]), report
     code, report = wp("register", "codex:user", "--apply")
     assert (code, codes(report)) == (0, ["registration_unchanged"]), report
     assert finding(report, "registration_unchanged")["data"]["owned"] is True
@@ -302,9 +306,9 @@ def test_identical_registration_without_record_is_not_removed(home: Path) -> Non
     paths = Paths.from_env()
     client("codex", "mcp", "add", "writerpool", "--env", f"WRITERPOOL_CONFIG={paths.config_file}",
            "--", *server_command())  # fmt: skip
+    # It lacks the settings Codex needs, and writerpool did not add it: left alone.
     code, report = wp("register", "codex:user", "--apply")
-    assert (code, codes(report)) == (0, ["registration_unchanged"]), report
-    assert finding(report, "registration_unchanged")["data"]["owned"] is False
+    assert (code, codes(report)) == (1, ["registration_divergent"]), report
     code, report = wp("register", "codex:user", "--remove")
     assert (code, codes(report)) == (1, ["ownership_unavailable"]), report
     assert read_entry("codex", "writerpool") is not None
@@ -347,3 +351,64 @@ def test_inspector_lists_the_tools_and_calls_capabilities(home: Path, client_bin
     assert called["isError"] is False
     assert called["structuredContent"]["ok"] is True
     assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
+
+
+def codex_entry(home: Path) -> dict[str, Any]:
+    with (home / ".codex" / "config.toml").open("rb") as f:
+        return dict(tomllib.load(f)["mcp_servers"]["writerpool"])
+
+
+def test_codex_registration_waits_for_the_server_and_passes_the_key_variables(
+    home: Path,
+) -> None:
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    config.write_text(config.read_text() + PROVIDER_WITH_KEY)
+    (home / ".codex").mkdir(exist_ok=True)
+    # The operator's own settings and comments around writerpool's entry stay as they are.
+    (home / ".codex" / "config.toml").write_text(CODEX_OWN)
+    wp("register", "codex:user", "--apply", check=True)
+    text = (home / ".codex" / "config.toml").read_text()
+    assert text.startswith(CODEX_OWN), "the operator's part of the file changed"
+    entry = codex_entry(home)
+    assert entry["required"] is True
+    assert entry["startup_timeout_sec"] >= 30 and entry["tool_timeout_sec"] >= 180
+    assert {"MY_PROVIDER_KEY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "XDG_RUNTIME_DIR"} <= set(
+        entry["env_vars"]
+    )
+    assert "sk-" not in text, "names of variables only, never values"
+    recorded = load_record(Paths.from_env()).find(Target("codex", "user"))
+    assert recorded is not None and recorded.settings["required"] is True
+    code, report = wp("register", "codex:user", "--verify")
+    assert (code, codes(report)) == (0, ["registration_unchanged", "mcp_verified"]), report
+    # Someone turns `required` off: verify says so and runs no handshake; apply restores it.
+    off = text.replace("required = true", "required = false")
+    (home / ".codex" / "config.toml").write_text(off)
+    code, report = wp("register", "codex:user", "--verify")
+    assert (code, codes(report)) == (1, ["registration_divergent"]), report
+    assert "required" in finding(report, "registration_divergent")["message"]
+    code, report = wp("register", "codex:user", "--apply")
+    assert (code, codes(report)) == (0, ["registration_applied"]), report
+    assert codex_entry(home)["required"] is True
+    code, report = wp("register", "codex:user", "--remove")
+    assert (code, codes(report)) == (0, ["registration_removed"]), report
+    assert (home / ".codex" / "config.toml").read_text().strip() == CODEX_OWN.strip()
+
+
+PROVIDER_WITH_KEY = """
+[providers.mine]
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "MY_PROVIDER_KEY"
+
+[profiles.mine]
+permission = "coding"
+provider = "mine"
+model = "m"
+thinking = "off"
+"""
+CODEX_OWN = """# my Codex settings
+model = "gpt-5"  # kept
+
+[mcp_servers.other]
+command = "/bin/echo"
+args = ["x"]
+"""

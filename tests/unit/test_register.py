@@ -162,8 +162,9 @@ def test_claude_compares_arguments_as_it_prints_them() -> None:
 def test_codex_list_finds_the_entry_and_ignores_others() -> None:
     observed = parse_codex_list(CODEX_LIST)
     assert observed is not None and observed.scope == "user"
+    # What `codex mcp list` shows of the settings comes along (env_vars here).
     assert observed.registration == Registration(
-        "/usr/bin/python3", SERVE, {"WRITERPOOL_CONFIG": "/srv/wp/config.toml"}
+        "/usr/bin/python3", SERVE, {"WRITERPOOL_CONFIG": "/srv/wp/config.toml"}, {"env_vars": []}
     )
     assert parse_codex_list("[]") is None
     entries = json.loads(CODEX_LIST)

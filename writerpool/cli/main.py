@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from dataclasses import dataclass
@@ -10,15 +11,7 @@ import click
 
 from writerpool import __version__
 from writerpool.audit import audit
-from writerpool.cli.config_cmd import config
-from writerpool.cli.control_cmd import control
-from writerpool.cli.doctor_cmd import doctor
-from writerpool.cli.image_cmd import image
-from writerpool.cli.mode_cmd import mode
 from writerpool.cli.output import Emitted
-from writerpool.cli.register_cmd import register
-from writerpool.cli.serve_cmd import serve
-from writerpool.cli.writer_cmd import writer
 from writerpool.config.paths import Paths
 from writerpool.errors import CODES, WriterpoolError, is_disk_full
 from writerpool.report import Report, sanitize
@@ -70,22 +63,44 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=COMPLETION_HELP)
+# Each command's module is imported only when that command runs: `writerpool serve`
+# answers a client's `initialize` without loading Podman, doctor or the pool code.
+COMMANDS = {
+    "config": "writerpool.cli.config_cmd:config",
+    "doctor": "writerpool.cli.doctor_cmd:doctor",
+    "image": "writerpool.cli.image_cmd:image",
+    "serve": "writerpool.cli.serve_cmd:serve",
+    "control": "writerpool.cli.control_cmd:control",
+    "mode": "writerpool.cli.mode_cmd:mode",
+    "writer": "writerpool.cli.writer_cmd:writer",
+    "register": "writerpool.cli.register_cmd:register",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (click's documented pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=COMPLETION_HELP
+)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version,
               help="Show the version, the image pin, and the pi and Node.js it uses.")  # fmt: skip
 def cli() -> None:
     """Contained writers for coding agents."""
-
-
-cli.add_command(config)
-cli.add_command(doctor)
-cli.add_command(image)
-cli.add_command(serve)
-cli.add_command(control)
-cli.add_command(mode)
-cli.add_command(writer)
-cli.add_command(register)
 
 
 def _wants_json(argv: list[str]) -> bool:

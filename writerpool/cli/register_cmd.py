@@ -43,7 +43,8 @@ def register(
     """Register `writerpool serve` with a coding client (plans unless told otherwise).
 
     TARGET is one of: claude-code:user, claude-code:project, claude-code:local,
-    codex:user. Changes go through the client's own `mcp add` / `mcp remove`.
+    codex:user. Changes go through the client's own `mcp add` / `mcp remove`; for
+    Codex, writerpool then sets its entry's required startup, timeouts and env_vars.
     """
     if sum((do_apply, do_verify, do_remove)) > 1:
         raise UsageError("choose at most one of --apply, --verify, --remove")

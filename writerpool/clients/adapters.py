@@ -5,8 +5,9 @@ Claude Code: `claude mcp add --scope S NAME -e K=V -- CMD ARGS…`, `claude mcp 
 --scope S NAME`, read with `claude mcp get NAME`, which prints text and health-checks an
 approved server (it starts the registered command once; writerpool serve starts no
 session for that). There is no read that skips the check.
-Codex: `codex mcp add NAME --env K=V -- CMD ARGS…`, `codex mcp remove NAME`, read with
-`codex mcp list --json`, which starts nothing.
+Codex: `codex mcp add NAME --env K=V -- CMD ARGS…`, then the entry's settings that the
+CLI cannot write (clients/codex_config.py), `codex mcp remove NAME`, read with
+`codex mcp list --json`, which starts nothing, and the config file for `required`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from writerpool.clients import codex_config
 from writerpool.clients.cli import ClientCli
 from writerpool.clients.model import SERVER_NAME, Registration, Target
 from writerpool.errors import WriterpoolError
@@ -41,6 +43,10 @@ class ClientAdapter(Protocol):
     def read(self, target: Target, cwd: Path) -> Observed | None: ...
 
     def same(self, observed: Registration, wanted: Registration) -> bool: ...
+
+    def problems(self, observed: Registration, wanted: Registration) -> list[str]: ...
+
+    def configure(self, target: Target, wanted: Registration) -> None: ...
 
 
 # -- Claude Code -------------------------------------------------------------------------
@@ -112,11 +118,17 @@ class ClaudeCode:
             and observed.env == wanted.env
         )
 
+    def problems(self, observed: Registration, wanted: Registration) -> list[str]:
+        return []  # Claude Code passes its own environment and waits for a server
+
+    def configure(self, target: Target, wanted: Registration) -> None:
+        return None
+
 
 # -- Codex -------------------------------------------------------------------------------
 
 
-def parse_codex_list(text: str) -> Observed | None:
+def parse_codex_list(text: str, settings: dict[str, Any] | None = None) -> Observed | None:
     """Find NAME in `codex mcp list --json`. Tuning an operator may add later (enabled,
     env_vars, timeouts, tool filters) is not part of what writerpool compares."""
     try:
@@ -127,11 +139,11 @@ def parse_codex_list(text: str) -> Observed | None:
         raise WriterpoolError("client_failed", "`codex mcp list --json` is not a list")
     for entry in entries:
         if isinstance(entry, dict) and entry.get("name") == SERVER_NAME:
-            return _codex_entry(entry)
+            return _codex_entry(entry, settings or {})
     return None
 
 
-def _codex_entry(entry: dict[str, object]) -> Observed:
+def _codex_entry(entry: dict[str, object], settings: dict[str, Any]) -> Observed:
     transport = entry.get("transport")
     if not isinstance(transport, dict):
         raise WriterpoolError("client_failed", "a codex server entry has no transport")
@@ -141,12 +153,22 @@ def _codex_entry(entry: dict[str, object]) -> Observed:
         return Observed("user", None, kind if kind != "stdio" else "stdio with a directory")
     arg_list = tuple(str(a) for a in args) if isinstance(args, list) else ()
     env_map = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-    return Observed("user", Registration(command, arg_list, env_map))
+    # What Codex reports wins over the file for the keys it shows (its view is what runs).
+    shown: dict[str, object] = {
+        k: entry[k] for k in ("startup_timeout_sec", "tool_timeout_sec") if k in entry
+    }
+    if isinstance(transport.get("env_vars"), list):
+        shown["env_vars"] = [str(v) for v in transport["env_vars"]]
+    merged = {**settings, **{k: v for k, v in shown.items() if v is not None}}
+    return Observed("user", Registration(command, arg_list, env_map, merged))
 
 
 class Codex:
     def __init__(self) -> None:
         self.cli = ClientCli("codex", "Codex")
+
+    def config_path(self) -> Path:
+        return codex_config.config_file(self.cli.env())
 
     def add_args(self, target: Target, wanted: Registration) -> list[str]:
         env = [part for key, value in wanted.env.items() for part in ("--env", f"{key}={value}")]
@@ -160,10 +182,19 @@ class Codex:
         done = self.cli.run(args, cwd)
         if done.returncode != 0:
             raise self.cli.fail(args, done)
-        return parse_codex_list(done.out)
+        return parse_codex_list(done.out, codex_config.read_settings(self.config_path()))
 
     def same(self, observed: Registration, wanted: Registration) -> bool:
-        return observed == wanted
+        """The entry writerpool would add; its settings are judged by problems()."""
+        return (observed.command, observed.args, observed.env) == (
+            wanted.command, wanted.args, wanted.env,
+        )  # fmt: skip
+
+    def problems(self, observed: Registration, wanted: Registration) -> list[str]:
+        return codex_config.settings_problems(observed.settings, wanted.settings)
+
+    def configure(self, target: Target, wanted: Registration) -> None:
+        codex_config.write_settings(self.config_path(), wanted.settings)
 
 
 def adapter_for(target: Target) -> ClientAdapter:

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
@@ -60,11 +60,14 @@ def parse_target(text: str, project: str | None) -> Target:
 
 @dataclass(frozen=True)
 class Registration:
-    """A stdio server as a client stores it: command, arguments, extra environment."""
+    """A stdio server as a client stores it: command, arguments, extra environment, and
+    client settings of the entry that its `mcp add` cannot write (Codex: see
+    clients/codex_config.py)."""
 
     command: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def argv(self) -> list[str]:
         return [self.command, *self.args]
@@ -76,8 +79,45 @@ def server_command() -> list[str]:
     return [os.path.abspath(sys.executable), "-m", "writerpool", "serve"]
 
 
-def desired_registration(paths: Paths) -> Registration:
+# Names a client that passes its server only a few variables (Codex) must pass on too:
+# trust anchors a host behind an intercepting proxy needs, where rootless Podman keeps
+# its runtime files, writerpool's XDG locations, and pi's auth store when it was moved.
+# None is a secret; the provider key variables come from the configuration.
+PASSED_VARS = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+    "REQUESTS_CA_BUNDLE", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME",
+    "XDG_CACHE_HOME", "XDG_DATA_HOME", "PI_CODING_AGENT_DIR",
+)  # fmt: skip
+
+
+def server_env_vars(paths: Paths) -> list[str]:
+    """Names (never values) of the variables the server reads from its environment: the
+    provider key variables of the configured profiles, and PASSED_VARS."""
+    from writerpool.agent.launch import BUILTIN_KEY_ENV  # noqa: PLC0415
+    from writerpool.config.models import load_config  # noqa: PLC0415
+    from writerpool.errors import WriterpoolError  # noqa: PLC0415
+
+    names = set(PASSED_VARS)
+    try:
+        config = load_config(paths).config
+    except WriterpoolError:
+        return sorted(names)  # verify reports the configuration itself
+    for profile in config.profiles.values():
+        provider = config.providers.get(profile.provider)
+        if provider is not None and provider.api_key_env:
+            names.add(provider.api_key_env)
+        elif provider is None and profile.provider in BUILTIN_KEY_ENV:
+            names.add(BUILTIN_KEY_ENV[profile.provider])
+    return sorted(names)
+
+
+def desired_registration(paths: Paths, client: Client = "claude-code") -> Registration:
     """What writerpool registers: its own server, with the configuration location given
     explicitly so the client's working directory and environment never choose it."""
     command, *args = server_command()
-    return Registration(command, tuple(args), {"WRITERPOOL_CONFIG": str(paths.config_file)})
+    env = {"WRITERPOOL_CONFIG": str(paths.config_file)}
+    if client != "codex":
+        return Registration(command, tuple(args), env)
+    from writerpool.clients.codex_config import wanted_settings  # noqa: PLC0415
+
+    return Registration(command, tuple(args), env, wanted_settings(server_env_vars(paths)))

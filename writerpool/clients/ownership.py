@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -35,11 +35,13 @@ class OwnedRegistration(BaseModel):
     command: str
     args: tuple[str, ...]
     env: dict[str, str]
+    # Client settings writerpool wrote into the entry (Codex's config.toml keys).
+    settings: dict[str, Any] = {}
     status: Literal["pending", "applied"]
     writerpool_version: str
 
     def registration(self) -> Registration:
-        return Registration(self.command, self.args, dict(self.env))
+        return Registration(self.command, self.args, dict(self.env), dict(self.settings))
 
     def key(self) -> tuple[str, str | None]:
         return (self.target, self.project)
@@ -78,6 +80,7 @@ def entry_for(
         command=registration.command,
         args=registration.args,
         env=dict(registration.env),
+        settings=dict(registration.settings),
         status=status,
         writerpool_version=__version__,
     )

@@ -83,6 +83,15 @@ class Ctx:
             and self.adapter.same(observed.registration, wanted)
         )
 
+    def problems(self, observed: Observed | None) -> list[str]:
+        """What the matching registration lacks for the client to use it (its settings)."""
+        if observed is None or observed.registration is None:
+            return []
+        return self.adapter.problems(observed.registration, self.wanted)
+
+    def settings_data(self) -> dict[str, Any]:
+        return {"settings": dict(self.wanted.settings)} if self.wanted.settings else {}
+
     def command_data(self, args: list[str]) -> dict[str, Any]:
         """The exact client command line (the operator asked to see it: it holds paths)."""
         data: dict[str, Any] = {"argv": self.adapter.cli.argv(args)}
@@ -95,7 +104,8 @@ def _context(paths: Paths, target: Target, adapter: ClientAdapter | None, comman
     report = Report(command)
     report.data["target"] = target.name
     report.data["name"] = SERVER_NAME
-    return Ctx(paths, target, adapter or adapter_for(target), desired_registration(paths), report)
+    wanted = desired_registration(paths, target.client)
+    return Ctx(paths, target, adapter or adapter_for(target), wanted, report)
 
 
 def _divergent(ctx: Ctx, observed: Observed, status: Literal["warning", "error"]) -> None:
@@ -126,6 +136,16 @@ def plan(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> 
             ctx.where,
             f"would add {SERVER_NAME} to {ctx.label}",
             **ctx.command_data(ctx.adapter.add_args(target, ctx.wanted)),
+            **ctx.settings_data(),
+        )
+    elif ctx.matches(observed, ctx.wanted) and ctx.problems(observed):
+        ctx.report.add(
+            "registration_planned",
+            "planned",
+            ctx.where,
+            f"would set {SERVER_NAME}'s settings in {ctx.label}: "
+            + "; ".join(ctx.problems(observed)),
+            **ctx.settings_data(),
         )
     elif ctx.matches(observed, ctx.wanted):
         _unchanged(ctx, load_record(paths).find(target))
@@ -162,12 +182,21 @@ def apply(paths: Paths, target: Target, adapter: ClientAdapter | None = None) ->
         record = load_record(paths)
         owned = record.find(target)
         observed = ctx.read()
-        if ctx.matches(observed, ctx.wanted):
-            if (
-                owned is not None
-                and owned.status == "pending"
-                and ctx.adapter.same(owned.registration(), ctx.wanted)
-            ):
+        mine = owned is not None and ctx.adapter.same(owned.registration(), ctx.wanted)
+        if ctx.matches(observed, ctx.wanted) and ctx.problems(observed) and mine:
+            _configure(ctx, record)
+        elif ctx.matches(observed, ctx.wanted) and ctx.problems(observed):
+            ctx.report.add(
+                "registration_divergent",
+                "error",
+                ctx.where,
+                f"{SERVER_NAME} is registered but not by writerpool, and "
+                + "; ".join(ctx.problems(observed))
+                + "; writerpool leaves it alone",
+                remedy=f"remove it with the client's `mcp remove {SERVER_NAME}`, then --apply",
+            )
+        elif ctx.matches(observed, ctx.wanted):
+            if owned is not None and owned.status == "pending" and mine:
                 # An earlier apply was interrupted after the client added it.
                 owned = entry_for(target, SERVER_NAME, ctx.wanted, "applied")
                 store_record(paths, record.with_entry(owned))
@@ -185,7 +214,10 @@ def _add(ctx: Ctx, pending: OwnershipRecord) -> None:
     args = ctx.adapter.add_args(ctx.target, ctx.wanted)
     done = ctx.adapter.cli.run(args, ctx.cwd())
     observed = ctx.read()
-    if not ctx.matches(observed, ctx.wanted):
+    if ctx.matches(observed, ctx.wanted) and ctx.problems(observed):
+        ctx.adapter.configure(ctx.target, ctx.wanted)
+        observed = ctx.read()
+    if not ctx.matches(observed, ctx.wanted) or ctx.problems(observed):
         store_record(ctx.paths, pending.without(ctx.target))
         if done.returncode != 0:
             raise ctx.adapter.cli.fail(args[:2], done)
@@ -200,6 +232,30 @@ def _add(ctx: Ctx, pending: OwnershipRecord) -> None:
         ctx.where,
         f"added {SERVER_NAME} to {ctx.label}",
         **ctx.command_data(args),
+        **ctx.settings_data(),
+    )
+
+
+def _configure(ctx: Ctx, record: OwnershipRecord) -> None:
+    """writerpool's own registration lacks settings (added by an older writerpool, or
+    changed since): write them, under a pending record first."""
+    pending = record.with_entry(entry_for(ctx.target, SERVER_NAME, ctx.wanted, "pending"))
+    store_record(ctx.paths, pending)
+    ctx.adapter.configure(ctx.target, ctx.wanted)
+    left = ctx.problems(ctx.read())
+    if left:
+        raise WriterpoolError(
+            "client_failed", "the client's settings did not take: " + "; ".join(left)
+        )
+    store_record(
+        ctx.paths, pending.with_entry(entry_for(ctx.target, SERVER_NAME, ctx.wanted, "applied"))
+    )
+    ctx.report.add(
+        "registration_applied",
+        "ok",
+        ctx.where,
+        f"set {SERVER_NAME}'s settings in {ctx.label}",
+        **ctx.settings_data(),
     )
 
 
@@ -226,6 +282,16 @@ def verify(
         return ctx.report
     if not ctx.matches(observed, ctx.wanted) or observed.registration is None:
         _divergent(ctx, observed, "error")
+        return ctx.report
+    problems = ctx.problems(observed)
+    if problems:
+        ctx.report.add(
+            "registration_divergent",
+            "error",
+            ctx.where,
+            f"{ctx.label} would not use {SERVER_NAME} as needed: " + "; ".join(problems),
+            remedy=f"writerpool register {target.name} --apply",
+        )
         return ctx.report
     _unchanged(ctx, load_record(paths).find(target))
     # The handshake runs the registered command line, as the client would start it.

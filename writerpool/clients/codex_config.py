@@ -1,0 +1,93 @@
+"""The settings of writerpool's entry in Codex's config.toml that `codex mcp add` cannot
+write: `required`, the startup and tool timeouts, and `env_vars`.
+
+Codex gives an optional server about a second to start and then runs without it, passes
+a server only HOME, LANG, LOGNAME, PATH and USER unless `env_vars` names more, and ends a
+tool call after 60 s by default. The file is edited with tomlkit, which keeps every other
+byte (comments, order, other servers) as it was, and replaced atomically with its mode.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Table
+
+from writerpool.clients.model import SERVER_NAME
+from writerpool.errors import WriterpoolError
+from writerpool.state.atomic import write_atomic
+
+# Keys writerpool owns in [mcp_servers.writerpool] besides what `codex mcp add` writes.
+SETTING_KEYS = ("required", "startup_timeout_sec", "tool_timeout_sec", "env_vars")
+# writerpool serve answers initialize in about half a second; a loaded host needs more.
+STARTUP_TIMEOUT_SEC = 30
+# pi_session_start may take 90 s on a busy host and pi_turn_get waits up to 60 s.
+TOOL_TIMEOUT_SEC = 180
+
+
+def config_file(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or Path.home()) / ".codex")
+    return Path(home) / "config.toml"
+
+
+def wanted_settings(env_vars: list[str]) -> dict[str, Any]:
+    return {
+        "required": True,
+        "startup_timeout_sec": STARTUP_TIMEOUT_SEC,
+        "tool_timeout_sec": TOOL_TIMEOUT_SEC,
+        "env_vars": sorted(set(env_vars)),
+    }
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """writerpool's keys of the entry as the file holds them (absent keys left out)."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise WriterpoolError("client_failed", "Codex's config.toml cannot be read") from exc
+    entry = document.get("mcp_servers", {}).get(SERVER_NAME, {})
+    if not isinstance(entry, dict):
+        return {}
+    return {key: entry[key] for key in SETTING_KEYS if key in entry}
+
+
+def settings_problems(observed: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+    """What keeps Codex from using the server as writerpool needs (empty: nothing).
+    Larger timeouts and more variables than writerpool asks for are fine."""
+    problems = []
+    if observed.get("required") is not True:
+        problems.append("required is not true")
+    for key in ("startup_timeout_sec", "tool_timeout_sec"):
+        value = observed.get(key)
+        if not isinstance(value, int | float) or value < wanted[key]:
+            problems.append(f"{key} is below {wanted[key]}")
+    have = observed.get("env_vars")
+    missing = sorted(set(wanted["env_vars"]) - set(have if isinstance(have, list) else []))
+    if missing:
+        problems.append(f"env_vars lacks {', '.join(missing)}")
+    return problems
+
+
+def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
+    """Set writerpool's keys in its existing entry, leaving the rest of the file as it is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        document = tomlkit.parse(text)
+    except (OSError, UnicodeDecodeError, tomlkit.exceptions.TOMLKitError) as exc:
+        raise WriterpoolError("client_failed", "Codex's config.toml cannot be read") from exc
+    servers = document.get("mcp_servers")
+    entry = servers.get(SERVER_NAME) if servers is not None else None
+    if not isinstance(entry, Table):
+        raise WriterpoolError("client_failed", "Codex's config.toml has no writerpool entry")
+    for key, value in settings.items():
+        entry[key] = value
+    mode = path.stat().st_mode & 0o777
+    write_atomic(path, tomlkit.dumps(document).encode("utf-8"), mode=mode)
