@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import bench_node
 from bench_env import PROFILE, BenchEnv, git, timed
 from bench_mcp import Client, connect
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.install import NODE_VERSION
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings
 from writerpool.gitops.base import resolve_base
@@ -144,10 +146,20 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
     overhead = Figure("mcp_overhead", unit="ms",
                       ours_label="pi_session_get round trip through MCP",
                       baseline_label="MCP ping round trip (the protocol's floor)")  # fmt: skip
+    before: Figure | None = None
+    if bench_node.ALIAS in env.workspaces:
+        old_node = bench_node.wanted()
+        before = Figure(f"session_start_node{old_node}", unit="s",
+                        ours_label=f"session_start with pi on Node.js {old_node} (before)",
+                        baseline_label=f"session_start with pi on Node.js {NODE_VERSION} (now)")  # fmt: skip
     async with connect(env.server_env(), env.root, env.root / "serve-bench.log") as client:
         start.load.append(list(os.getloadavg()))
         writers = []
         for rep in range(reps):
+            if before is not None:
+                seconds, old = await client.start_session(bench_node.ALIAS, PROFILE)
+                before.ours.append(seconds)
+                await client.close_session(old["sessionId"])
 
             async def ours() -> None:
                 seconds, session = await client.start_session(alias, PROFILE)
@@ -166,6 +178,8 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
                 await ours()
         start.load.append(list(os.getloadavg()))
         start.extra["writers"] = writers
+        if before is not None:
+            before.baseline = list(start.ours)  # the same run's "after" samples
         _, session = await client.start_session(alias, PROFILE)
         overhead.load.append(list(os.getloadavg()))
         for _ in range(pings):
@@ -174,7 +188,7 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
             overhead.baseline.append(await client.ping_seconds())
         overhead.load.append(list(os.getloadavg()))
         await client.close_session(session["sessionId"])
-    return [start, overhead]
+    return [start, overhead] if before is None else [start, before, overhead]
 
 
 # -- pool_contention --------------------------------------------------------------------
