@@ -20,7 +20,8 @@ as_operator() {  # as_operator SCRIPT ARGS...: re-run SCRIPT from the copy, as W
     local uid; uid="$(id -u "$WP_USER")"
     local keep=()
     for var in CI SSL_CERT_FILE SSL_CERT_DIR NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO PIP_CERT \
-               REQUESTS_CA_BUNDLE ANTHROPIC_API_KEY OPENAI_API_KEY WRITERPOOL_BENCH_QUICK; do
+               REQUESTS_CA_BUNDLE ANTHROPIC_API_KEY OPENAI_API_KEY WRITERPOOL_BENCH_QUICK \
+               WRITERPOOL_BENCH_NODE_BEFORE; do
         if [ -n "${!var:-}" ]; then keep+=("$var=${!var}"); fi
     done
     cd "$copy"

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import bench_node
 from bench_env import PROFILE, BenchEnv, git, timed
 from bench_mcp import Client, connect
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.install import NODE_VERSION
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings
 from writerpool.gitops.base import resolve_base
@@ -148,10 +150,20 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
     overhead = Figure("mcp_overhead", unit="ms",
                       ours_label="pi_session_get round trip through MCP",
                       baseline_label="MCP ping round trip (the protocol's floor)")  # fmt: skip
+    before: Figure | None = None
+    if bench_node.ALIAS in env.workspaces:
+        old_node = bench_node.wanted()
+        before = Figure(f"session_start_node{old_node}", unit="s",
+                        ours_label=f"session_start with pi on Node.js {old_node} (before)",
+                        baseline_label=f"session_start with pi on Node.js {NODE_VERSION} (now)")  # fmt: skip
     async with connect(env.server_env(), env.root, env.root / "serve-bench.log") as client:
         start.load.append(list(os.getloadavg()))
         writers = []
         for rep in range(reps):
+            if before is not None:
+                seconds, old = await client.start_session(bench_node.ALIAS, PROFILE)
+                before.ours.append(seconds)
+                await client.close_session(old["sessionId"])
 
             async def ours() -> None:
                 seconds, session = await client.start_session(alias, PROFILE)
@@ -170,25 +182,11 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
                 await ours()
         start.load.append(list(os.getloadavg()))
         start.extra["writers"] = writers
-        readonly.load.append(list(os.getloadavg()))
-        for rep in range(reps):
-
-            async def ours_readonly() -> None:
-                seconds, session = await client.start_session(alias, "review")
-                assert session["placement"] == "readonly_container", session
-                readonly.ours.append(seconds)
-                await client.close_session(session["sessionId"])
-
-            def base_readonly() -> None:
-                readonly.baseline.append(podman_true(image_id) + bare_pi_start(env, workspace))
-
-            if rep % 2 == 0:
-                await ours_readonly()
-                await anyio.to_thread.run_sync(base_readonly)
-            else:
-                await anyio.to_thread.run_sync(base_readonly)
-                await ours_readonly()
-        readonly.load.append(list(os.getloadavg()))
+        await readonly_samples(
+            client, readonly, reps, lambda: podman_true(image_id) + bare_pi_start(env, workspace)
+        )
+        if before is not None:
+            before.baseline = list(start.ours)  # the same run's "after" samples
         _, session = await client.start_session(alias, PROFILE)
         overhead.load.append(list(os.getloadavg()))
         for _ in range(pings):
@@ -197,7 +195,28 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
             overhead.baseline.append(await client.ping_seconds())
         overhead.load.append(list(os.getloadavg()))
         await client.close_session(session["sessionId"])
-    return [start, readonly, overhead]
+    return [start, readonly, overhead] if before is None else [start, before, readonly, overhead]
+
+
+async def readonly_samples(
+    client: Client, figure: Figure, reps: int, baseline: Callable[[], float]
+) -> None:
+    """readonly_session_start: a read-only session's start against the bare baseline."""
+    figure.load.append(list(os.getloadavg()))
+    for rep in range(reps):
+
+        async def ours() -> None:
+            seconds, session = await client.start_session("pool", "review")
+            assert session["placement"] == "readonly_container", session
+            figure.ours.append(seconds)
+            await client.close_session(session["sessionId"])
+
+        async def base() -> None:
+            figure.baseline.append(await anyio.to_thread.run_sync(baseline))
+
+        for step in (ours, base) if rep % 2 == 0 else (base, ours):
+            await step()
+    figure.load.append(list(os.getloadavg()))
 
 
 # -- pool_contention --------------------------------------------------------------------

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from bench_env import BenchEnv
+import bench_node
+from bench_env import PROFILE, BenchEnv
 from bench_figures import (
     POOL_SIZE,
     Figure,
@@ -31,6 +32,7 @@ from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
 from bench_startup import startup_figure
 
+from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import podman_env
 
 DEFAULT_JSON = "bench-results.json"
@@ -101,12 +103,20 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     env.add_workspace("pool", SMALL_COMMITS, writers=POOL_SIZE)
     if "guard" in groups:
         env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
+    before = bench_node.wanted() if "session" in groups else None
+    if before:
+        env.add_workspace(bench_node.ALIAS, SMALL_COMMITS, writers=bench_node.WRITERS)
     env.write_config()
     say("setup: isolation control")
     env.wp_ok("control", "--apply")
     if groups & {"session", "contention"}:
         say(f"setup: provisioning and accepting {POOL_SIZE} writers of a small repository")
         env.set_container_mode("pool")
+    if before:
+        say(f"setup: the writer image with Node.js {before} for the 'before' row of session_start")
+        image = bench_node.before_image(env.root, before, resolve_image(env.paths, "default"))
+        env.wp_ok("mode", "set", bench_node.ALIAS, "container", "--profiles", PROFILE,
+                  "--writers", str(bench_node.WRITERS), "--image", image, "--apply")  # fmt: skip
     if "collect" in groups:
         say("setup: provisioning the small repository's writer")
         env.set_container_mode("small")
