@@ -82,6 +82,8 @@ class Snap:
     updated_at: float = 1_700_000_001.0
     ended_at: float | None = 1_700_000_002.0
     tool_calls: int = 0
+    text_truncated: bool = False
+    error: str | None = None
 
 
 def test_turn_text_comes_in_pages_with_the_whole_length() -> None:

