@@ -4,6 +4,7 @@ commands (collect, reset) run between sessions while the server keeps running.""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -29,6 +30,7 @@ from tests.e2e.pool_support import (
 )
 from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import codes, git, podman, wp
+from writerpool.agent.launch import PLACEHOLDER_KEY
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import load_config
 from writerpool.pool.container import writer_spec
@@ -296,19 +298,23 @@ def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
     gone_alone = _wait_gone(name, 5)
     if victims == "server":
         assert gone_alone, "pi's container outlived its stdin"
-    # Nobody could remove the session's credential; the next server does, at its start.
-    assert files_holding(agent_dir, pool.key) == [agent_dir / "models.json"]
+    # The writer never held the key, only the session's token, which nobody could remove
+    # (nor the proxy's socket); the next fenced command or server does.
+    assert files_holding(agent_dir, pool.key) == []
+    assert session_token(agent_dir) != PLACEHOLDER_KEY
+    assert (agent_dir.parent / "egress" / "proxy.sock").exists()
     # `writer list` does not fence; a collect plan does.
     wp("writer", "list", check=True)
     code, report = wp("writer", "collect", name)
     assert code == 0, report
     assert containers_of(name) == []
+    assert not (agent_dir.parent / "egress" / "proxy.sock").exists()
 
     # The next server removes the credential when it starts, then leases the writer.
     async def next_server() -> Client:
         async with connect(pool.server) as client:
             await client.ok("pi_capabilities_get")
-            assert files_holding(agent_dir, pool.key) == []
+            assert session_token(agent_dir) == PLACEHOLDER_KEY
             session = await start(client, pool)
             assert session["writer"] == name
             await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
@@ -317,6 +323,12 @@ def test_a_killed_server_leaves_no_container_after_the_next_fenced_command(
     anyio.run(next_server).assert_clean(forbidden(pool))
     assert files_holding(agent_dir, pool.key) == []
     assert containers_of(name) == []
+
+
+def session_token(agent_dir: Path) -> str:
+    """The key pi holds for the scripted provider: a session's token, or the placeholder."""
+    document = json.loads((agent_dir / "models.json").read_text())
+    return str(document["providers"]["scripted"]["apiKey"])
 
 
 def _plant_leftover(pool: PoolEnv, name: str) -> None:

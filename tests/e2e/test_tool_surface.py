@@ -72,7 +72,11 @@ def test_capabilities_report_modes_writers_and_profiles_without_paths(
     assert body["reloadPolicy"] == "restart-required"
     assert body["version"]
     workspaces = {w["alias"]: w for w in body["workspaces"]}
-    assert workspaces["demo"] == {"alias": "demo", "mode": "unset"}
+    assert workspaces["demo"] == {
+        "alias": "demo",
+        "mode": "unset",
+        "placement": {"coding": "host", "readOnly": "readonly_container"},
+    }
     assert workspaces["hosted"]["mode"] == "host"
     assert workspaces["locked"]["mode"] == "read-only"
     assert workspaces["boxed"]["mode"] == "container"

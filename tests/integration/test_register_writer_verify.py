@@ -50,7 +50,7 @@ def test_verify_runs_scoped_doctor_and_a_handshake_without_a_session(accepted: P
     assert handshake["target"] == f"writer/{ALIAS}/{WRITER}"
     assert len(handshake["data"]["tools"]) == 8
     # The handshake's only tool call; no session was started, so no provider was reached.
-    assert audit_actions()[len(before) :] == ["pi_capabilities_get"]
+    assert audit_actions()[len(before) :] == ["pi_capabilities_get", "writer verify"]
     assert writer_containers(WRITER) == []
 
 

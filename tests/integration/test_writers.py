@@ -58,7 +58,13 @@ def test_dry_run_leaves_nothing_behind(configured: Path, isolated_env: Path) -> 
     assert code == 0, report
     assert "mode_planned" in codes(report)
     assert codes(report).count("writer_planned") == 2
-    assert snapshot_tree(isolated_env) == before_home
+    # Nothing but the audit line of the command itself (every command is audited).
+    audit = ".local/state/writerpool"
+    after_home = {k: v for k, v in snapshot_tree(isolated_env).items() if k != audit}
+    assert set(after_home) - set(before_home) == {f"{audit}/audit.log", f"{audit}/audit.log.lock"}
+    assert {k: after_home[k] for k in before_home if k != audit} == {
+        k: v for k, v in before_home.items() if k != audit
+    }
     assert snapshot_tree(configured) == before_repo
     assert writer_containers("demo-w1") == [] and writer_containers("demo-w2") == []
 

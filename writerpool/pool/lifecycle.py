@@ -402,11 +402,13 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
                 "command again finishes it",
             )
             return report
-    report.add(
-        "writer_removed",
-        "ok",
-        ref.target,
-        "state, clone, agent directory and bundles deleted; refs already collected "
-        "into the checkout are kept",
-    )
+        # Inside the block: a failure above is reported by findings_for and must not be
+        # followed by a line saying the writer was removed.
+        report.add(
+            "writer_removed",
+            "ok",
+            ref.target,
+            "state, clone, agent directory and bundles deleted; refs already collected "
+            "into the checkout are kept",
+        )
     return report
