@@ -25,6 +25,8 @@ CODES: dict[str, str] = {
     # modes
     "mode_planned": "A mode change was planned only",
     "mode_applied": "The mode entry was written",
+    "mode_stored": "The stored mode of a workspace, with the command that sets it",
+    "mode_default": "No mode is stored for the workspace; the default applies",
     "mode_unchanged": "The stored mode already matches; reconciliation still ran",
     "mode_choice_required": "Rootless Podman is unusable; choose host or read-only explicitly",
     "host_ack_required": "A host mode request lacks --accept-host-writes",
@@ -80,6 +82,12 @@ CODES: dict[str, str] = {
     "writer_unknown": "No writer of that name exists",
     "writer_not_ready": "The writer is not ready for sessions",
     "writer_status": "A writer's phase, readiness and reason",
+    "writer_leasable": "A session would get this writer now",
+    "writer_holds_work": "The writer holds work no complete collection covers; no session gets it",
+    "writer_collected_unfinished": "The work was collected but finish or reset has not run",
+    "writer_on_other_base": "The writer is on another base than the workspace's",
+    "writer_log": "The agent's commits on a writer's branch, relative to the base",
+    "writer_diff": "The agent's changes in a writer, relative to the base",
     "writer_verified": "The writer's state, clone and readiness check out",
     "writer_acceptance_stale": "The writer was accepted under settings that are no longer current",
     # isolation control and acceptance

@@ -167,7 +167,10 @@ def run(argv: list[str]) -> tuple[str, int]:
         click.echo("aborted", err=True)
         return "aborted", 1
     except click.ClickException as exc:
-        exc.show()
+        if _wants_json(argv):  # a script asked for JSON: give it JSON, usage errors too
+            _print_error(argv, "usage_invalid", exc.format_message())
+        else:
+            exc.show()
         return "usage_invalid", 2
     except WriterpoolError as exc:
         _print_error(argv, exc.code, exc.message)

@@ -5,16 +5,14 @@ from __future__ import annotations
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.errors import UsageError, WriterpoolError
+from writerpool.errors import UsageError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
-from writerpool.pool.baseline import writer_problems
 from writerpool.pool.container import writer_layout
-from writerpool.pool.lease import Lease
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
-from writerpool.state.writer import WriterState, load_state
+from writerpool.state.writer import load_state
 
 
 def writer_names(paths: Paths) -> list[tuple[str, str]]:
@@ -36,60 +34,11 @@ def writer_names(paths: Paths) -> list[tuple[str, str]]:
     return found
 
 
-def _baseline(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
-) -> list[str] | None:
-    """Why the writer is not at its baseline (the session guard's definition); None when
-    a session or an operator command holds it. The lease is only tested, never kept:
-    listing must not make a session start find the writer busy."""
-    lease = Lease(paths.writer_dir(state.name))
-    try:
-        lease.acquire(wait=0)
-    except WriterpoolError:
-        return None
-    lease.release()
-    try:
-        return writer_problems(paths, podman, state, loaded.config.pool)
-    except WriterpoolError as exc:
-        return [f"the clone could not be inspected ({exc.code})"]
-
-
 def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
-    report = Report("writer list")
-    rows = []
-    for alias, name in writer_names(paths):
-        target = f"writer/{alias}/{name}"
-        try:
-            state = load_state(paths.writer_dir(name))
-        except WriterpoolError as exc:
-            report.add(exc.code, "error", target, exc.message)
-            continue
-        if state is None:
-            continue  # a removed writer keeps only its lease file
-        phase, reason = readiness(paths, podman, state, loaded.config.pool)
-        problems = _baseline(paths, podman, loaded, state)
-        rows.append(
-            {
-                "name": name,
-                "workspace": alias,
-                "phase": phase,
-                "reason": reason,
-                "base": state.base.name,
-                "lifecycle": state.lifecycle,
-                "network": state.network,
-                "atBaseline": None if problems is None else not problems,
-                "notAtBaseline": problems or [],
-            }
-        )
-        text = f"{phase}" + (f" ({reason})" if reason else "") + f", base {state.base.name}"
-        if problems is None:
-            text += "; in use, content not inspected"
-        elif problems:
-            text += "; not at baseline: " + "; ".join(problems)[:300]
-        good = phase == "ready" and not problems
-        report.add("writer_status", "ok" if good else "warning", target, text)
-    report.data["writers"] = rows
-    return report
+    """Every writer in the words of `writer status` (the session guard's judgement)."""
+    from writerpool.pool.status import writer_statuses  # noqa: PLC0415
+
+    return writer_statuses(paths, podman, loaded, "writer list", None)
 
 
 def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str) -> Report:
