@@ -45,6 +45,7 @@ class Admission:
     problems: tuple[str, ...] = ()
     inspection: Inspection | None = None
     readiness: str | None = None  # the readiness reason when the writer is not ready
+    phase: str = "ready"  # the readiness phase as of now
 
     @property
     def leasable(self) -> bool:
@@ -72,8 +73,8 @@ def admit(
     phase, reason = readiness(paths, podman, state, pool)
     not_ready = None if phase == "ready" else (reason or "writer_not_ready")
     if not_ready is not None and (not full or state.baseline is None):
-        return Admission(not_ready, REASONS.get(not_ready, f"not ready ({not_ready})"),
-                         readiness=not_ready)  # fmt: skip
+        text = REASONS.get(not_ready, f"not ready ({not_ready})")
+        return Admission(not_ready, text, readiness=not_ready, phase=phase)
     # By content, not by what git reports: an ignored file, a forged index, a FIFO or a
     # planted ref would otherwise carry one session's state into the next. Also catches
     # a `.git` renamed away and rebuilt with the agent's own hooks and settings.
@@ -81,7 +82,7 @@ def admit(
     problems = tuple(problems_given(paths, state, pool, inspection))
     if not_ready is not None:
         text = REASONS.get(not_ready, f"not ready ({not_ready})")
-        return Admission(not_ready, text, problems, inspection, not_ready)
+        return Admission(not_ready, text, problems, inspection, not_ready, phase)
     if not problems:
         return Admission(LEASABLE, "a session can have it", (), inspection)
     code, text = "writer_not_at_baseline", REASONS["writer_not_at_baseline"]

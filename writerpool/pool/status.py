@@ -34,7 +34,8 @@ class WriterStatus:
     lifecycle: str
     network: str
     code: str  # writer_leasable or why not
-    reason: str
+    reason: str  # in words
+    readiness: str | None = None  # readiness's reason code (None: ready, or not known)
     next: str | None = None
     holder: dict[str, Any] | None = None
     work: dict[str, Any] | None = None
@@ -49,7 +50,8 @@ class WriterStatus:
             "name": self.name, "workspace": self.workspace, "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
-            "leasable": self.leasable, "state": self.code, "reason": sanitize(self.reason),
+            "leasable": self.leasable, "state": self.code, "reason": self.readiness,
+            "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
             "atBaseline": None if self.code == "writer_busy" else not self.problems,
             "notAtBaseline": [sanitize(p) for p in self.problems],
@@ -145,7 +147,7 @@ def status_of(
     common = WriterStatus(
         name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
-        code="", reason="",
+        code="", reason="", readiness=state.reason if state.phase != "ready" else None,
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:
@@ -155,7 +157,8 @@ def status_of(
     try:
         verdict = admit(paths, podman, loaded.config.pool, state, full=True)
     except WriterpoolError as exc:
-        verdict = Admission(exc.code, f"the clone could not be inspected ({exc.code})")
+        why = f"the clone could not be inspected ({exc.code})"
+        verdict = Admission(exc.code, why, phase=state.phase)
     code, reason = verdict.code, verdict.reason
     if verdict.leasable and wbase and state.base.name != wbase:
         code = "writer_on_other_base"
@@ -168,7 +171,8 @@ def status_of(
             f"reset {state.name} --apply --discard (a stash is never collected)"
         )
     return replace(
-        common, code=code, reason=reason, next=following,
+        common, code=code, reason=reason, next=following, phase=verdict.phase,
+        readiness=verdict.readiness,
         work=work, problems=verdict.problems,
     )  # fmt: skip
 
