@@ -72,6 +72,7 @@ CODES: dict[str, str] = {
     "writer_state_missing": "A clone without usable state.json; nothing overwritten",
     "ref_name_refused": "An unsafe ref name or a WIP name collision was refused",
     "nothing_to_collect": "No changed branch or uncommitted work to collect",
+    "review_refs_replaced": "A collection replaced the writer's earlier review refs (named)",
     "writer_collected": "A complete collection was imported and recorded",
     "writer_stash_present": "The clone holds a stash, which is not collected",
     "writer_reset_failed": "Reset or its verification failed",

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from tests.integration.test_collect_helpers import (
+    collected,
     ready_writer,
     run_agent,
+    state_of,
     unique_alias,
     write_workspaces,
 )
@@ -140,3 +142,32 @@ def test_log_and_diff_show_the_agents_work_without_escape_sequences(
     assert done.returncode == 2 and '"usage_invalid"' in done.stdout, done
     code, report = wp("writer", "log", writer, "no-such-branch")
     assert code == 1 and codes(report) == ["writer_inspect_failed"], report
+
+
+def test_a_new_collection_replaces_the_writers_earlier_review_refs(
+    repo: Path, alias: str
+) -> None:
+    writer = ready_writer(alias)
+    prefix = f"refs/remotes/writer-{writer}/"
+    run_agent(writer, "git checkout -q -b topic && git commit -q --allow-empty -m one")
+    wp("writer", "collect", writer, "--apply", check=True)
+    first = collected(repo, writer)
+    assert list(first) == ["topic"]
+    wp("writer", "reset", writer, "--apply", check=True)
+
+    # A name that nests under the earlier one is fine: the earlier ref goes first.
+    run_agent(writer, "git checkout -q -b topic/sub && git commit -q --allow-empty -m two")
+    code, plan = wp("writer", "collect", writer)
+    assert code == 0 and "review_refs_replaced" in codes(plan), plan
+    code, report = wp("writer", "collect", writer, "--apply")
+    assert code == 0, report
+    replaced = [f for f in report["findings"] if f["code"] == "review_refs_replaced"]
+    assert replaced[0]["data"]["replaced"] == [{"ref": prefix + "topic", "commit": first["topic"]}]
+    assert list(collected(repo, writer)) == ["topic/sub"]
+    assert state_of(writer).collection.refs == (prefix + "topic/sub",)  # type: ignore[union-attr]
+
+    wp("writer", "reset", writer, "--apply", check=True)
+    run_agent(writer, "git checkout -q -b third && git commit -q --allow-empty -m three")
+    code, report = wp("writer", "collect", writer, "--keep-old", "--apply")
+    assert code == 0 and "review_refs_replaced" not in codes(report), report
+    assert sorted(collected(repo, writer)) == ["third", "topic/sub"]
