@@ -172,6 +172,10 @@ CODES: dict[str, str] = {
     "egress_upstream_failed": "The provider could not be reached or its TLS did not verify (502)",
     "egress_cancelled": "A proxy request ended early: client gone or session stopped",
     # image
+    "image_prune_planned": "An unused writer image would be removed",
+    "image_removed": "An unused writer image was removed",
+    "image_remove_refused": "Podman refused to remove an image (a container uses it)",
+    "image_prune_nothing": "No unused writer image exists",
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
     "image_build_failed": "Building the writer image failed",

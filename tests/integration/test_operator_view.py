@@ -75,6 +75,11 @@ def test_status_names_work_collection_and_the_next_command(repo: Path, alias: st
     assert rows[w2]["next"] == f"writerpool writer finish {w2} --apply"
     assert rows[w2]["work"]["collection"]["complete"] is True
 
+    code, refused = wp("writer", "reset", w1)
+    assert code == 1 and codes(refused) == ["writer_uncollected"]
+    lost = refused["findings"][0]["data"]["wouldDiscard"]
+    assert "branch(es) feature" in lost and "uncommitted" in lost, lost
+
     code, listed = wp("writer", "list")
     assert {n: r["state"] for n, r in _rows(listed).items()} == {
         n: r["state"] for n, r in rows.items()

@@ -40,6 +40,7 @@ from writerpool.pool.inspect import (
     inspect_writer,
     scan_for_collect,
 )
+from writerpool.pool.listing import unknown_writer
 from writerpool.pool.review_refs import collected_refs, delete_stale, replaced_by, report_replaced
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
@@ -77,7 +78,7 @@ def find_writer(paths: Paths, name: str) -> WriterRef:
     if match is None:
         raise UsageError("a writer name looks like ALIAS-wN (N from 1 to 16)")
     if not paths.writer_dir(name).is_dir():
-        raise UsageError(f"no writer named {name}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     return WriterRef(paths, name, match.group(1))
 
 

@@ -34,6 +34,13 @@ def writer_names(paths: Paths) -> list[tuple[str, str]]:
     return found
 
 
+def unknown_writer(paths: Paths, name: str) -> UsageError:
+    """writer_unknown, listing the writers that do exist."""
+    known = ", ".join(n for _, n in writer_names(paths)) or "none"
+    shown = "".join(c for c in name if c.isprintable())[:80]
+    return UsageError(f"no writer named {shown!r} (writers: {known})", code="writer_unknown")
+
+
 def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
     """Every writer in the words of `writer status` (the session guard's judgement)."""
     from writerpool.pool.status import writer_statuses  # noqa: PLC0415
@@ -46,7 +53,7 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
     alias = name.rsplit("-w", 1)[0]
     target = f"writer/{alias}/{name}"
     if (alias, name) not in writer_names(paths):
-        raise UsageError(f"no writer named {name!r}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.mode != "container":
         report.add(
@@ -54,7 +61,7 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
         )
     state = load_state(paths.writer_dir(name))
     if state is None:  # removed: only its lease file is left
-        raise UsageError(f"no writer named {name!r}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     problems = verify_clone(writer_layout(paths, name)["clone"])
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))

@@ -13,7 +13,7 @@ from typing import Any
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.errors import UsageError, WriterpoolError
+from writerpool.errors import WriterpoolError
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.inspect import Inspection
 from writerpool.pool.lease import Lease, read_holder
@@ -182,13 +182,12 @@ def writer_statuses(
 ) -> Report:
     """`writer status [NAME]` (and `writer list`): one finding and one row per writer."""
     # Imported here: listing imports this module for `writer list`.
-    from writerpool.pool.listing import writer_names  # noqa: PLC0415
+    from writerpool.pool.listing import unknown_writer, writer_names  # noqa: PLC0415
 
     report = Report(command)
     known = writer_names(paths)
     if name is not None and name not in {n for _, n in known}:
-        shown = ", ".join(n for _, n in known) or "none"
-        raise UsageError(f"no writer named {name!r} (writers: {shown})", code="writer_unknown")
+        raise unknown_writer(paths, name)
     rows = []
     for alias, each in known:
         if name is not None and each != name:
