@@ -172,6 +172,10 @@ CODES: dict[str, str] = {
     "egress_upstream_failed": "The provider could not be reached or its TLS did not verify (502)",
     "egress_cancelled": "A proxy request ended early: client gone or session stopped",
     # image
+    "uninstall_planned": "uninstall would remove this (plan only)",
+    "uninstall_removed": "uninstall removed this",
+    "uninstall_refused": "uninstall removed nothing: a writer holds uncollected work",
+    "uninstall_kept": "What uninstall leaves: the configuration file and collected refs",
     "image_prune_planned": "An unused writer image would be removed",
     "image_removed": "An unused writer image was removed",
     "image_remove_refused": "Podman refused to remove an image (a container uses it)",

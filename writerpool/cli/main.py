@@ -18,6 +18,7 @@ from writerpool.cli.mode_cmd import mode
 from writerpool.cli.output import Emitted
 from writerpool.cli.register_cmd import register
 from writerpool.cli.serve_cmd import serve
+from writerpool.cli.uninstall_cmd import uninstall_cmd
 from writerpool.cli.writer_cmd import writer
 from writerpool.config.paths import Paths
 from writerpool.errors import CODES, WriterpoolError, is_disk_full
@@ -86,6 +87,7 @@ cli.add_command(control)
 cli.add_command(mode)
 cli.add_command(writer)
 cli.add_command(register)
+cli.add_command(uninstall_cmd)
 
 
 def _wants_json(argv: list[str]) -> bool:
