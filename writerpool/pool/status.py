@@ -203,6 +203,6 @@ def writer_statuses(
         status = status_of(paths, podman, loaded, state)
         rows.append(status.to_json())
         report.add(status.code, "ok" if status.leasable else "warning", target, status.text(),
-                   remedy=f"next: {status.next}" if status.next else "")  # fmt: skip
+                   remedy=status.next or "")  # fmt: skip
     report.data["writers"] = rows
     return report
