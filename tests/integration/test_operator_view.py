@@ -3,6 +3,7 @@ and `writer list` in the session guard's words, and the guard's refusal as a rea
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,9 @@ def test_status_names_work_collection_and_the_next_command(repo: Path, alias: st
         code, report = wp("writer", "status", w2)
         row = _rows(report)[w2]
         assert row["state"] == "writer_busy" and row["heldBy"]["pid"] > 0, row
+        code, busy = wp("writer", "collect", w2)
+        assert code == 1 and codes(busy) == ["writer_busy"], busy
+        assert f"pid {os.getpid()}" in busy["findings"][0]["message"], busy
     code, report = wp("writer", "status", w2)
     assert _rows(report)[w2]["state"] == "writer_leasable", report
 

@@ -168,7 +168,8 @@ def set_mode(
         recorded = current.container.base if current and current.container else None
         base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
     entry = _entry(req, mode, base.name if base else None)
-    report_changes(report, req.alias, current, entry, req.apply)
+    if not req.apply:
+        report_changes(report, req.alias, current, entry, apply=False)
     if current == entry:
         report.add("mode_unchanged", "ok", target, f"mode {mode} already stored")
     elif not req.apply:
@@ -198,6 +199,7 @@ def set_mode(
         return report
     if current != entry:
         store_entry(paths, req.alias, entry)
+        report_changes(report, req.alias, current, entry, apply=True)
         report.add("mode_applied", "ok", target, f"mode {mode} stored")
         report.add(
             "controllers_restart_required",

@@ -54,9 +54,14 @@ class WriterSlot:
 
 
 def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
-    """Why the writer cannot take a session now (None: it can). The lease is held."""
+    """Why the writer cannot take a session now (None: it can). The lease is held. The
+    log keeps each reason the clone is not at its baseline; the client gets the words."""
     verdict = admit(paths, podman, config.pool, state)
-    return None if verdict.leasable else f"{verdict.reason} ({verdict.code})"
+    if verdict.leasable:
+        return None
+    if verdict.problems:
+        log.info("writer %s: %s", state.name, "; ".join(verdict.problems)[:500])
+    return f"{verdict.reason} ({verdict.code})"
 
 
 def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
