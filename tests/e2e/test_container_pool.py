@@ -170,8 +170,13 @@ def test_two_sessions_two_writers_and_a_dirty_writer_waits_for_the_operator(
             # w1 holds uncommitted work: the next session skips it ...
             held = await start(client, pool)
             assert held["writer"] == w2
-            # ... and while w2 is busy, w1 is the only candidate and is refused.
-            assert await client.code("pi_session_start", pool.start_args()) == "writer_unavailable"
+            # ... and while w2 is busy, w1 is the only candidate and is refused; the
+            # client learns why, per writer, in writer status's words (no paths).
+            body = await client.call("pi_session_start", pool.start_args())
+            assert body["error"]["code"] == "writer_unavailable"
+            why = body["error"]["message"]
+            assert f"{w1} " in why and "(writer_holds_work)" in why and "/" not in why, why
+            assert f"{w2} writer_busy" in why, why
 
             # The operator collects, then resets; the running server re-admits w1.
             code, report = wp("writer", "reset", w1, "--apply")

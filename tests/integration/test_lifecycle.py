@@ -193,7 +193,9 @@ def test_fix_round_resets_onto_a_collected_branch(repo: Path, alias: str) -> Non
 
     run_agent(writer, "echo fixed >> f.txt && git commit -q -am 'fix it'")
     code, report = wp("writer", "finish", writer, "--apply")
-    assert code == 0 and codes(report) == ["writer_collected", "writer_reset"], report
+    # The new collection replaces the writer's earlier review ref (feature) with fix.
+    expected = ["writer_collected", "review_refs_replaced", "writer_reset"]
+    assert code == 0 and codes(report) == expected, report
     assert git_out(repo, "rev-parse", f"refs/remotes/writer-{writer}/fix^") == fix
     assert state_of(writer).base.name == "main", "finish returns to the workspace base"
     assert "refs/heads/fix" in refs_of(repo)

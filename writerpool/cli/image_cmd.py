@@ -1,4 +1,4 @@
-"""`writerpool image build|show`."""
+"""`writerpool image build|show|prune`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from writerpool.agent.install import PI_VERSION, install_pi
 from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.image_prune import prune_images
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
 from writerpool.runtime.image_build import Progress, build_image
@@ -55,6 +56,14 @@ def build(force: bool, mirror: str | None, as_json: bool) -> None:
     else:
         report.add("image_built", "ok", TARGET, f"built {short} in {outcome.seconds:.0f} s; pinned")
     emit(report, as_json)
+
+
+@image.command("prune")
+@click.option("--apply", is_flag=True, help="Remove them; without this, only plan.")
+@json_option
+def prune(apply: bool, as_json: bool) -> None:
+    """Plan (or remove) writer images that no pin, mode or writer uses."""
+    emit(prune_images(Paths.from_env(), apply), as_json)
 
 
 @image.command("show")

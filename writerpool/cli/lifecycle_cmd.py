@@ -19,12 +19,16 @@ discard_option = click.option(
 
 @click.command("collect")
 @click.argument("name")
+@click.option(
+    "--keep-old", is_flag=True, help="Keep the writer's earlier review refs (default: replace)."
+)
 @apply_option
 @json_option
-def collect_cmd(name: str, apply: bool, as_json: bool) -> None:
+def collect_cmd(name: str, keep_old: bool, apply: bool, as_json: bool) -> None:
     """Export the writer's changed branches and uncommitted work into the checkout."""
     paths = Paths.from_env()
-    emit(collect(paths, Podman(), load_config(paths), name, apply, terminal_steps), as_json)
+    loaded = load_config(paths)
+    emit(collect(paths, Podman(), loaded, name, apply, terminal_steps, keep_old), as_json)
 
 
 @click.command("reset")

@@ -74,6 +74,7 @@ COMMANDS = {
     "mode": "writerpool.cli.mode_cmd:mode",
     "writer": "writerpool.cli.writer_cmd:writer",
     "register": "writerpool.cli.register_cmd:register",
+    "uninstall": "writerpool.cli.uninstall_cmd:uninstall_cmd",
 }
 
 
@@ -182,7 +183,10 @@ def run(argv: list[str]) -> tuple[str, int]:
         click.echo("aborted", err=True)
         return "aborted", 1
     except click.ClickException as exc:
-        exc.show()
+        if _wants_json(argv):  # a script asked for JSON: give it JSON, usage errors too
+            _print_error(argv, "usage_invalid", exc.format_message())
+        else:
+            exc.show()
         return "usage_invalid", 2
     except WriterpoolError as exc:
         _print_error(argv, exc.code, exc.message)

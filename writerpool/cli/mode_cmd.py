@@ -9,6 +9,7 @@ from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
 from writerpool.pool.mode_set import ModeRequest, set_mode
+from writerpool.pool.mode_show import show_modes
 from writerpool.runtime.podman import Podman
 
 CONTAINER_OPTIONS = (
@@ -26,6 +27,16 @@ CONTAINER_OPTIONS = (
 @click.group()
 def mode() -> None:
     """Choose how a workspace runs coding sessions."""
+
+
+@mode.command("show")
+@click.argument("alias", required=False)
+@json_option
+def show_cmd(alias: str | None, as_json: bool) -> None:
+    """The stored intent of each workspace and the `mode set` command that reproduces it."""
+    paths = Paths.from_env()
+    workspaces = sorted(load_config(paths).config.workspaces)
+    emit(show_modes(paths, workspaces, alias), as_json)
 
 
 @mode.command("set")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import click
 
-from writerpool.cli.output import emit, json_option
+from writerpool.cli.output import emit, json_option, leave
 from writerpool.clients.model import server_command
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.pool.gate import doctor_gate
 from writerpool.pool.listing import list_writers, verify_writer
+from writerpool.pool.review import writer_diff, writer_log
+from writerpool.pool.status import writer_statuses
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 
@@ -26,6 +28,47 @@ def list_cmd(as_json: bool) -> None:
     """Each writer with its phase, readiness and reason."""
     paths = Paths.from_env()
     emit(list_writers(paths, Podman(), load_config(paths)), as_json)
+
+
+@writer.command("status")
+@click.argument("name", required=False)
+@json_option
+def status_cmd(name: str | None, as_json: bool) -> None:
+    """Per writer: whether a session would get it, why not, and the next command."""
+    paths = Paths.from_env()
+    emit(writer_statuses(paths, Podman(), load_config(paths), "writer status", name), as_json)
+
+
+@writer.command("log")
+@click.argument("name")
+@click.argument("branch", required=False)
+@json_option
+def log_cmd(name: str, branch: str | None, as_json: bool) -> None:
+    """The agent's commits on BRANCH (default HEAD) that the base does not hold."""
+    paths = Paths.from_env()
+    report, text = writer_log(paths, Podman(), load_config(paths), name, branch)
+    _show(report, text, as_json)
+
+
+@writer.command("diff")
+@click.argument("name")
+@click.argument("branch", required=False)
+@click.option("--wip", is_flag=True, help="Uncommitted and untracked work against HEAD.")
+@click.option("--stat", is_flag=True, help="Files and line counts only.")
+@json_option
+def diff_cmd(name: str, branch: str | None, wip: bool, stat: bool, as_json: bool) -> None:
+    """The agent's changes on BRANCH (default HEAD) against the base, or its --wip."""
+    paths = Paths.from_env()
+    report, text = writer_diff(paths, Podman(), load_config(paths), name, branch, wip, stat)
+    _show(report, text, as_json)
+
+
+def _show(report: Report, text: str, as_json: bool) -> None:
+    """JSON: the report; text: the review itself (already safe for a terminal)."""
+    if as_json:
+        emit(report, True)
+    click.echo(text)
+    leave(0, [])
 
 
 @writer.command("verify")

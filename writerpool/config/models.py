@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -150,25 +151,34 @@ def describe_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_config(raw: bytes) -> Config:
+def parse_config(raw: bytes, name: str = "config.toml") -> Config:
+    """The configuration in `raw`; errors name the file by `name` (its file name)."""
     try:
         data = loads_toml(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise WriterpoolError("config_invalid", f"config.toml is not valid TOML: {exc}") from exc
+        raise WriterpoolError("config_invalid", f"{name} is not valid TOML: {exc}") from exc
     except DocumentRefused as exc:
-        raise WriterpoolError("config_invalid", f"config.toml {exc.reason}") from exc
+        raise WriterpoolError("config_invalid", f"{name} {exc.reason}") from exc
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise WriterpoolError("config_invalid", f"config.toml: {describe_validation(exc)}") from exc
+        raise WriterpoolError("config_invalid", f"{name}: {describe_validation(exc)}") from exc
 
 
 def fingerprint(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
+def config_name(paths: Paths) -> str:
+    """How messages name the configuration file: its file name, and where it was set
+    when WRITERPOOL_CONFIG chose it (messages carry no paths)."""
+    name = "".join(c for c in paths.config_file.name if c.isprintable())[:80]
+    return f"{name} (WRITERPOOL_CONFIG)" if os.environ.get("WRITERPOOL_CONFIG") else name
+
+
 def load_config(paths: Paths) -> LoadedConfig:
     # The configuration may be a symlink (dotfile managers make them) to a regular file.
+    name = config_name(paths)
     try:
         raw = read_regular(paths.config_file, follow=True)
     except FileNotFoundError as exc:
@@ -176,9 +186,7 @@ def load_config(paths: Paths) -> LoadedConfig:
             "config_missing", "no configuration yet; run `writerpool config init`"
         ) from exc
     except OSError as exc:
-        raise WriterpoolError(
-            "config_invalid", f"config.toml is unreadable: {exc.strerror}"
-        ) from exc
+        raise WriterpoolError("config_invalid", f"{name} is unreadable: {exc.strerror}") from exc
     except DocumentRefused as exc:
-        raise WriterpoolError("config_invalid", f"config.toml {exc.reason}") from exc
-    return LoadedConfig(parse_config(raw), fingerprint(raw))
+        raise WriterpoolError("config_invalid", f"{name} {exc.reason}") from exc
+    return LoadedConfig(parse_config(raw, name), fingerprint(raw))

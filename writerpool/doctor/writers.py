@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from writerpool.doctor.model import CheckContext, CheckResult
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance import readiness
 from writerpool.pool.control import control_current, load_control
 from writerpool.pool.listing import writer_names
+from writerpool.pool.status import status_of
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import load_state
 
@@ -54,17 +54,18 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
             continue
         if state is None:
             continue
-        phase, reason = readiness(ctx.paths, podman, state, ctx.loaded.config.pool)
-        if phase == "ready":
-            results.append(CheckResult("writer_readiness", "ok", subject, "ready"))
+        # The words of `writer status` (the session guard's verdict), not a second set.
+        status = status_of(ctx.paths, podman, ctx.loaded, state)
+        if status.leasable:
+            results.append(CheckResult("writer_readiness", "ok", subject, status.text()))
         else:
             results.append(
                 CheckResult(
                     "writer_readiness",
                     "warning",
                     subject,
-                    f"{phase} ({reason})",
-                    remedy=f"`writerpool mode set {alias} container … --apply` re-accepts it",
+                    f"{status.text()} ({status.code})",
+                    remedy=status.next or "wait for the session or command holding it to end",
                 )
             )
     return results

@@ -19,7 +19,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
-from writerpool.pool.inspect import baseline_problems, inspect_writer
+from writerpool.pool.inspect import Inspection, baseline_problems, inspect_writer
 from writerpool.runtime.podman import Podman
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import WriterState
@@ -55,10 +55,19 @@ def clear_cache(paths: Paths, state: WriterState, pool: Pool) -> None:
 def writer_problems(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> list[str]:
     """Why the writer is not at its baseline (empty: it is). The caller holds the lease,
     or accepts that a session may be changing the clone meanwhile (`writer list`)."""
+    if state.baseline is None:
+        return problems_given(paths, state, pool, None)
+    return problems_given(paths, state, pool, inspect_writer(paths, podman, state, pool))
+
+
+def problems_given(
+    paths: Paths, state: WriterState, pool: Pool, inspection: Inspection | None
+) -> list[str]:
+    """writer_problems over an inspection already made (None: the writer has no baseline)."""
     unsafe = verify_clone(writer_layout(paths, state.name)["clone"])
     problems = ["unsafe clone: " + ", ".join(unsafe[:5])] if unsafe else []
-    if state.baseline is None:
+    if state.baseline is None or inspection is None:
         return [*problems, "the writer was never fully provisioned"]
-    problems += baseline_problems(inspect_writer(paths, podman, state, pool), state.baseline)
+    problems += baseline_problems(inspection, state.baseline)
     cache = cache_problem(paths, state, pool)
     return problems + ([cache] if cache else [])

@@ -41,6 +41,8 @@ from writerpool.pool.inspect import (
     inspect_writer,
     scan_for_collect,
 )
+from writerpool.pool.listing import unknown_writer
+from writerpool.pool.review_refs import collected_refs, delete_stale, replaced_by, report_replaced
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
 from writerpool.report import Report, Status, Step, quiet
@@ -77,7 +79,7 @@ def find_writer(paths: Paths, name: str) -> WriterRef:
     if match is None:
         raise UsageError("a writer name looks like ALIAS-wN (N from 1 to 16)")
     if not paths.writer_dir(name).is_dir():
-        raise UsageError(f"no writer named {name}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     return WriterRef(paths, name, match.group(1))
 
 
@@ -108,16 +110,6 @@ class CollectOutcome:
 
 def remote_prefix(name: str) -> str:
     return f"refs/remotes/writer-{name}/"
-
-
-def existing_collected(repo: Path, name: str) -> set[str]:
-    """Short names already under refs/remotes/writer-<name>/ in the operator's checkout."""
-    prefix = remote_prefix(name)
-    try:
-        done = git(repo, "for-each-ref", "--format=%(refname)", prefix, timeout=120)
-    except CommandFailed as exc:
-        raise WriterpoolError("writer_collect_failed", "checkout refs are unreadable") from exc
-    return {line.removeprefix(prefix) for line in done.out.splitlines() if line.startswith(prefix)}
 
 
 def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
@@ -156,7 +148,12 @@ def _stamp() -> str:
 
 
 def _keep_bundle(
-    collections: Path, incoming: Path, inspection: Inspection, digest: str, decision: Decision
+    collections: Path,
+    incoming: Path,
+    inspection: Inspection,
+    digest: str,
+    decision: Decision,
+    replaced: dict[str, str],
 ) -> Path | None:
     """Move the bundle under collections/ with a manifest beside it (kept for audit)."""
     stem = f"{_stamp()}-{digest.removeprefix('sha256:')[:12]}"
@@ -170,6 +167,7 @@ def _keep_bundle(
         "refs": [{"name": e.name, "kind": e.kind, "commit": e.commit, "bundleRef": e.ref}
                  for e in decision.accepted],
         "refused": [{"name": r.name, "reason": r.reason} for r in decision.refused],
+        "replaced": [{"ref": ref, "commit": c} for ref, c in sorted(replaced.items())],
     }  # fmt: skip
     write_atomic(
         collections / f"{stem}.json",
@@ -298,8 +296,10 @@ def collect_writer(
     state: WriterState,
     report: Report,
     step: Step = quiet,
+    keep_old: bool = False,
 ) -> CollectOutcome:
-    """Collect a leased, fenced writer's work; record the digest when complete."""
+    """Collect a leased, fenced writer's work; record the digest when complete. Earlier
+    review refs of the writer are replaced unless `keep_old`."""
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
@@ -319,13 +319,18 @@ def collect_writer(
         if digest is None:
             report.add("nothing_to_collect", "ok", target, NOTHING)
             return CollectOutcome("nothing", inspection, None)
-        decision = decide(inspection, existing_collected(repo, state.name))
+        old = collected_refs(repo, remote_prefix(state.name))
+        decision = decide(inspection, _kept_names(old, state.name, keep_old))
         _report_unexportable(report, inspection, target, "error")
-        bundle = _keep_bundle(collections, incoming, inspection, digest, decision)
+        new = _written(state.name, decision)
+        replaced = {} if keep_old else replaced_by(old, new)
+        bundle = _keep_bundle(collections, incoming, inspection, digest, decision, replaced)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
     crash_point("collect.bundle_kept")
     step("verifying the bundle and importing its refs into the checkout")
+    if not keep_old:
+        delete_stale(repo, old, new)
     _import(repo, state.name, inspection, decision.accepted, bundle)
     crash_point("collect.imported")
     complete = decision.complete
@@ -338,12 +343,23 @@ def collect_writer(
                     complete=complete,
                     at=now(),
                     bundle=bundle.name if bundle else None,
+                    refs=tuple(sorted(new)),
                 )
             }
         ),
     )
     _report_collected(report, state, decision, bundle, target)
+    report_replaced(report, target, replaced, "ok", planned=False)
     return CollectOutcome("collected" if complete else "incomplete", inspection, digest)
+
+
+def _kept_names(old: dict[str, str], name: str, keep_old: bool) -> set[str]:
+    """Short names of earlier review refs that stay beside the new ones."""
+    return {ref.removeprefix(remote_prefix(name)) for ref in old} if keep_old else set()
+
+
+def _written(name: str, decision: Decision) -> dict[str, str]:
+    return {remote_prefix(name) + e.name: e.commit or "" for e in decision.accepted}
 
 
 def _report_collected(
@@ -378,7 +394,12 @@ def _report_collected(
 
 
 def plan_collect(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState, report: Report
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    state: WriterState,
+    report: Report,
+    keep_old: bool = False,
 ) -> CollectOutcome:
     """What collect would export and refuse; changes nothing."""
     if state.baseline is None:
@@ -392,7 +413,8 @@ def plan_collect(
         report.add("nothing_to_collect", "ok", target, NOTHING)
         return CollectOutcome("nothing", inspection, None)
     repo = workspace_repo(loaded, state.alias)
-    decision = decide(inspection, existing_collected(repo, state.name))
+    old = collected_refs(repo, remote_prefix(state.name))
+    decision = decide(inspection, _kept_names(old, state.name, keep_old))
     _report_refused(report, decision, target, "warning")
     _report_unexportable(report, inspection, target, "warning")
     names = [e.name for e in decision.accepted]
@@ -406,14 +428,22 @@ def plan_collect(
         refs=[remote_prefix(state.name) + n for n in names],
         changedBranches=len(changed),
     )
+    replaced = {} if keep_old else replaced_by(old, _written(state.name, decision))
+    report_replaced(report, target, replaced, "planned", planned=True)
     status: Outcome = "collected" if decision.complete else "incomplete"
     return CollectOutcome(status, inspection, digest)
 
 
 def collect(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool, step: Step = quiet
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    name: str,
+    apply: bool,
+    step: Step = quiet,
+    keep_old: bool = False,
 ) -> Report:
-    """`writer collect NAME [--apply]`, under the writer's lease and fence."""
+    """`writer collect NAME [--keep-old] [--apply]`, under the writer's lease and fence."""
     report = Report("writer collect")
     ref: WriterRef = find_writer(paths, name)
     with (
@@ -422,7 +452,7 @@ def collect(
     ):
         state = ref.load()
         if apply:
-            collect_writer(paths, podman, loaded, state, report, step)
+            collect_writer(paths, podman, loaded, state, report, step, keep_old)
         else:
-            plan_collect(paths, podman, loaded, state, report)
+            plan_collect(paths, podman, loaded, state, report, keep_old)
     return report

@@ -34,7 +34,7 @@ from writerpool.pool.collect import (
 from writerpool.pool.container import writer_layout
 from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
 from writerpool.pool.provision import base_record, make_clone
-from writerpool.pool.work import uncollected_reason
+from writerpool.pool.work import discarded, uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report, Status, Step, quiet
 from writerpool.runtime.podman import Podman
@@ -67,21 +67,26 @@ def guard(
     clone = writer_layout(paths, state.name)["clone"]
     if state.baseline is None or not clone.exists():
         return True  # never handed to a session, or no clone left: nothing to lose
+    lost = "its clone, which could not be inspected"
     try:
-        reason = uncollected_reason(inspect_writer(paths, podman, state, loaded.config.pool), state)
+        inspection = inspect_writer(paths, podman, state, loaded.config.pool)
+        reason = uncollected_reason(inspection, state)
+        lost = discarded(inspection, state.baseline)
     except WriterpoolError as exc:
         reason = f"the clone could not be inspected ({exc.code})"
     if reason is None:
         return True
     if discard:
-        report.add("writer_uncollected", "warning", target, f"{reason}; discarded as asked")
+        report.add("writer_uncollected", "warning", target,
+                   f"{reason}; discarded as asked: {lost}", discarded=lost)  # fmt: skip
         return True
     report.add(
         "writer_uncollected",
         "error",
         target,
-        reason,
+        f"{reason}; --discard would lose: {lost}",
         remedy=f"writerpool writer collect {state.name} --apply, or pass --discard",
+        wouldDiscard=lost,
     )
     return False
 

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
-from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
-from writerpool.errors import UsageError, WriterpoolError
+from writerpool.errors import UsageError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
-from writerpool.pool.baseline import writer_problems
 from writerpool.pool.container import writer_layout
-from writerpool.pool.lease import Lease
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
-from writerpool.state.writer import WriterState, load_state
+from writerpool.state.writer import load_state
 
 
 def writer_names(paths: Paths) -> list[tuple[str, str]]:
@@ -37,71 +34,18 @@ def writer_names(paths: Paths) -> list[tuple[str, str]]:
     return found
 
 
-def _baseline(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
-) -> list[str] | None:
-    """Why the writer is not at its baseline (the session guard's definition); None when
-    a session or an operator command holds it. The lease is only tested, never kept:
-    listing must not make a session start find the writer busy."""
-    lease = Lease(paths.writer_dir(state.name))
-    try:
-        lease.acquire(wait=0)
-    except WriterpoolError:
-        return None
-    lease.release()
-    try:
-        return writer_problems(paths, podman, state, loaded.config.pool)
-    except WriterpoolError as exc:
-        return [f"the clone could not be inspected ({exc.code})"]
+def unknown_writer(paths: Paths, name: str) -> UsageError:
+    """writer_unknown, listing the writers that do exist."""
+    known = ", ".join(n for _, n in writer_names(paths)) or "none"
+    shown = "".join(c for c in name if c.isprintable())[:80]
+    return UsageError(f"no writer named {shown!r} (writers: {known})", code="writer_unknown")
 
 
 def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
-    report = Report("writer list")
-    rows = []
-    for alias, name in writer_names(paths):
-        target = f"writer/{alias}/{name}"
-        try:
-            state = load_state(paths.writer_dir(name))
-        except WriterpoolError as exc:
-            report.add(exc.code, "error", target, exc.message)
-            continue
-        if state is None:
-            if writer_layout(paths, name)["clone"].exists():
-                report.add(
-                    "writer_state_missing",
-                    "error",
-                    target,
-                    "a clone without a usable state.json; nothing will overwrite it",
-                    remedy=f"copy what you need out of it, then writerpool writer remove {name} "
-                    "--discard",
-                )
-            continue
-        phase, reason = readiness(paths, podman, state, loaded.config.pool)
-        problems = _baseline(paths, podman, loaded, state)
-        rows.append(
-            {
-                "name": name,
-                "workspace": alias,
-                "phase": phase,
-                "reason": reason,
-                "base": state.base.name,
-                "lifecycle": state.lifecycle,
-                "network": state.network,
-                "networkClass": classification(state.network),
-                "atBaseline": None if problems is None else not problems,
-                "notAtBaseline": problems or [],
-            }
-        )
-        text = f"{phase}" + (f" ({reason})" if reason else "") + f", base {state.base.name}"
-        text += f", network {describe(state.network)}"
-        if problems is None:
-            text += "; in use, content not inspected"
-        elif problems:
-            text += "; not at baseline: " + "; ".join(problems)[:300]
-        good = phase == "ready" and not problems
-        report.add("writer_status", "ok" if good else "warning", target, text)
-    report.data["writers"] = rows
-    return report
+    """Every writer in the words of `writer status` (the session guard's judgement)."""
+    from writerpool.pool.status import writer_statuses  # noqa: PLC0415
+
+    return writer_statuses(paths, podman, loaded, "writer list", None)
 
 
 def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str) -> Report:
@@ -109,7 +53,7 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
     alias = name.rsplit("-w", 1)[0]
     target = f"writer/{alias}/{name}"
     if (alias, name) not in writer_names(paths):
-        raise UsageError(f"no writer named {name!r}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.mode != "container":
         report.add(
@@ -117,7 +61,7 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
         )
     state = load_state(paths.writer_dir(name))
     if state is None:  # removed: only its lease file is left
-        raise UsageError(f"no writer named {name!r}", code="writer_unknown")
+        raise unknown_writer(paths, name)
     problems = verify_clone(writer_layout(paths, name)["clone"])
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))

@@ -21,7 +21,10 @@ from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
+from writerpool.pool.mode_plan import provisioning_differences, report_changes
+from writerpool.pool.mode_show import reproduce
 from writerpool.pool.provision import existing_states, settings_digest, writer_name
+from writerpool.pool.rebase import move_to_base, plan_base_moves
 from writerpool.pool.work import has_uncollected_work
 from writerpool.pool.writers import (
     PoolContext,
@@ -166,6 +169,8 @@ def set_mode(
         recorded = current.container.base if current and current.container else None
         base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
     entry = _entry(req, mode, base.name if base else None)
+    if not req.apply:
+        report_changes(report, req.alias, current, entry, apply=False)
     if current == entry:
         report.add("mode_unchanged", "ok", target, f"mode {mode} already stored")
     elif not req.apply:
@@ -186,6 +191,8 @@ def set_mode(
         )
         if not plan_writers(ctx):
             return report
+        if not req.apply:
+            plan_base_moves(ctx)
     if not req.apply:
         return report
     if mode == "container" and not doctor_gate(
@@ -195,6 +202,7 @@ def set_mode(
     if current != entry:
         crash_point("mode_set.storing")
         store_entry(paths, req.alias, entry)
+        report_changes(report, req.alias, current, entry, apply=True)
         network = f", network {describe(req.network)}" if mode == "container" else ""
         crash_point("mode_set.stored")
         report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
@@ -206,6 +214,7 @@ def set_mode(
         )
     if mode == "container" and entry.container is not None:
         reconcile(ctx)
+        move_to_base(ctx)
     return report
 
 
@@ -225,12 +234,7 @@ def plan_writers(ctx: PoolContext) -> bool:
             if not ctx.apply:
                 ctx.report.add("writer_planned", "planned", target, "would be provisioned")
         elif state.settings_digest != digest:
-            ctx.report.add(
-                "writer_settings_changed",
-                "warning",
-                target,
-                "provisioned with other settings; not replaced (remove it to rebuild)",
-            )
+            _report_settings_changed(ctx, state)
         elif not ctx.apply:
             ctx.report.add("writer_unchanged", "ok", target, "settings match")
     for index, state in states.items():
@@ -253,6 +257,23 @@ def plan_writers(ctx: PoolContext) -> bool:
                 "writer_remove_planned", "planned", target, "surplus writer would be removed"
             )
     return ok
+
+
+def _report_settings_changed(ctx: PoolContext, state: WriterState) -> None:
+    """A provisioning setting differs: the writer stays not ready until it is rebuilt, so
+    the command fails and names the setting and what resolves it."""
+    changed = "; ".join(provisioning_differences(state, ctx.settings)) or "provisioning settings"
+    command = reproduce(ctx.alias, ModeEntry(mode="container", container=ctx.settings))
+    ctx.report.add(
+        "writer_settings_changed",
+        "error",
+        f"writer/{ctx.alias}/{state.name}",
+        f"provisioned with other settings ({changed}); it is not replaced and takes no "
+        "session until it is rebuilt",
+        remedy=f"writerpool writer finish {state.name} --apply if it holds work, then "
+        f"writerpool writer remove {state.name} and `{command} --apply`",
+        settings=provisioning_differences(state, ctx.settings),
+    )
 
 
 def _uncollected(ctx: PoolContext, state: WriterState) -> bool:

@@ -10,12 +10,12 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance import readiness
-from writerpool.pool.baseline import writer_problems
+from writerpool.pool.admission import admit
 from writerpool.pool.container import writer_layout, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease
 from writerpool.pool.provision import writer_name
+from writerpool.report import sanitize
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import ContainerSpec
@@ -54,17 +54,24 @@ class WriterSlot:
 
 
 def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
-    """Why the writer cannot take a session now (None: it can). The lease is held."""
-    phase, reason = readiness(paths, podman, state, config.pool)
-    if phase != "ready":
-        return reason or "writer_not_ready"
-    # By content, not by what git reports: an ignored file, a forged index, a FIFO or a
-    # planted ref would otherwise carry one session's state into the next. Also catches
-    # a `.git` renamed away and rebuilt with the agent's own hooks and settings.
-    problems = writer_problems(paths, podman, state, config.pool)
-    if problems:
-        return "writer_not_at_baseline: " + "; ".join(problems)[:500]
-    return None
+    """Why the writer cannot take a session now (None: it can). The lease is held. The
+    log keeps each reason the clone is not at its baseline; the client gets the words."""
+    verdict = admit(paths, podman, config.pool, state)
+    if verdict.leasable:
+        return None
+    if verdict.problems:
+        log.info("writer %s: %s", state.name, "; ".join(verdict.problems)[:500])
+    return f"{verdict.reason} ({verdict.code})"
+
+
+def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
+    """writer_unavailable naming each writer's reason (codes and short words, no paths)."""
+    detail = "; ".join(refusals) or "none is provisioned"
+    return WriterpoolError(
+        "writer_unavailable",
+        sanitize(f"no free ready writer on base {wanted}: {detail}")[:900]
+        + "; `writerpool writer status` says what to run",
+    )
 
 
 def lease_ready_writer(
@@ -75,6 +82,7 @@ def lease_ready_writer(
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
     wanted = base or entry.container.base
+    refusals: list[str] = []
     for index in range(1, entry.container.writers + 1):
         name = writer_name(alias, index)
         wdir = paths.writer_dir(name)
@@ -83,18 +91,21 @@ def lease_ready_writer(
         lease = Lease(wdir)
         try:
             lease.acquire(wait=0)
-        except WriterpoolError:
-            continue  # busy with another session or an operator command
+        except WriterpoolError as exc:
+            refusals.append(f"{name} {exc.code}")  # busy with a session or a command
+            continue
         try:
             state = load_state(wdir)
             if state is None or state.base.name != wanted:
+                if state is not None:
+                    refusals.append(f"{name} is on base {state.base.name}")
                 lease.release()
                 continue
             fence(podman, name, lease)
             refusal = _admit(paths, podman, config, state)
             if refusal is not None:
-                # Clients only learn writer_unavailable; the operator's log says why.
                 log.info("writer %s not leased: %s", name, refusal)
+                refusals.append(f"{name} {refusal}")
                 lease.release()
                 continue
             image_id = resolve_image(paths, state.image)
@@ -111,6 +122,7 @@ def lease_ready_writer(
             )
         except WriterpoolError as exc:
             log.info("writer %s not leased: %s", name, exc.code)
+            refusals.append(f"{name} {exc.code}")
             lease.release()
             continue
-    raise WriterpoolError("writer_unavailable", "no free ready writer on that base")
+    raise _unavailable(wanted, refusals)

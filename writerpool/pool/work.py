@@ -93,3 +93,25 @@ def has_uncollected_work(paths: Paths, podman: Podman, state: WriterState, pool:
         return False  # never handed to a session, or no clone left: nothing to lose
     inspection = inspect_writer(paths, podman, state, pool)
     return uncollected_reason(inspection, state) is not None
+
+
+def discarded(inspection: Inspection, baseline: Baseline) -> str:
+    """What a --discard loses, in words: branches by name, the WIP, stash, other work."""
+    parts = []
+    changed = changed_branches(inspection, baseline)
+    if changed:
+        names = [ascii(n)[1:-1][:60] for n in sorted(changed)]
+        more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+        parts.append("branch(es) " + ", ".join(names[:8]) + more)
+    if inspection.dirty:
+        parts.append("uncommitted and untracked changes (see `writer diff NAME --wip --stat`)")
+    if inspection.stash:
+        parts.append("a stash")
+    if inspection.unexported_count:
+        shown = ", ".join(ascii(e.path)[1:-1][:60] for e in inspection.unexported[:3])
+        parts.append(f"{inspection.unexported_count} path(s) collection cannot carry ({shown})")
+    if inspection.new_extra_refs:
+        parts.append(f"{len(inspection.new_extra_refs)} ref(s) outside refs/heads")
+    if any(e.kind == "detached" for e in inspection.exports):
+        parts.append("commits only the detached HEAD reaches")
+    return "; ".join(parts) or "nothing beyond the baseline"

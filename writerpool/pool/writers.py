@@ -116,7 +116,18 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
     pool = ctx.loaded.config.pool
     phase, _ = readiness(ctx.paths, ctx.podman, state, pool)
     if phase == "ready":
-        ctx.report.add("writer_unchanged", "ok", target, "ready and current")
+        if (state.profiles, state.lifecycle) == (ctx.settings.profiles, ctx.settings.lifecycle):
+            ctx.report.add("writer_unchanged", "ok", target, "ready and current")
+            return
+        try:
+            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
+                state = _adopt_free_settings(ctx, load_state(ctx.paths.writer_dir(name)) or state)
+        except WriterpoolError as exc:
+            _record_failure(ctx, name, exc)
+            return
+        ctx.report.add("writer_settings_adopted", "ok", target,
+                       f"now lifecycle {state.lifecycle}, profiles "
+                       f"{','.join(state.profiles)}; ready")  # fmt: skip
         return
     try:
         with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):

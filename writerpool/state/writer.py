@@ -47,6 +47,8 @@ class Collection(Strict):
     complete: bool
     at: str
     bundle: str | None = None  # file name under collections/
+    # The review refs this collection wrote (absent in states written before they were).
+    refs: tuple[str, ...] = ()
 
 
 class WriterState(Strict):

@@ -1,4 +1,4 @@
-"""Entry point: `python3 -m clonetool inspect|reset`, a JSON request on stdin."""
+"""Entry point: `python3 -m clonetool inspect|reset|review`, a JSON request on stdin."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 
 from .gitrun import ToolError
 from .reset import reset
+from .review import review
 from .scan import inspect
 
 
@@ -18,6 +19,8 @@ def main() -> int:
             result = inspect(request)
         elif command == "reset":
             result = reset(request)
+        elif command == "review":
+            result = review(request)
         else:
             raise ToolError(f"unknown command {command!r}")
     except (ToolError, OSError, ValueError, KeyError) as exc:

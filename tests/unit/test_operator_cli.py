@@ -1,0 +1,68 @@
+"""Small operator-facing behaviours of the CLI, run as a subprocess (no Podman needed):
+where the configuration file is, errors that name it, writer_unknown listing the
+writers, usage errors as JSON under --json, and `mode show` without a stored mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.writers_support import config_text, make_checkout
+from writerpool.config.paths import Paths
+
+
+def run(*args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "writerpool", *args], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout
+
+
+def wp(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out = run(*args, "--json")
+    return code, json.loads(out)
+
+
+def test_config_init_and_check_show_where_the_file_is(tmp_path: Path) -> None:
+    path = Paths.from_env().config_file
+    code, report = wp("config", "init")
+    assert code == 0 and report["data"]["configFile"] == str(path)
+    code, text = run("config", "check")
+    assert f"configuration file: {path}" in text
+    path.write_text("[workspaces\n")
+    code, report = wp("config", "check")
+    assert code == 1 and report["findings"][0]["code"] == "config_invalid"
+    assert "config.toml (WRITERPOOL_CONFIG)" in report["findings"][0]["message"]
+
+
+def test_an_error_names_a_config_file_chosen_by_writerpool_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "team-writerpool.toml"
+    other.write_text("not toml = = \n")
+    monkeypatch.setenv("WRITERPOOL_CONFIG", str(other))
+    code, report = wp("writer", "list")
+    assert code == 1 and "team-writerpool.toml" in report["findings"][0]["message"], report
+
+
+def test_writer_unknown_lists_the_writers_and_usage_errors_are_json(tmp_path: Path) -> None:
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True)
+    paths.config_file.write_text(config_text({"demo": make_checkout(tmp_path / "repo")}))
+    (paths.writer_dir("demo-w1") / "clone").mkdir(parents=True)
+    code, report = wp("writer", "status", "demo-w7")
+    assert code == 2 and report["findings"][0]["code"] == "writer_unknown"
+    assert "demo-w1" in report["findings"][0]["message"]
+    code, report = wp("writer", "collect", "demo-w7")
+    assert code == 2 and "demo-w1" in report["findings"][0]["message"]
+    code, report = wp("writer", "status", "--no-such-option")
+    assert code == 2 and report["findings"][0]["code"] == "usage_invalid", report
+    code, report = wp("mode", "show", "demo")
+    assert code == 0 and report["findings"][0]["code"] == "mode_default"
+    code, report = wp("mode", "show", "nosuch")
+    assert code == 2 and "demo" in report["findings"][0]["message"]

@@ -1,0 +1,211 @@
+"""`writer status` and `writer list`: per writer, what a session would get, and what to run.
+
+The verdict is the session guard's (pool/admission.py); this module only adds who holds
+a busy lease, what work the clone holds, and the next command for each reason.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from writerpool.config.models import LoadedConfig
+from writerpool.config.modes import load_modes
+from writerpool.config.network import classification, describe
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
+from writerpool.pool.inspect import Inspection
+from writerpool.pool.lease import Lease, read_holder
+from writerpool.pool.mode_show import reproduce_for
+from writerpool.pool.work import changed_branches
+from writerpool.report import Report, sanitize
+from writerpool.runtime.podman import Podman
+from writerpool.state.writer import WriterState, load_state
+
+
+@dataclass(frozen=True)
+class WriterStatus:
+    name: str
+    workspace: str
+    phase: str
+    base: str
+    workspace_base: str | None
+    lifecycle: str
+    network: str
+    code: str  # writer_leasable or why not
+    reason: str  # in words
+    readiness: str | None = None  # readiness's reason code (None: ready, or not known)
+    next: str | None = None
+    holder: dict[str, Any] | None = None
+    work: dict[str, Any] | None = None
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def leasable(self) -> bool:
+        return self.code == LEASABLE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "workspace": self.workspace, "phase": self.phase,
+            "base": self.base, "workspaceBase": self.workspace_base,
+            "lifecycle": self.lifecycle, "network": self.network,
+            "networkClass": classification(self.network),
+            "leasable": self.leasable, "state": self.code, "reason": self.readiness,
+            "why": sanitize(self.reason),
+            "next": self.next, "heldBy": self.holder, "work": self.work,
+            "atBaseline": None if self.code == "writer_busy" else not self.problems,
+            "notAtBaseline": [sanitize(p) for p in self.problems],
+        }  # fmt: skip
+
+    def text(self) -> str:
+        network = f"network {describe(self.network)}"
+        if self.leasable:
+            return f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
+        line = f"not leasable: {self.reason}; phase {self.phase}, base {self.base}, {network}"
+        if self.work:
+            line += "; " + work_text(self.work)
+        return line
+
+
+def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] | None:
+    """What the clone holds beyond its baseline: changed branches, WIP, stash, collection."""
+    if state.baseline is None:
+        return None
+    changed = changed_branches(inspection, state.baseline)
+    out: dict[str, Any] = {
+        "changedBranches": {sanitize(shown_name(k)): v for k, v in sorted(changed.items())},
+        "uncommitted": inspection.dirty,
+        "stash": inspection.stash,
+        "unexported": inspection.unexported_count,
+        "leftovers": {k: n for k, n in inspection.counts.items() if k in LEFTOVER_KINDS},
+    }
+    if state.collection is not None:
+        out["collection"] = {"at": state.collection.at, "complete": state.collection.complete}
+    return out
+
+
+LEFTOVER_KINDS = ("ignored", "special", "directory")
+
+
+def shown_name(name: str) -> str:
+    """A branch name safe for a terminal: non-printable characters escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)[:200]
+
+
+def work_text(work: dict[str, Any]) -> str:
+    parts = []
+    if work["changedBranches"]:
+        parts.append("branches " + ", ".join(work["changedBranches"]))
+    if work["uncommitted"]:
+        parts.append("uncommitted changes")
+    if work["stash"]:
+        parts.append("a stash")
+    if work["unexported"]:
+        parts.append(f"{work['unexported']} path(s) collection cannot carry")
+    if "collection" in work:
+        done = "complete" if work["collection"]["complete"] else "incomplete"
+        parts.append(f"last collection {work['collection']['at']} ({done})")
+    return "holds " + "; ".join(parts) if parts else "holds no work"
+
+
+def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None) -> str | None:
+    name = state.name
+    mode_set = reproduce_for(paths, state.alias) or f"writerpool mode set {state.alias} ..."
+    commands = {
+        "writer_holds_work": f"writerpool writer diff {name} --stat (review), then "
+        f"writerpool writer finish {name} --apply",
+        "writer_collected_unfinished": f"writerpool writer finish {name} --apply",
+        "writer_not_at_baseline": f"writerpool writer reset {name} --apply",
+        "writer_on_other_base": f"{mode_set} --apply (moves writers at baseline), or "
+        f"writerpool writer reset {name} --base {shlex.quote(wbase or '')} --apply",
+        "writer_settings_changed": f"writerpool writer remove {name}, then {mode_set} --apply",
+        "isolation_control_required": "writerpool control --apply",
+    }
+    if code in (LEASABLE, "writer_busy"):
+        return None
+    return commands.get(code, f"{mode_set} --apply (re-runs acceptance)")
+
+
+def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
+    """Who holds the lease ({} when unnamed), or None when it is free. Only tested."""
+    lease = Lease(paths.writer_dir(name))
+    try:
+        lease.acquire(wait=0)
+    except WriterpoolError as exc:
+        if exc.code != "writer_busy":
+            raise
+        holder = read_holder(paths.writer_dir(name))
+        return {"pid": holder.pid, "command": holder.command} if holder else {}
+    lease.release()
+    return None
+
+
+def status_of(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+) -> WriterStatus:
+    entry = load_modes(paths).workspaces.get(state.alias)
+    wbase = entry.container.base if entry and entry.container else None
+    common = WriterStatus(
+        name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
+        workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
+        code="", reason="", readiness=state.reason if state.phase != "ready" else None,
+    )  # fmt: skip
+    holder = _busy(paths, state.name)
+    if holder is not None:
+        who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
+        reason = REASONS["writer_busy"] + who
+        return replace(common, code="writer_busy", reason=reason, holder=holder)
+    try:
+        verdict = admit(paths, podman, loaded.config.pool, state, full=True)
+    except WriterpoolError as exc:
+        why = f"the clone could not be inspected ({exc.code})"
+        verdict = Admission(exc.code, why, phase=state.phase)
+    code, reason = verdict.code, verdict.reason
+    if verdict.leasable and wbase and state.base.name != wbase:
+        code = "writer_on_other_base"
+        reason = f"on base {state.base.name}, the workspace's is {wbase}"
+    work = work_summary(verdict.inspection, state) if verdict.inspection else None
+    following = next_command(paths, state, code, wbase)
+    if code == "writer_holds_work" and work and work["stash"]:
+        following = (
+            f"writerpool writer collect {state.name} --apply, then writerpool writer "
+            f"reset {state.name} --apply --discard (a stash is never collected)"
+        )
+    return replace(
+        common, code=code, reason=reason, next=following, phase=verdict.phase,
+        readiness=verdict.readiness,
+        work=work, problems=verdict.problems,
+    )  # fmt: skip
+
+
+def writer_statuses(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, command: str, name: str | None
+) -> Report:
+    """`writer status [NAME]` (and `writer list`): one finding and one row per writer."""
+    # Imported here: listing imports this module for `writer list`.
+    from writerpool.pool.listing import unknown_writer, writer_names  # noqa: PLC0415
+
+    report = Report(command)
+    known = writer_names(paths)
+    if name is not None and name not in {n for _, n in known}:
+        raise unknown_writer(paths, name)
+    rows = []
+    for alias, each in known:
+        if name is not None and each != name:
+            continue
+        target = f"writer/{alias}/{each}"
+        try:
+            state = load_state(paths.writer_dir(each))
+        except WriterpoolError as exc:
+            report.add(exc.code, "error", target, exc.message)
+            continue
+        if state is None:
+            continue  # a removed writer keeps only its lease file
+        status = status_of(paths, podman, loaded, state)
+        rows.append(status.to_json())
+        report.add(status.code, "ok" if status.leasable else "warning", target, status.text(),
+                   remedy=status.next or "")  # fmt: skip
+    report.data["writers"] = rows
+    return report

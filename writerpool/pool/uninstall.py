@@ -1,0 +1,135 @@
+"""`writerpool uninstall [--discard] [--keep-images] [--apply]`: plan (default), or remove,
+what writerpool made for this account.
+
+Removed: every writer (refused, and nothing at all removed, while one holds work no
+complete collection covers, unless --discard), the client registrations writerpool's
+ownership record proves it added, the writer images, the state directory (pin, control,
+collections) and the cache directory (pi, image build cache), and execution-modes.json.
+Kept: config.toml (the operator wrote it), the audit log, and the review refs already
+collected into the checkouts (`refs/remotes/writer-*`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from writerpool.clients import parse_target
+from writerpool.clients import remove as remove_registration
+from writerpool.clients.ownership import load_record
+from writerpool.config.models import LoadedConfig
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.lifecycle import guard
+from writerpool.pool.listing import writer_names
+from writerpool.pool.writers import delete_writer_files, operate
+from writerpool.report import Report, Status
+from writerpool.runtime.image_prune import remove_image, writerpool_images
+from writerpool.runtime.podman import Podman
+from writerpool.state.writer import load_state
+
+TARGET = "writerpool"
+
+
+def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig, discard: bool,
+                    report: Report) -> bool:  # fmt: skip
+    """Whether every writer may be deleted (the uncollected-work guard of each)."""
+    ok = True
+    for alias, name in writer_names(paths):
+        try:
+            with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+                state = load_state(paths.writer_dir(name))
+                if state is not None and not guard(paths, podman, loaded, state, discard, report):
+                    ok = False
+        except WriterpoolError as exc:
+            report.add(exc.code, "error", f"writer/{alias}/{name}", exc.message)
+            ok = False
+    return ok
+
+
+def _registrations(paths: Paths, apply: bool, report: Report) -> None:
+    try:
+        owned = load_record(paths).registrations
+    except WriterpoolError as exc:
+        report.add(exc.code, "warning", TARGET, f"the ownership record: {exc.message}")
+        return
+    for entry in owned:
+        where = f"client/{entry.target}"
+        if not apply:
+            report.add("uninstall_planned", "planned", where,
+                       "would remove the registration writerpool added")  # fmt: skip
+            continue
+        try:
+            target = parse_target(entry.target, entry.project)
+            report.findings.extend(remove_registration(paths, target).findings)
+        except WriterpoolError as exc:
+            report.add(exc.code, "warning", where, f"left registered: {exc.message}")
+
+
+def _images(apply: bool, report: Report) -> None:
+    for image in writerpool_images():
+        what = f"{image.kind} image {image.id[:12]} ({image.size // 1_000_000} MB)"
+        if not apply:
+            report.add("uninstall_planned", "planned", "image/writer", f"would remove {what}")
+            continue
+        refusal = remove_image(image.id)
+        status: Status = "ok" if refusal is None else "warning"
+        code = "image_removed" if refusal is None else "image_remove_refused"
+        report.add(code, status, "image/writer",
+                   f"removed {what}" if refusal is None else f"kept {what}: {refusal}")  # fmt: skip
+
+
+def _remove_tree(path: Path, label: str, apply: bool, report: Report) -> None:
+    if not path.exists():
+        return
+    if not apply:
+        report.add("uninstall_planned", "planned", TARGET, f"would remove the {label}")
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    report.add("uninstall_removed", "ok", TARGET, f"removed the {label}")
+
+
+def uninstall(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, discard: bool, keep_images: bool,
+    apply: bool,
+) -> Report:  # fmt: skip
+    report = Report("uninstall")
+    if not _writers_may_go(paths, podman, loaded, discard, report):
+        report.add(
+            "uninstall_refused",
+            "error",
+            TARGET,
+            "a writer holds work no complete collection covers; nothing was removed",
+            remedy="collect or finish each writer named above, or pass --discard",
+        )
+        return report
+    for alias, name in writer_names(paths):
+        if not apply:
+            report.add("uninstall_planned", "planned", f"writer/{alias}/{name}",
+                       "would remove the writer (state, clone, bundles)")  # fmt: skip
+            continue
+        with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+            delete_writer_files(paths, name)
+        report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
+    _registrations(paths, apply, report)
+    if not keep_images:
+        _images(apply, report)
+    _remove_tree(paths.modes_file, "stored execution modes", apply, report)
+    _remove_tree(paths.cache_dir, "cache directory (pi, image build cache)", apply, report)
+    # Last: it holds the leases, the pin and the ownership record used above. The audit
+    # log stays: this command's own line is written to it after the command.
+    if paths.state_dir.is_dir():
+        for child in sorted(paths.state_dir.iterdir()):
+            if not child.name.startswith(paths.audit_log.name):
+                _remove_tree(child, f"state {child.name}", apply, report)
+    report.add(
+        "uninstall_kept",
+        "ok",
+        TARGET,
+        "kept: the configuration file, the audit log and review refs already collected "
+        "into checkouts",
+    )
+    return report
