@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from writerpool.agent import launch
-from writerpool.config.models import Profile, Provider
+from writerpool.config.models import Config, Profile, Provider
+from writerpool.config.providers import provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
 
@@ -65,34 +66,13 @@ def test_no_fd_shim_inside_a_container_agent_dir(tmp_path: Path) -> None:
     assert not (agent / "bin" / "fd").exists()
 
 
-def test_custom_provider_key_comes_only_from_its_variable() -> None:
-    keyed = CUSTOM.model_copy(update={"api_key_env": "LOCAL_KEY"})
-    env = {"LOCAL_KEY": "sk-local", "OPENAI_API_KEY": "sk-openai"}
-    assert launch.provider_credential("local", keyed, env) == "sk-local"
-    assert launch.provider_credential("local", keyed, {"OPENAI_API_KEY": "x"}) is None
-    assert launch.provider_credential("local", CUSTOM, env) == launch.PLACEHOLDER_KEY
-
-
-def test_builtin_key_from_environment_then_from_that_auth_store_entry(tmp_path: Path) -> None:
-    store = tmp_path / "auth.json"
-    store.write_text(json.dumps({
-        "anthropic": {"type": "api_key", "key": "sk-ant-store"},
-        "openai": {"type": "oauth", "access": "tok", "refresh": "r", "expires": 1},
-        "google": {"type": "api_key", "key": "!cat /etc/shadow"},
-    }))  # fmt: skip
-    env = {"ANTHROPIC_API_KEY": "sk-ant-env"}
-    assert launch.provider_credential("anthropic", None, env, store) == "sk-ant-env"
-    assert launch.provider_credential("anthropic", None, {}, store) == "sk-ant-store"
-    assert launch.provider_credential("openai", None, {}, store) is None  # OAuth: not copied
-    assert launch.provider_credential("google", None, {}, store) is None  # a command: refused
-    assert launch.provider_credential("anthropic", None, {}, tmp_path / "none.json") is None
-
-
 def test_the_operator_auth_store_is_found_under_home(tmp_path: Path) -> None:
     store = tmp_path / ".pi" / "agent" / "auth.json"
     store.parent.mkdir(parents=True)
     store.write_text('{"anthropic": {"type": "api_key", "key": "sk-home"}}')
-    assert launch.provider_credential("anthropic", None, {"HOME": str(tmp_path)}) == "sk-home"
+    anthropic = resolve_provider(Config(), "anthropic")
+    assert anthropic is not None
+    assert provider_key(anthropic, {"HOME": str(tmp_path)}) == "sk-home"
 
 
 def test_custom_key_goes_into_models_json_and_is_taken_out_again(tmp_path: Path) -> None:

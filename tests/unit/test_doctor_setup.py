@@ -19,7 +19,7 @@ from writerpool.doctor import CheckResult, exit_code
 from writerpool.doctor import run_checks as run_all_checks
 from writerpool.doctor.registry import CHECK_IDS
 from writerpool.doctor.render import render_json, render_text, sanitize_remedy
-from writerpool.errors import CODES
+from writerpool.errors import CODES, WriterpoolError
 from writerpool.runtime.info import (
     BinaryFacts,
     DeviceFacts,
@@ -313,3 +313,23 @@ def test_doctor_says_where_sessions_run_and_warns_when_read_only_ones_cannot_sta
     placed = by_id(run_checks(paths, v2_facts()), "session_placement")[0]
     assert placed.severity == "ok"
     assert placed.data == {"coding": "container", "readOnly": "readonly_container"}
+
+
+@pytest.mark.parametrize(("provider", "usable"), [("deepseek", True), ("amazon-bedrock", False)])
+def test_doctor_and_mode_set_agree_on_which_providers_are_usable(
+    paths: Paths, tmp_path: Path, provider: str, usable: bool
+) -> None:
+    from writerpool.config.models import load_config  # noqa: PLC0415
+    from writerpool.pool.mode_set import check_profiles  # noqa: PLC0415
+
+    write_config(paths, git_checkout(tmp_path / "demo"), provider=provider)
+    result = [r for r in by_id(run_checks(paths, v2_facts()), "profile_provider")
+              if r.subject == "profile/code"][0]  # fmt: skip
+    assert (result.severity == "ok") is usable
+    config = load_config(paths).config
+    if usable:
+        check_profiles(config, ("code",))
+    else:
+        with pytest.raises(WriterpoolError) as refused:
+            check_profiles(config, ("code",))
+        assert refused.value.code == "container_profile_unsupported"

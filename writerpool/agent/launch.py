@@ -16,25 +16,19 @@ import functools
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from writerpool.agent.compact import PRELOAD_NAME, install_preload, node_options
 from writerpool.config.models import Config, Profile, Provider
-from writerpool.config.providers import ResolvedProvider
+from writerpool.config.providers import ResolvedProvider, usable_key
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.state.atomic import write_atomic
 
 # A custom provider that needs no key still needs some key for pi; this one is sent.
 PLACEHOLDER_KEY = "scripted"
-# pi's built-in providers whose key writerpool copies from the operator's environment.
-BUILTIN_KEY_ENV: dict[str, str] = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "google": "GEMINI_API_KEY",
-}
 READ_ONLY_TOOLS = "read,grep,find,ls"
 CODING_TOOLS = "read,bash,edit,write,grep,find,ls"
 # Used when the caller names no model: pi turns an unknown `--model M` of a provider
@@ -151,59 +145,9 @@ def _fd_needing_shim() -> str | None:
 # -- credentials ---------------------------------------------------------------
 
 
-def provider_credential(
-    provider_name: str,
-    provider: Provider | None,
-    environ: Mapping[str, str] | None = None,
-    host_auth_file: Path | None = None,
-) -> str | None:
-    """The one key this provider needs, or None when none is available.
-
-    Custom providers: the variable named by `api_key_env`, else a placeholder (the
-    endpoint needs no key). Built-in providers: the usual environment variable, else
-    that provider's single `api_key` entry of the operator's pi auth store.
-    """
-    env = os.environ if environ is None else environ
-    if provider is not None:
-        if provider.api_key_env is None:
-            return PLACEHOLDER_KEY
-        return env.get(provider.api_key_env) or None
-    variable = BUILTIN_KEY_ENV.get(provider_name)
-    if variable and env.get(variable):
-        return env[variable]
-    return _host_auth_key(provider_name, host_auth_file or _host_auth_file(env))
-
-
-def _host_auth_file(env: Mapping[str, str]) -> Path:
-    agent_dir = env.get("PI_CODING_AGENT_DIR")
-    if agent_dir:
-        return Path(agent_dir).expanduser() / "auth.json"
-    return Path(env.get("HOME") or Path.home()) / ".pi" / "agent" / "auth.json"
-
-
-def _host_auth_key(provider_name: str, auth_file: Path) -> str | None:
-    """Only `provider_name`'s plain API key; OAuth logins and commands are not copied."""
-    try:
-        store = json.loads(auth_file.read_bytes())
-    except (OSError, ValueError):
-        return None
-    entry = store.get(provider_name) if isinstance(store, dict) else None
-    if not isinstance(entry, dict) or entry.get("type") != "api_key":
-        return None
-    key = entry.get("key")
-    if not isinstance(key, str) or not _usable_key(key):
-        return None
-    return key
-
-
-def _usable_key(key: str) -> bool:
-    # pi runs a key that starts with "!" as a shell command; never hand it one.
-    return bool(key) and not key.startswith("!") and key.isprintable() and key.strip() == key
-
-
 def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
     """Put exactly this provider's key into agent_dir/models.json (0600)."""
-    if not _usable_key(key):
+    if not usable_key(key):
         raise WriterpoolError(
             "provider_unconfigured", f"the credential for provider {provider_name} is unusable"
         )

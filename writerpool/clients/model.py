@@ -93,8 +93,8 @@ PASSED_VARS = (
 def server_env_vars(paths: Paths) -> list[str]:
     """Names (never values) of the variables the server reads from its environment: the
     provider key variables of the configured profiles, and PASSED_VARS."""
-    from writerpool.agent.launch import BUILTIN_KEY_ENV  # noqa: PLC0415
     from writerpool.config.models import load_config  # noqa: PLC0415
+    from writerpool.config.providers import resolve_provider  # noqa: PLC0415
     from writerpool.errors import WriterpoolError  # noqa: PLC0415
 
     names = set(PASSED_VARS)
@@ -103,11 +103,9 @@ def server_env_vars(paths: Paths) -> list[str]:
     except WriterpoolError:
         return sorted(names)  # verify reports the configuration itself
     for profile in config.profiles.values():
-        provider = config.providers.get(profile.provider)
-        if provider is not None and provider.api_key_env:
-            names.add(provider.api_key_env)
-        elif provider is None and profile.provider in BUILTIN_KEY_ENV:
-            names.add(BUILTIN_KEY_ENV[profile.provider])
+        resolved = resolve_provider(config, profile.provider)
+        if resolved is not None and resolved.key_env:
+            names.add(resolved.key_env)
     return sorted(names)
 
 

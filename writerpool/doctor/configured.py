@@ -9,20 +9,11 @@ from pathlib import Path
 from writerpool.config.models import Config
 from writerpool.config.modes import ContainerSettings, placements
 from writerpool.config.network import describe
+from writerpool.config.providers import BUILTINS, resolve_provider
 from writerpool.doctor.engine import PASTA_SINCE
 from writerpool.doctor.model import CheckContext, CheckResult
 from writerpool.runtime.info import version_tuple
 
-# Providers pi 0.73.1 knows by name (its KnownProvider list); any other provider must
-# be declared under [providers] so that writerpool can render it into models.json.
-PI_BUILTIN_PROVIDERS = frozenset({
-    "amazon-bedrock", "anthropic", "azure-openai-responses", "cerebras",
-    "cloudflare-ai-gateway", "cloudflare-workers-ai", "deepseek", "fireworks",
-    "github-copilot", "google", "google-vertex", "groq", "huggingface", "kimi-coding",
-    "minimax", "minimax-cn", "mistral", "moonshotai", "moonshotai-cn", "openai",
-    "openai-codex", "opencode", "opencode-go", "openrouter", "vercel-ai-gateway", "xai",
-    "xiaomi", "xiaomi-token-plan-ams", "xiaomi-token-plan-cn", "xiaomi-token-plan-sgp", "zai",
-})  # fmt: skip
 EDIT_CONFIG = "edit the configuration file (writerpool config check repeats this message)"
 
 
@@ -247,13 +238,14 @@ def profile_providers(ctx: CheckContext) -> list[CheckResult]:
                     f"provider {profile.provider} from [providers] ({where})",
                 )
             )
-        elif profile.provider in PI_BUILTIN_PROVIDERS:
+        elif resolve_provider(config, profile.provider) is not None:
             results.append(
                 CheckResult(
                     "profile_provider",
                     "ok",
                     subject,
-                    f"provider {profile.provider} is built into pi ({where})",
+                    f"provider {profile.provider} is built into pi and reached through "
+                    f"writerpool's proxy ({where})",
                 )
             )
         else:
@@ -262,10 +254,11 @@ def profile_providers(ctx: CheckContext) -> list[CheckResult]:
                     "profile_provider",
                     "error",
                     subject,
-                    f"provider {profile.provider} is neither built into pi nor declared under "
-                    "[providers], so no session of this profile can start",
+                    f"provider {profile.provider} is neither one of the pi providers writerpool "
+                    "can proxy nor declared under [providers], so no session of this profile "
+                    "can start",
                     f"add [providers.{profile.provider}] with base_url (and api_key_env), or use a "
-                    "pi provider such as anthropic, openai or google",
+                    f"pi provider writerpool supports ({', '.join(sorted(BUILTINS))})",
                     blocking=coding,
                 )
             )

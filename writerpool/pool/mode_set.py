@@ -17,6 +17,7 @@ from writerpool.config.modes import (
 )
 from writerpool.config.network import DEFAULT_NETWORK, describe
 from writerpool.config.paths import Paths
+from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
@@ -38,8 +39,6 @@ from writerpool.pool.writers import (
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.podman import Podman, PodmanUnavailable
 from writerpool.state.writer import WriterState
-
-BUILTIN_PROVIDERS = {"anthropic", "openai", "google", "mistral", "groq", "xai", "openrouter"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def check_profiles(config: Config, names: tuple[str, ...]) -> None:
                 "container_profile_unsupported",
                 f"profile {name!r} must be a non-default coding profile",
             )
-        if profile.provider not in config.providers and profile.provider not in BUILTIN_PROVIDERS:
+        if resolve_provider(config, profile.provider) is None:
             raise WriterpoolError(
                 "container_profile_unsupported", f"profile {name!r} names an unknown provider"
             )
