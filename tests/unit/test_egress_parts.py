@@ -17,7 +17,7 @@ from writerpool.audit import audit_egress, egress_line
 from writerpool.config.paths import Paths
 from writerpool.egress import model
 from writerpool.egress.model import EgressRecord
-from writerpool.egress.proxy import (
+from writerpool.egress.rules import (
     downstream_headers,
     sanitize_path,
     strip_key_param,

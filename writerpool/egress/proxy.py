@@ -20,24 +20,30 @@ import logging
 import os
 import re
 import secrets
-import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote_plus
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from writerpool.config.models import Caps
 from writerpool.config.providers import ResolvedProvider
 from writerpool.egress import model
 from writerpool.egress.model import EgressRecord
+from writerpool.egress.rules import (
+    METHOD,
+    SAFE_PATH,
+    downstream_headers,
+    sanitize_path,
+    ssl_context,
+    strip_key_param,
+    upstream_headers,
+)
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.errors import WriterpoolError
 
@@ -47,26 +53,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PREFIX = "/p"
-CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 OPEN_TIMEOUT = 10.0
 # Past the request cap this many refusals are audited; later ones are only counted,
 # so an agent cannot grow the audit log without bound.
 AUDIT_PAST_CAP = 100
 STOP_TIMEOUT = 10.0
-# Headers that carry a credential: whatever the agent sends in them is dropped.
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
-)
-# Hop-by-hop headers (RFC 9110 7.6.1) and the ones aiohttp sets itself.
-HOP_HEADERS = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-     "upgrade", "host", "content-length", "expect"}
-)  # fmt: skip
-DOWN_DROPPED = frozenset({"set-cookie", "set-cookie2"})
-# A relative path the routes may see: plain segments, none of them "." or "..".
-_SAFE_PATH = re.compile(r"^(?:/(?!\.\.?(?:/|$))[A-Za-z0-9._~:-]+)+$")
-_AUDIT_PATH = re.compile(r"^/[A-Za-z0-9._~:/-]{0,200}$")
-_METHOD = re.compile(r"^[A-Z]{1,16}$")
 _UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=900)
 
 
@@ -85,70 +76,6 @@ class _Exchange:
     outcome: str = model.OK
     up: int = 0
     down: int = 0
-
-
-def sanitize_path(raw: str) -> str:
-    """A request path as the audit log may show it: plain characters only, no query."""
-    path = raw.partition("?")[0]
-    return path if _AUDIT_PATH.fullmatch(path) else "<refused>"
-
-
-def _ssl_context(environ: Mapping[str, str]) -> ssl.SSLContext:
-    """The host's trust store plus the CA variables of this process's environment."""
-    context = ssl.create_default_context()
-    for var in CA_VARS:
-        value = environ.get(var)
-        if not value:
-            continue
-        try:
-            if var == "SSL_CERT_DIR":
-                context.load_verify_locations(capath=value)
-            else:
-                context.load_verify_locations(cafile=value)
-        except (OSError, ssl.SSLError):
-            log.warning("egress: %s names no usable certificates; ignored", var)
-    return context
-
-
-def _named_by_connection(headers: CIMultiDictProxy[str]) -> set[str]:
-    """Header names the Connection header marks as hop-by-hop."""
-    values = headers.getall("connection", [])
-    return {part.strip().lower() for value in values for part in value.split(",")}
-
-
-def upstream_headers(
-    incoming: CIMultiDictProxy[str], auth_header: str, auth_value: str
-) -> CIMultiDict[str]:
-    """The client's headers without credentials or hop-by-hop ones, plus the real key."""
-    named_by_connection = _named_by_connection(incoming)
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in incoming.items():
-        low = name.lower()
-        if low in CREDENTIAL_HEADERS or low in HOP_HEADERS or low in named_by_connection:
-            continue
-        out.add(name, value)
-    out[auth_header] = auth_value
-    return out
-
-
-def downstream_headers(incoming: CIMultiDictProxy[str]) -> CIMultiDict[str]:
-    named_by_connection = _named_by_connection(incoming)
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in incoming.items():
-        low = name.lower()
-        if low in HOP_HEADERS or low in DOWN_DROPPED or low in named_by_connection:
-            continue
-        out.add(name, value)
-    return out
-
-
-def strip_key_param(query: str) -> str:
-    """The raw query string without any `key=` parameter (Google's key-in-URL form)."""
-    kept = [
-        part for part in query.split("&")
-        if part and unquote_plus(part.partition("=")[0]).strip().lower() != "key"
-    ]  # fmt: skip
-    return "&".join(kept)
 
 
 def _token() -> str:
@@ -219,7 +146,7 @@ class EgressSession:
         sock, self._inode = listening_socket(self.socket_path)
         try:
             self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=_ssl_context(os.environ),
+                connector=aiohttp.TCPConnector(ssl=ssl_context(os.environ),
                                                limit=self.caps.concurrent),
                 timeout=_UPSTREAM_TIMEOUT,
                 auto_decompress=False,  # bytes are relayed as the provider encoded them
@@ -312,7 +239,7 @@ class EgressSession:
         if not path.startswith(self.prefix + "/"):
             return None
         rest = path[len(self.prefix) :]
-        if not _SAFE_PATH.fullmatch(rest):
+        if not SAFE_PATH.fullmatch(rest):
             return None
         for method, pattern in self._routes:
             if request.method == method and pattern.fullmatch(rest):
@@ -406,7 +333,7 @@ class EgressSession:
         record = EgressRecord(
             session=self.session,
             writer=self.writer,
-            method=exchange.method if _METHOD.fullmatch(exchange.method) else "<refused>",
+            method=exchange.method if METHOD.fullmatch(exchange.method) else "<refused>",
             path=self._scrub(exchange.path),
             status=exchange.status,
             outcome=exchange.outcome,
