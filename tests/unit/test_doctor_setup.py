@@ -319,12 +319,12 @@ def test_doctor_says_where_sessions_run_and_warns_when_read_only_ones_cannot_sta
 def test_doctor_and_mode_set_agree_on_which_providers_are_usable(
     paths: Paths, tmp_path: Path, provider: str, usable: bool
 ) -> None:
-    from writerpool.config.models import load_config  # noqa: PLC0415
-    from writerpool.pool.mode_set import check_profiles  # noqa: PLC0415
+    from writerpool.config.models import load_config
+    from writerpool.pool.mode_set import check_profiles
 
     write_config(paths, git_checkout(tmp_path / "demo"), provider=provider)
-    result = [r for r in by_id(run_checks(paths, v2_facts()), "profile_provider")
-              if r.subject == "profile/code"][0]  # fmt: skip
+    results = by_id(run_checks(paths, v2_facts()), "profile_provider")
+    result = next(r for r in results if r.subject == "profile/code")
     assert (result.severity == "ok") is usable
     config = load_config(paths).config
     if usable:

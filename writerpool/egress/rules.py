@@ -59,30 +59,28 @@ def _named_by_connection(headers: CIMultiDictProxy[str]) -> set[str]:
     return {part.strip().lower() for value in values for part in value.split(",")}
 
 
-def upstream_headers(
-    incoming: CIMultiDictProxy[str], auth_header: str, auth_value: str
-) -> CIMultiDict[str]:
-    """The client's headers without credentials or hop-by-hop ones, plus the real key."""
+def _headers_without(incoming: CIMultiDictProxy[str], dropped: frozenset[str]) -> CIMultiDict[str]:
+    """The headers not in `dropped`, nor named by the Connection header."""
     named_by_connection = _named_by_connection(incoming)
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in incoming.items():
         low = name.lower()
-        if low in CREDENTIAL_HEADERS or low in HOP_HEADERS or low in named_by_connection:
-            continue
-        out.add(name, value)
+        if low not in dropped and low not in named_by_connection:
+            out.add(name, value)
+    return out
+
+
+def upstream_headers(
+    incoming: CIMultiDictProxy[str], auth_header: str, auth_value: str
+) -> CIMultiDict[str]:
+    """The client's headers without credentials or hop-by-hop ones, plus the real key."""
+    out = _headers_without(incoming, CREDENTIAL_HEADERS | HOP_HEADERS)
     out[auth_header] = auth_value
     return out
 
 
 def downstream_headers(incoming: CIMultiDictProxy[str]) -> CIMultiDict[str]:
-    named_by_connection = _named_by_connection(incoming)
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in incoming.items():
-        low = name.lower()
-        if low in HOP_HEADERS or low in DOWN_DROPPED or low in named_by_connection:
-            continue
-        out.add(name, value)
-    return out
+    return _headers_without(incoming, HOP_HEADERS | DOWN_DROPPED)
 
 
 def strip_key_param(query: str) -> str:
