@@ -86,7 +86,7 @@ def crash_then_rerun(alias: str, point: str, *args: str) -> dict[str, Any]:
             # Refused because the kill left the clone ahead of its record: the operator
             # may collect, then the command completes.
             writer = args[2]
-            assert wp("writer", "collect", writer, "--apply")[0] == 0
+            assert wp("writer", "collect", writer, "--keep-old", "--apply")[0] == 0
             code, report = wp(*args)
             assert report is not None and code == 0, (point, report)
     return report
@@ -115,10 +115,11 @@ def test_sigkill_at_every_crash_point_loses_nothing(tmp_path: Path, image_pin: P
         check_kept()
         wp(*mode, "--writers", "1", "--apply")  # drop w2 again (it holds no work)
         assert not (Paths.from_env().writer_dir(w2) / "clone").exists()
-    # Collection: each round plants new work first.
+    # Collection: each round plants new work first. --keep-old keeps every round's review
+    # refs in the checkout, so all the work planted so far can be checked there.
     for point in ("collect.bundle_kept", "collect.imported"):
         kept[point.split(".")[1]] = plant(w1, point.split(".")[1])
-        report = crash_then_rerun(alias, point, "writer", "collect", w1, "--apply")
+        report = crash_then_rerun(alias, point, "writer", "collect", w1, "--keep-old", "--apply")
         assert "writer_collected" in codes(report), (point, report)
         hit.append(point)
         check_kept()
@@ -130,7 +131,7 @@ def test_sigkill_at_every_crash_point_loses_nothing(tmp_path: Path, image_pin: P
     ):
         label = point.replace(".", "-")
         kept[label] = plant(w1, label)
-        assert wp("writer", "collect", w1, "--apply")[0] == 0
+        assert wp("writer", "collect", w1, "--keep-old", "--apply")[0] == 0
         report = crash_then_rerun(alias, point, "writer", command, w1, "--apply")
         assert {"writer_reset", "writer_recreated"} & set(codes(report)), (point, report)
         hit.append(point)
