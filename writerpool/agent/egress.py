@@ -20,12 +20,11 @@ from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
+from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.state.atomic import ensure_private_dir
 
 if TYPE_CHECKING:
     from writerpool.egress.proxy import EgressHost, EgressSession
-
-SOCKET_NAME = "proxy.sock"
 
 
 class Grant(Protocol):
@@ -106,7 +105,7 @@ def grant_key(
         proxy = host.open(
             session=request.session,
             writer=request.writer,
-            socket_path=request.egress_dir / SOCKET_NAME,
+            socket_path=request.egress_dir / EGRESS_SOCKET,
             upstream=resolved,
             credential=key,
             caps=request.config.pool.caps(),

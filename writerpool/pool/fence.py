@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
+from writerpool.egress.sockets import unlink_socket
 from writerpool.errors import WriterpoolError
+from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.pool.lease import Lease
 from writerpool.runtime.podman import Podman, PodmanApiUnavailable, PodmanUnavailable
 
@@ -31,14 +31,7 @@ def fence(podman: Podman, writer: str, lease: Lease) -> int:
     return len(orphans)
 
 
-def remove_stale_egress(egress_dir: Path) -> bool:
+def remove_stale_egress(egress_dir: Path) -> None:
     """Remove the proxy socket a killed server left; with the lease held and no container
     left, no session can be using it. Only a socket is removed, never through a link."""
-    path = egress_dir / "proxy.sock"
-    try:
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            return False
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    unlink_socket(egress_dir / EGRESS_SOCKET)
