@@ -1,0 +1,105 @@
+"""pi's environment, from one function for every placement: a writer's container, a
+read-only session's container, and pi on the host.
+
+What every placement needs is written here once: the agent directory, and the Node
+preload that keeps pi's RPC output linear (agent/compact.py); without it an answer of
+about 50 KB in small deltas kills pi with `write ENOBUFS`. Each placement then adds
+its own part: the host's private HOME and tool PATH, a container's egress forwarder,
+a writer's git identity and caches.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from writerpool.agent.compact import node_options
+from writerpool.config.network import network_info
+
+# The network "kind" of pi started on the host rather than in a container.
+HOST = "host"
+# The provider proxy's socket directory inside a container, and the loopback port the
+# image's forwarder (images/egress-forwarder, started by images/pi-launcher) relays to it.
+EGRESS_DIR = "/pi/egress"
+EGRESS_SOCKET = "proxy.sock"
+EGRESS_PORT = 41480
+EGRESS_ENV = {
+    "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",
+    "WRITERPOOL_EGRESS_PORT": str(EGRESS_PORT),
+}
+CACHE_ENV = {
+    "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
+    "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
+}
+# Trust anchors of hosts behind an intercepting proxy; they are not secrets.
+CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
+def pi_env(
+    agent_dir: str | Path,
+    network: str,
+    *,
+    tmpdir: Path | None = None,
+    writer: str | None = None,
+    cache: str | None = None,
+) -> dict[str, str]:
+    """The whole environment pi gets (a container's HOME and TMPDIR come from the spec).
+
+    `agent_dir`: the agent directory as pi sees it, with the preload in it
+    (render_agent_dir installs it). `network`: the container's network kind, or HOST;
+    pi on the host needs `tmpdir`, its private HOME. `writer`: commits name it.
+    `cache`: the writer's cache kind.
+    """
+    env = {"PI_CODING_AGENT_DIR": str(agent_dir), "NODE_OPTIONS": node_options(agent_dir)}
+    if network == HOST:
+        if tmpdir is None:
+            raise ValueError("pi on the host needs its private tmpdir")
+        env.update(_host_part(tmpdir))
+    else:
+        env["GIT_CONFIG_NOSYSTEM"] = "1"
+        if network_info(network).egress:
+            env.update(EGRESS_ENV)
+    if writer is not None:
+        env.update(_identity(writer))
+    if cache is not None:
+        env.update(CACHE_ENV.get(cache, {}))
+    return env
+
+
+def _host_part(tmpdir: Path) -> dict[str, str]:
+    """HOME is the session's private tmpdir, so pi and the tools it runs find no
+    configuration of the operator's there."""
+    env = {
+        "PATH": tool_path(),
+        "HOME": str(tmpdir),
+        "TMPDIR": str(tmpdir),
+        "LANG": "C.UTF-8",
+        "PI_OFFLINE": "1",
+        "PI_TELEMETRY": "0",
+    }
+    env.update({k: os.environ[k] for k in CA_VARS if os.environ.get(k)})
+    return env
+
+
+def _identity(writer: str) -> dict[str, str]:
+    """Commits made in a writer name the writer, never the operator."""
+    return {
+        f"GIT_{who}_{field}": value
+        for who in ("AUTHOR", "COMMITTER")
+        for field, value in (
+            ("NAME", f"{writer} (writerpool)"),
+            ("EMAIL", f"{writer}@writerpool.invalid"),
+        )
+    }
+
+
+def tool_path() -> str:
+    """PATH for pi on the host: node, rg and fd wherever they are, then the system."""
+    dirs: list[str] = []
+    for tool in ("node", "rg", "fd", "fdfind"):
+        found = shutil.which(tool)
+        if found:
+            dirs.append(str(Path(found).parent))
+    return ":".join(dict.fromkeys([*dirs, *SYSTEM_PATH]))
