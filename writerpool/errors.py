@@ -129,6 +129,8 @@ CODES: dict[str, str] = {
     "session_busy": "The session already runs a turn",
     "turn_unknown": "No such turn",
     "session_start_failed": "The agent could not be started",
+    "request_cancelled": "The client cancelled the call or went away; a session it "
+    "started was closed (audit outcome)",
     "coding_refused": "The workspace mode refuses coding sessions",
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",
