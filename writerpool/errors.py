@@ -113,6 +113,8 @@ CODES: dict[str, str] = {
     "mcp_timeout": "The MCP handshake exceeded its deadline",
     "registration_divergent": "A registration differs from what writerpool would write; left alone",
     "registration_planned": "A client registration change was planned only",
+    "prompt_approval": "Codex: whether pi_session_prompt runs unasked (--approve-prompts), "
+    "and what that permits",
     "registration_applied": "The client registration was added",
     "registration_unchanged": "The client registration already matches",
     "registration_removed": "The registration writerpool added was removed",
