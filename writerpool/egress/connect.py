@@ -79,6 +79,7 @@ class _Connection:
     address: str | None = None
     up: int = 0
     down: int = 0
+    last: float = field(default_factory=time.monotonic)  # the tunnel's last byte, either way
 
 
 class ConnectSession:
@@ -309,15 +310,22 @@ class ConnectSession:
         direction: str,
         limit: int | None,
     ) -> None:
-        """Copy until end of input (or `limit` bytes), then half-close; an idle pause
-        longer than the idle timeout ends the copy."""
+        """Copy until end of input (or `limit` bytes), then half-close. A tunnel with no
+        byte either way for the idle timeout is cut (a long download keeps it alive)."""
         left = limit
+        idle = self.limits.idle_seconds
         try:
             while left is None or left > 0:
                 size = CHUNK if left is None else min(CHUNK, left)
-                data = await asyncio.wait_for(source.read(size), self.limits.idle_seconds)
+                try:
+                    data = await asyncio.wait_for(source.read(size), idle)
+                except TimeoutError:
+                    if time.monotonic() - conn.last < idle:
+                        continue  # the other direction is busy
+                    raise
                 if not data:
                     break
+                conn.last = time.monotonic()
                 if left is not None:
                     left -= len(data)
                 if direction == "up":
