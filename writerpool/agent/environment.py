@@ -28,6 +28,30 @@ EGRESS_ENV = {
     "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",
     "WRITERPOOL_EGRESS_PORT": str(EGRESS_PORT),
 }
+# The allowlist proxy (`mode set --allow`): its socket beside the provider proxy's, the
+# forwarder's second port, and the host's public certificates the writer's tools trust.
+CONNECT_SOCKET = "connect.sock"
+CONNECT_PORT = 41481
+EGRESS_CA = "ca.pem"
+_PROXY = f"http://127.0.0.1:{CONNECT_PORT}"
+_CA = f"{EGRESS_DIR}/{EGRESS_CA}"
+# Set only in writers whose workspace has an allowlist: the usual proxy variables (both
+# cases; git, pip, uv and npm read them), loopback exempt (pi's provider forwarder), and
+# the host's public certificates for every tool that verifies TLS on its own.
+ALLOW_ENV = {
+    "WRITERPOOL_CONNECT_SOCKET": f"{EGRESS_DIR}/{CONNECT_SOCKET}",
+    "WRITERPOOL_CONNECT_PORT": str(CONNECT_PORT),
+    **{name: _PROXY for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")},
+    **{name: "127.0.0.1,localhost,::1" for name in ("NO_PROXY", "no_proxy")},
+    "npm_config_proxy": _PROXY,
+    "npm_config_https_proxy": _PROXY,
+    "npm_config_cafile": _CA,
+    "SSL_CERT_FILE": _CA,
+    "REQUESTS_CA_BUNDLE": _CA,
+    "PIP_CERT": _CA,
+    "NODE_EXTRA_CA_CERTS": _CA,
+    "GIT_SSL_CAINFO": _CA,
+}
 CACHE_ENV = {
     "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
     "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
@@ -44,13 +68,15 @@ def pi_env(
     tmpdir: Path | None = None,
     writer: str | None = None,
     cache: str | None = None,
+    allow: bool = False,
 ) -> dict[str, str]:
     """The whole environment pi gets (a container's HOME and TMPDIR come from the spec).
 
     `agent_dir`: the agent directory as pi sees it, with the preload in it
     (render_agent_dir installs it). `network`: the container's network kind, or HOST;
     pi on the host needs `tmpdir`, its private HOME. `writer`: commits name it.
-    `cache`: the writer's cache kind.
+    `cache`: the writer's cache kind. `allow`: the workspace has an allowlist (its
+    proxy is reached through the egress directory, so only with a provider network).
     """
     env = {"PI_CODING_AGENT_DIR": str(agent_dir), "NODE_OPTIONS": node_options(agent_dir)}
     if network == HOST:
@@ -61,6 +87,8 @@ def pi_env(
         env["GIT_CONFIG_NOSYSTEM"] = "1"
         if network_info(network).egress:
             env.update(EGRESS_ENV)
+            if allow:
+                env.update(ALLOW_ENV)
     if writer is not None:
         env.update(_identity(writer))
     if cache is not None:

@@ -7,6 +7,8 @@ from pathlib import Path
 from writerpool.agent.environment import CACHE_ENV, EGRESS_DIR, pi_env
 
 # Defined with pi's environment; re-exported for the pool and the launcher.
+from writerpool.agent.environment import CONNECT_SOCKET as CONNECT_SOCKET  # noqa: PLC0414
+from writerpool.agent.environment import EGRESS_CA as EGRESS_CA  # noqa: PLC0414
 from writerpool.agent.environment import EGRESS_PORT as EGRESS_PORT  # noqa: PLC0414
 from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa: PLC0414
 from writerpool.config.models import Pool
@@ -45,7 +47,12 @@ def limits_supported() -> bool:
 
 
 def writer_spec(
-    paths: Paths, state: WriterState, image_id: str, pool: Pool, role: str = "session"
+    paths: Paths,
+    state: WriterState,
+    image_id: str,
+    pool: Pool,
+    role: str = "session",
+    allow: bool = False,
 ) -> ContainerSpec:
     """The exact container of a session on this writer (acceptance reuses it)."""
     lay = writer_layout(paths, state.name)
@@ -67,7 +74,7 @@ def writer_spec(
         mounts.append(Mount(source=lay["cache"], target=f"/pi/{cache}"))
     if network_info(state.network).egress:
         mounts.append(egress_mount(lay["egress"]))
-    env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache)
+    env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache, allow=allow)
     return ContainerSpec(
         image_id=image_id,
         name=f"writerpool-{state.name}",
