@@ -166,6 +166,10 @@ def test_every_placement_loads_the_preload_that_keeps_pi_output_linear(tmp_path:
     assert readonly.env["NODE_OPTIONS"] == writer["NODE_OPTIONS"] == preload
     assert readonly.env.items() >= EGRESS_ENV.items() and writer.items() >= EGRESS_ENV.items()
     assert "WRITERPOOL_EGRESS_PORT" not in pi_env(AGENT_DIR, "none")
+    # An allowlist's proxy variables: only beside the egress forwarder, only when asked.
+    assert "HTTPS_PROXY" not in writer and "HTTPS_PROXY" not in readonly.env
+    assert pi_env(AGENT_DIR, "provider", allow=True)["HTTPS_PROXY"].startswith("http://127.")
+    assert "HTTPS_PROXY" not in pi_env(AGENT_DIR, "none", allow=True)
     assert writer["GIT_AUTHOR_EMAIL"] == "w1@writerpool.invalid" and writer["GOPATH"] == "/pi/go"
     host = pi_env(tmp_path / "agent", HOST, tmpdir=tmp_path)
     assert host["NODE_OPTIONS"] == f'--require "{tmp_path}/agent/{PRELOAD_NAME}"'
