@@ -43,6 +43,8 @@ def test_a_200_kb_answer_in_small_deltas_completes(
             body = await client.ok("pi_session_prompt", prompt)
             turn = await client.wait_turn(sid, body["turnId"], limit=300)
             assert turn["status"] == "completed", turn
+            shown = {k: v for k, v in turn.items() if k != "text"}
+            print(f"\n{placement}: {shown}, text[:32]={turn['text'][:32]!r}")
             assert text.startswith(turn["text"]) and turn["textLength"] == PAGE
             rest = await client.ok(
                 "pi_turn_get",
