@@ -337,7 +337,7 @@ def test_recreate_and_remove_handle_any_tree_the_agent_can_make(repo: Path, alia
     assert code == 0 and "writer_recreated" in codes(report), report
     assert not (clone_of(writer) / "deep").exists() and admitted(alias)
     run_agent(writer, HOSTILE_TREE)
-    code, report = wp("writer", "remove", writer, "--discard")
+    code, report = wp("writer", "remove", writer, "--discard", "--apply")
     assert code == 0 and "writer_removed" in codes(report), report
     assert os.listdir(Paths.from_env().writer_dir(writer)) == ["lease"]
 
@@ -374,5 +374,5 @@ def test_a_clone_without_usable_state_is_never_overwritten(
     removal = "writer_state_missing" if damage == "missing" else "writer_uncollected"
     assert code == 1 and codes(report) == [removal]
     assert clone_of(writer).exists()
-    code, report = wp("writer", "remove", writer, "--discard")
+    code, report = wp("writer", "remove", writer, "--discard", "--apply")
     assert code == 0 and "writer_removed" in codes(report), report
