@@ -52,7 +52,7 @@ def admitted(alias: str) -> bool:
     """Whether the session guard would lease a writer of `alias` to a coding session."""
     paths = Paths.from_env()
     try:
-        slot = lease_ready_writer(paths, load_config(paths).config, alias, None)
+        slot = lease_ready_writer(paths, load_config(paths), alias, None)
     except WriterpoolError as exc:
         assert exc.code == "writer_unavailable", exc
         return False
@@ -87,17 +87,19 @@ def ready(alias: str, **kwargs: str) -> str:
 # -- ignored files --------------------------------------------------------------------
 
 
-def test_an_ignored_file_is_reported_and_keeps_the_writer_from_a_session(
+PLANT_IGNORED = "mkdir -p .pi && printf '*\\n' > .pi/.gitignore && echo '{}' > .pi/settings.json"
+
+
+def test_an_ignored_file_is_reported_and_removed_by_reset_or_the_next_lease(
     repo: Path, alias: str
 ) -> None:
     writer = ready(alias)
-    run_agent(writer, "mkdir -p .pi && printf '*\\n' > .pi/.gitignore && echo '{}' > "
-              ".pi/settings.json")  # fmt: skip
-    assert not admitted(alias)
+    run_agent(writer, PLANT_IGNORED)
     assert "ignored" in problems(writer)
     code, report = wp("writer", "list")
     row = next(r for r in report["data"]["writers"] if r["name"] == writer)
     assert row["atBaseline"] is False and any("ignored" in p for p in row["notAtBaseline"])
+    assert row["leasable"] and row["atLease"]["leftovers"], row
 
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_leftovers_present", "nothing_to_collect"]
@@ -107,6 +109,10 @@ def test_an_ignored_file_is_reported_and_keeps_the_writer_from_a_session(
     assert code == 0 and codes(report) == ["writer_reset"], report
     assert not (clone_of(writer) / ".pi").exists()
     assert admitted(alias)
+    # Not work either for the session guard: the next lease removes them first.
+    run_agent(writer, PLANT_IGNORED)
+    assert admitted(alias)
+    assert not (clone_of(writer) / ".pi").exists() and problems(writer) == ""
 
 
 # -- a forged index -------------------------------------------------------------------
@@ -241,7 +247,7 @@ LEFTOVERS = {
 
 
 @pytest.mark.parametrize("case", sorted(LEFTOVERS))
-def test_a_leftover_that_is_not_work_blocks_admission_and_reset_removes_it(
+def test_a_leftover_that_is_not_work_is_removed_before_the_next_session(
     repo: Path, alias: str, case: str
 ) -> None:
     move, named, gone = LEFTOVERS[case]
@@ -249,14 +255,13 @@ def test_a_leftover_that_is_not_work_blocks_admission_and_reset_removes_it(
     run_agent(writer, move)
     found = problems(writer)
     assert named in found, found
-    assert not admitted(alias)
     code, report = wp("writer", "collect", writer, "--apply")
     # A worktree's gitdir file also fails the clone check (reported, collected anyway).
     assert code == 0 and "nothing_to_collect" in codes(report), report
-    code, report = wp("writer", "reset", writer, "--apply")
-    assert code == 0 and codes(report) == ["writer_reset"], report
-    assert not os.path.lexists(clone_of(writer) / gone)
+    # The lease resets the clone first (what `writer reset --apply` does) and admits it.
     assert admitted(alias)
+    assert not os.path.lexists(clone_of(writer) / gone)
+    assert problems(writer) == ""
 
 
 def test_the_cache_is_cleared_by_reset_unless_the_operator_keeps_caches(
@@ -266,11 +271,13 @@ def test_the_cache_is_cleared_by_reset_unless_the_operator_keeps_caches(
     cache = Paths.from_env().writer_dir(writer) / "cache"
     plant = "mkdir -p /pi/uv/cache/wheels && echo poison > /pi/uv/cache/wheels/evil.whl"
     run_agent(writer, plant)
-    assert "cache" in problems(writer) and not admitted(alias)
+    assert "cache" in problems(writer)
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
     assert cache.is_dir() and list(cache.iterdir()) == []
-    assert admitted(alias)
+    run_agent(writer, plant)
+    assert admitted(alias), "the lease clears the cache first"
+    assert cache.is_dir() and list(cache.iterdir()) == []
 
     append_pool_setting("keep_caches = true")
     run_agent(writer, plant)
@@ -370,7 +377,7 @@ def test_a_clone_without_usable_state_is_never_overwritten(
     code, report = wp(*args, "--apply")
     assert code == 1 and refusal in codes(report), report
     assert (clone_of(writer) / ".git" / "refs" / "heads" / "precious").exists()
-    code, report = wp("writer", "remove", writer)
+    code, report = wp("writer", "remove", writer, "--apply")
     removal = "writer_state_missing" if damage == "missing" else "writer_uncollected"
     assert code == 1 and codes(report) == [removal]
     assert clone_of(writer).exists()

@@ -5,8 +5,8 @@ empty directories, tags: `writer_not_at_baseline`), or whose base branch moved s
 baseline, is reset under the lease onto the base's current commit: the same reset and
 verification by content as `writer reset NAME --apply` (objects come in as a bundle the
 throwaway container fetches). Nothing is lost: reset without --discard runs only when no
-work is held. Work (anything collection exports) is never touched here; such a writer is
-refused as before.
+work is held. Work (anything collection exports) is never touched here, and neither is a clone
+whose git settings or hooks were tampered with: such a writer is refused as before.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState
 
 LEFTOVERS_ONLY = "writer_not_at_baseline"
+UNSAFE = "unsafe clone"  # pool/baseline.py's words for a hook or setting verify_clone refuses
 _HASH = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -89,6 +90,9 @@ def plan_refresh(repo: Path, state: WriterState, verdict: Admission) -> Refresh 
     anything but leftovers (work, readiness, a busy lease). Raises
     writer_base_unavailable when the writer's base branch is gone."""
     if verdict.code not in (LEASABLE, LEFTOVERS_ONLY):
+        return None
+    # Planted hooks or settings are tampering, not leftovers: the operator sees them.
+    if any(p.startswith(UNSAFE) for p in verdict.problems):
         return None
     current = resolve_base(repo, state.base.name)
     leftovers = verdict.problems if verdict.code == LEFTOVERS_ONLY else ()

@@ -38,6 +38,7 @@ class WriterSlot:
     agent_dir: Path
     egress_dir: Path
     network: str  # the writer's network kind
+    allow: tuple[str, ...] | None  # the workspace's allowlist words, when it has one
     spec: ContainerSpec
     podman: Podman
     lease: Lease
@@ -121,7 +122,13 @@ def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
 
 
 def _slot(
-    paths: Paths, podman: Podman, config: Config, state: WriterState, lease: Lease, done: str
+    paths: Paths,
+    podman: Podman,
+    config: Config,
+    state: WriterState,
+    lease: Lease,
+    done: str,
+    allow: tuple[str, ...] | None,
 ) -> WriterSlot:
     image_id = resolve_image(paths, state.image)
     return WriterSlot(
@@ -131,7 +138,8 @@ def _slot(
         agent_dir=writer_layout(paths, state.name)["agent"],
         egress_dir=writer_layout(paths, state.name)["egress"],
         network=state.network,
-        spec=writer_spec(paths, state, image_id, config.pool),
+        allow=allow,
+        spec=writer_spec(paths, state, image_id, config.pool, allow=allow is not None),
         podman=podman,
         lease=lease,
         prepared=done,
@@ -142,7 +150,12 @@ def _slot(
 
 
 def _try_writer(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, wanted: str
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    name: str,
+    wanted: str,
+    allow: tuple[str, ...] | None,
 ) -> WriterSlot | str | None:
     """The writer leased, or why not (None: it does not exist)."""
     wdir = paths.writer_dir(name)
@@ -164,7 +177,7 @@ def _try_writer(
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
             return f"{name} {refusal}"
-        return _slot(paths, podman, loaded.config, state, lease, done)
+        return _slot(paths, podman, loaded.config, state, lease, done, allow)
     except WriterpoolError as exc:
         log.info("writer %s not leased: %s", name, exc.code)
         lease.release()
@@ -188,7 +201,8 @@ def lease_ready_writer(
     resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
     for index in range(1, entry.container.writers + 1):
-        got = _try_writer(paths, podman, loaded, writer_name(alias, index), wanted)
+        name = writer_name(alias, index)
+        got = _try_writer(paths, podman, loaded, name, wanted, entry.container.allow)
         if isinstance(got, WriterSlot):
             return got
         if got is not None:
