@@ -72,6 +72,13 @@ SCRIPT = Script(
             match="show-head",
             steps=[_bash('echo "head=$(git rev-parse HEAD)"'), Step(text="{tool_results}")],
         ),
+        ScriptEntry(
+            match="edit-only",
+            steps=[
+                _bash('echo "# a note" >> calc.py; echo "edit-exit=$?"'),
+                Step(text="{tool_results}"),
+            ],
+        ),
         ScriptEntry(match="branch-feat-a", steps=_branch("feat-a")),
         ScriptEntry(match="branch-feat-b", steps=_branch("feat-b")),
     ],
@@ -106,12 +113,14 @@ async def _turn(client: Client, sid: str, message: str) -> dict[str, Any]:
 
 
 async def _session(client: Client, pool: PoolEnv, message: str) -> tuple[dict[str, Any], str]:
-    """Start a coding session, run one turn, close it: (the session, the turn's text)."""
+    """Start a coding session, run one turn, close it: (the session as closed, the turn's
+    text). While it runs, whether it left uncommitted changes is not known yet."""
     session = (await client.ok("pi_session_start", pool.start_args()))["session"]
+    assert session["work"]["uncommittedChanges"] is None, session
     turn = await _turn(client, session["sessionId"], message)
     assert turn["status"] == "completed", turn
-    await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
-    return session, str(turn["text"])
+    closed = await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+    return dict(closed["session"]), str(turn["text"])
 
 
 def _another_image() -> str:
@@ -148,6 +157,7 @@ def test_the_daily_loop_on_a_project_with_tests(
             session, text = await _session(client, pool, "show-head")
             assert session["writer"] == w1 and result_value(text, "head") == first
             assert not (pool.clone(1) / "__pycache__").exists()
+            assert session["work"]["uncommittedChanges"] is False, session
 
             # 2. The operator advances main: the next session starts on the new commit.
             (pool.checkout / "calc.py").write_text(PROJECT["calc.py"] + "\n\nZERO = 0\n")
@@ -184,8 +194,12 @@ def test_the_daily_loop_on_a_project_with_tests(
             rows = {r["name"]: r for r in status["data"]["writers"]}
             assert rows[w2]["leasable"] and rows[w3]["leasable"], rows
             assert not rows[w1]["leasable"]
-            session, text = await _session(client, pool, "show-head")
-            assert session["writer"] in (w2, w3) and result_value(text, "head") == second
+            session, text = await _session(client, pool, "edit-only")
+            assert session["writer"] in (w2, w3) and result_value(text, "edit-exit") == "0"
+            # An edit without a commit: the closed session's work says so.
+            work = session["work"]
+            assert work["branchesChanged"] == [] and work["uncommittedChanges"] is True, work
+            assert "uncommitted" in work["note"], work
 
     try:
         anyio.run(scenario)

@@ -69,6 +69,11 @@ def test_mode_show_plan_and_apply_of_a_new_base_and_lifecycle(repo: Path, alias:
     code, plan = wp("mode", "set", alias, "container", *move)
     assert code == 0, plan
     assert _changes(plan) == {"lifecycle": ("persistent", "ephemeral"), "base": ("main", "dev2")}
+    # A lifecycle change is planned per kept writer, never as "settings match".
+    adopted = _messages(plan, "writer_settings_adopted")
+    assert set(adopted) == {f"writer/{alias}/{w1}", f"writer/{alias}/{w2}"}, plan
+    assert all("lifecycle persistent → ephemeral" in m for m in adopted.values()), adopted
+    assert "writer_unchanged" not in codes(plan), plan
     assert list(_messages(plan, "writer_base_kept")) == [f"writer/{alias}/{w1}"]
     assert list(_messages(plan, "writer_base_move_planned")) == [f"writer/{alias}/{w2}"]
     assert state_of(w2).base.name == "main", "a plan changes nothing"
