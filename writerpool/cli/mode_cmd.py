@@ -8,6 +8,7 @@ from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
+from writerpool.pool.image_derive import image_setting, require_cache_tool
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.pool.mode_show import show_modes
 from writerpool.runtime.podman import Podman
@@ -51,7 +52,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
 @click.option("--profiles", help="Comma-separated coding profiles (container mode).")
 @click.option("--writers", type=click.IntRange(1, 16), help="Number of writers, 1-16 (default 1).")
 @click.option("--lifecycle", type=click.Choice(["persistent", "ephemeral"]))
-@click.option("--image", help="'default' (the built image's pin) or a 64-hex local image id.")
+@click.option(
+    "--image",
+    help="'default' (the built image's pin), a name given to `image derive`, "
+    "or a 64-hex local image id.",
+)
 @click.option(
     "--network",
     type=click.Choice(NETWORK_CHOICES),
@@ -59,7 +64,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
     "none, or a user-mode network that is NOT limited (slirp4netns, pasta).",
 )
 @click.option("--tags", type=click.Choice(["none", "reachable"]))
-@click.option("--cache", type=click.Choice(["none", "go", "uv"]))
+@click.option(
+    "--cache",
+    type=click.Choice(["none", "go", "uv"]),
+    help="A writer-private cache for go or uv; the image must carry that tool.",
+)
 @click.option("--base", help="A named local or remote branch to provision writers from.")
 @click.option("--discard", is_flag=True, help="Allow losing surplus writers' uncollected work.")
 @click.option("--apply", is_flag=True, help="Make the change (default: plan only).")
@@ -91,6 +100,11 @@ def set_cmd(
         "cache": cache,
         "base": base,
     }
+    paths = Paths.from_env()
+    if image is not None:
+        image = image_setting(paths, image)  # a derived image's name becomes its ID
+    if cache is not None:
+        require_cache_tool(paths, image or "default", cache)
     req = ModeRequest(
         alias=alias,
         mode=mode_name,
@@ -107,6 +121,5 @@ def set_cmd(
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),
     )
-    paths = Paths.from_env()
     report = set_mode(paths, Podman(), load_config(paths), req, terminal_steps)
     emit(report, as_json)
