@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mar
 SUITE = (
     "python3 -m unittest -v 2>&1 | tail -n 3; echo suite-exit=${PIPESTATUS[0]}; "
     "echo python=$(command -v python3); "
-    "pip install -q --no-index tinycalc >/dev/null 2>&1; echo install-exit=$?"
+    "pip install -q --retries 0 --timeout 5 --index-url https://index.test/simple attrs "
+    ">/dev/null 2>&1; echo install-exit=$?; "
+    "touch /opt/venv/planted 2>/dev/null; echo plant-exit=$?"
 )
 SCRIPT = Script(
     scripts=[
@@ -95,7 +97,8 @@ def test_a_session_on_a_derived_image_runs_the_projects_suite_offline(
         assert "Ran 2 tests" in text and "\nOK" in text, text
         assert result_value(text, "suite-exit") == "0"
         assert result_value(text, "python") == "/opt/venv/bin/python3"
-        # Nothing can be installed at run time: no index, a read-only venv.
+        # Nothing can be installed at run time: no index is reachable, the venv is read-only.
         assert result_value(text, "install-exit") != "0"
+        assert result_value(text, "plant-exit") != "0"
     finally:
         podman("rmi", "-f", "--ignore", image_id)
