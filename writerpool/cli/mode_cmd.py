@@ -113,7 +113,7 @@ def set_cmd(
     paths = Paths.from_env()
     if image is not None:
         image = image_setting(paths, image)  # a derived image's name becomes its ID
-    if cache is not None:
+    if cache is not None and mode_name in (None, "container"):
         require_cache_tool(paths, image or "default", cache)
     req = ModeRequest(
         alias=alias,
