@@ -206,6 +206,11 @@ CODES: dict[str, str] = {
     "image_definition_missing": "The image definition is neither in the package nor a checkout",
     "image_pinned": "The pinned writer image exists locally",
     "image_outdated": "The pinned image was built from other inputs than the current definition",
+    "image_derived": "An image was derived from the pinned writer image and recorded",
+    "image_derive_failed": "Deriving an image failed (pip download or the offline build)",
+    "image_name_unknown": "No image was derived under that name",
+    "image_record_invalid": "The record of images writerpool built is unreadable or invalid",
+    "cache_tool_missing": "The image lacks the tool a --cache option is for (uv, go)",
 }
 
 

@@ -52,4 +52,5 @@ def test_docs_place_read_only_sessions_in_a_container_and_prune_images() -> None
     assert "| read-only | any | on the host" not in tools
     assert "checkout mounted read-only" in tools
     image = (DOCS / "image.md").read_text()
-    assert "podman rmi" not in image and "writerpool image prune" in image
+    assert "remove old images with `podman rmi`" not in image
+    assert "`writerpool image prune` plans, and with `--apply` removes" in image
