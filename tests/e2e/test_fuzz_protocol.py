@@ -35,7 +35,7 @@ FUZZ = settings(
 CONFIGURED = {"demo", "hosted", "locked", "boxed"}
 
 # No lone surrogates: they cannot be sent as UTF-8 at all, by any client.
-CHARS = st.characters(blacklist_categories=("Cs",))
+CHARS = st.characters(blacklist_categories=["Cs"])
 junk = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(CHARS, max_size=30),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(CHARS, max_size=8),
@@ -46,6 +46,7 @@ junk = st.recursive(
 
 def value_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values near the schema (matching it or just off it) and plain junk."""
+    near: st.SearchStrategy[Any]
     if schema["type"] == "number":
         near = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 100)
     elif "pattern" in schema:
@@ -123,7 +124,7 @@ def line_with_id(draw: st.DrawFn) -> tuple[str, str]:
 
 lines_without_id = st.one_of(
     st.text(
-        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+        alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\n\r"),
         max_size=40,
     ),
     junk.map(json.dumps).filter(lambda s: '"id"' not in s),

@@ -96,6 +96,10 @@ def _kill_when(
     return alive
 
 
+def _named(point: str) -> Callable[[], str]:
+    return lambda: point
+
+
 def test_collect_killed_anywhere_then_the_next_collect_completes(
     tmp_path: Path, image_pin: Path
 ) -> None:
@@ -111,7 +115,7 @@ def test_collect_killed_anywhere_then_the_next_collect_completes(
         "inspecting": lambda: lambda pgid: _group_runs(pgid, container),
         "bundle kept": lambda: _bundle_kept(writer),
         "importing": lambda: lambda pgid: _group_runs(pgid, b"fetch"),
-        **{point: (lambda p=point: p) for point in CRASH_POINTS if point.startswith("collect.")},
+        **{point: _named(point) for point in CRASH_POINTS if point.startswith("collect.")},
     }
     hits = []
     for round_number, (point, trigger) in enumerate(points.items()):
