@@ -27,7 +27,7 @@ from tests.conftest import REQUIRE
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.proxy import EgressHost, EgressSession
+from writerpool.egress.host import EgressHost, EgressSession
 from writerpool.proc import run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
 from writerpool.runtime.podman import podman_env

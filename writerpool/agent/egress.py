@@ -19,18 +19,24 @@ from writerpool.agent import launch as agent_launch
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.state.atomic import ensure_private_dir
 
 if TYPE_CHECKING:
-    from writerpool.egress.proxy import EgressHost, EgressSession
+    from writerpool.egress.host import EgressHost, EgressSession
 
 
 class Grant(Protocol):
     """What a session holds of its egress until it ends."""
 
     def revoke(self) -> None: ...
+
+    @property
+    def lost(self) -> bool:
+        """Whether the session's way to its provider is gone (its proxy process died)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,10 @@ class RenderedDir:
 
     agent_dir: Path
 
+    @property
+    def lost(self) -> bool:
+        return False  # nothing on the host stands between pi and its provider
+
     def revoke(self) -> None:
         agent_launch.remove_credential(self.agent_dir)
 
@@ -62,6 +72,10 @@ class Proxied:
 
     agent_dir: Path
     proxy: EgressSession
+
+    @property
+    def lost(self) -> bool:
+        return not self.proxy.alive
 
     def revoke(self) -> None:
         try:
@@ -110,6 +124,7 @@ def grant_key(
             credential=key,
             caps=request.config.pool.caps(),
         )
+        crash_point("egress.listening")
         try:
             agent_launch.point_at_proxy(
                 request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
