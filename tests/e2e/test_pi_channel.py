@@ -37,11 +37,18 @@ for f in /proc/[0-9]*/fd/* /proc/[0-9]*/task/[0-9]*/fd/*; do
     fi
 done
 pi=""
-for p in /proc/[0-9]*; do grep -qs cli.js "$p/cmdline" && pi="${p#/proc/}"; done
+for p in /proc/[0-9]*; do grep -qsx node "$p/comm" && pi="${p#/proc/}"; done
 pifd=$(ls "/proc/$pi/fd" >/dev/null 2>&1 && echo open || echo denied)
 printf 'forge-wrote=%s\nforge-refused=%s\npi-pid=%s\npi-fd=%s\n' \
     "$wrote" "$refused" "$pi" "$pifd" > "$out"
 """
+
+
+# Every signal at PID 1, the egress forwarder that holds the way out: none arrives.
+TAKE_DOWN = (
+    "for s in KILL TERM INT HUP QUIT USR1 USR2 ALRM; do kill -s $s 1; done 2>/dev/null; "
+    'sleep 1; echo "pid1=$(cat /proc/1/comm)"'
+)
 
 
 def forge_script() -> Script:
@@ -54,7 +61,14 @@ def forge_script() -> Script:
                     Step(tool_calls=[ToolCall(name="bash", arguments={"command": command})]),
                     Step(text=OWN_TEXT),
                 ],
-            )
+            ),
+            ScriptEntry(
+                match="take-down",
+                steps=[
+                    Step(tool_calls=[ToolCall(name="bash", arguments={"command": TAKE_DOWN})]),
+                    Step(text="{tool_results}"),
+                ],
+            ),
         ],
         default=[Step(text=OWN_TEXT)],
     )
@@ -77,17 +91,21 @@ def test_forged_lines_from_the_agents_bash_never_become_the_turns_text(
             prompt = {"sessionId": sid, "message": "forge-lines"}
             body = await client.ok("pi_session_prompt", prompt)
             turn = await client.wait_turn(sid, body["turnId"], limit=300)
+            down = await client.ok("pi_session_prompt", {"sessionId": sid, "message": "take-down"})
+            taken = await client.wait_turn(sid, down["turnId"], limit=120)
             again = await client.ok("pi_session_prompt", {"sessionId": sid, "message": "again"})
             second = await client.wait_turn(sid, again["turnId"], limit=120)
             await client.ok("pi_session_close", {"sessionId": sid})
-            return {"first": turn, "second": second}
+            return {"first": turn, "second": second, "taken": taken}
 
     turns = anyio.run(scenario)
     summary = (pool.clone(1) / "forged.txt").read_text()
     print(summary)  # the transcript, for the record
     assert int(result_value(summary, "forge-wrote")) > 0  # it did write where it could
     assert result_value(summary, "pi-fd") == "denied"
-    for turn in turns.values():
+    taken = turns.pop("taken")
+    assert isinstance(taken, dict) and result_value(str(taken["text"]), "pid1") == "python3"
+    for turn in turns.values():  # the second after the signals: the way out still works
         assert isinstance(turn, dict)
         assert turn["status"] == "completed" and turn["text"] == OWN_TEXT
 

@@ -20,6 +20,7 @@ LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
 def fake_node(path: Path, mode: int) -> None:
     """A real executable that prints its arguments (`echo`), with `mode`."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
     shutil.copyfile(shutil.which("echo") or "/bin/echo", path)
     path.chmod(mode)
 
