@@ -243,6 +243,20 @@ def _egress_process(egress_dir: Path) -> int:
     raise AssertionError("no egress process")
 
 
+def _wait_dead(pid: int) -> None:
+    """Until `pid` has exited (a zombie of the server counts: it runs no more)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{pid} still runs")
+
+
 def test_a_session_whose_proxy_is_gone_is_failed_at_the_next_call(
     tmp_path: Path, provider: ScriptedProvider, image_pin: Path
 ) -> None:
@@ -252,7 +266,9 @@ def test_a_session_whose_proxy_is_gone_is_failed_at_the_next_call(
     async def scenario() -> tuple[str, str, str]:
         async with connect(pool.server) as client:
             sid = (await client.ok("pi_session_start", pool.start_args()))["session"]["sessionId"]
-            os.kill(_egress_process(sock.parent), signal.SIGKILL)
+            proxy = _egress_process(sock.parent)
+            os.kill(proxy, signal.SIGKILL)
+            await anyio.to_thread.run_sync(_wait_dead, proxy)
             listed = await client.ok("pi_session_list")
             (row,) = [s for s in listed["sessions"] if s["sessionId"] == sid]
             code = await client.code("pi_session_prompt", {"sessionId": sid, "message": "hi"})

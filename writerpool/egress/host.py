@@ -34,7 +34,7 @@ __all__ = ["PREFIX", "EgressHost", "EgressSession"]
 log = logging.getLogger(__name__)
 
 PREFIX = "/p"
-OPEN_TIMEOUT = 15.0
+OPEN_TIMEOUT = 30.0  # a Python start and aiohttp's import, on a loaded host
 STOP_TIMEOUT = 10.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
