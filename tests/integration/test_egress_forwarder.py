@@ -305,11 +305,13 @@ def test_inside_a_writer_without_network_the_launcher_forwards_to_the_proxy(
                 "-e",
                 "WRITERPOOL_EGRESS_SOCKET=/egress/egress.sock",
                 pin.image_id,
-                # The launcher starts the forwarder, then runs pi (which only prints its
-                # version here); the forwarder serves on for the rest of the container.
-                "sh",
+                # The forwarder as pi's launcher runs it: PID 1, serving while its child
+                # (here the probe instead of pi) runs, and ending with it.
+                "/usr/bin/python3",
+                "/usr/local/lib/writerpool/egress-forwarder",
+                "--supervise",
+                "/usr/bin/python3",
                 "-c",
-                '/usr/local/bin/pi --version >/dev/null && exec python3 -c "$0" "$1"',
                 INSIDE,
                 proxy.token,
             ]
