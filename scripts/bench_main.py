@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import bench_node
+from bench_connect import connect_figure
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
     POOL_SIZE,
@@ -47,6 +48,7 @@ REPS = {
     "collect": (3, 9),
     "guard": (5, 11),
     "proxy": (10, 30),
+    "connect": (5, 15),
     "startup": (11, 31),
 }
 
@@ -58,7 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,proxy,startup")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,proxy,connect,startup")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "proxy", "startup"
+        "provision", "session", "contention", "collect", "guard", "proxy", "connect", "startup"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -142,8 +144,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: list[Figure] = []
     began = time.perf_counter()
     try:
-        # proxy_overhead and serve_startup need no writers.
-        if groups - {"proxy", "startup"}:
+        # proxy_overhead, connect_overhead and serve_startup need no writers.
+        if groups - {"proxy", "connect", "startup"}:
             setup(env, groups)
         elif "startup" in groups:
             env.add_workspace("small", SMALL_COMMITS, writers=1)
@@ -169,6 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "proxy" in groups:
             say("measuring proxy_overhead")
             figures.append(proxy_figure(reps["proxy"]))
+        if "connect" in groups:
+            say("measuring connect_overhead")
+            figures.append(connect_figure(reps["connect"]))
     finally:
         env.close()
     facts_after = host_facts()

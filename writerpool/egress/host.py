@@ -17,13 +17,14 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from writerpool import crash, proc
 from writerpool.config.models import Caps
 from writerpool.config.providers import ResolvedProvider
+from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.sockets import remove_stale_socket, unlink_socket
 from writerpool.egress.spec import MAX_LINE, CapsSpec, ProviderListenerSpec, WorkerSpec
@@ -32,6 +33,7 @@ from writerpool.errors import WriterpoolError
 __all__ = ["PREFIX", "EgressHost", "EgressSession"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PREFIX = "/p"
 OPEN_TIMEOUT = 30.0  # a Python start and aiohttp's import, on a loaded host
@@ -180,6 +182,19 @@ class EgressHost:
         self._sessions: list[EgressSession] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._loop: InProcessLoop | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run a listener's coroutine on the server's own egress loop (made on first use):
+        only for listeners not yet served by a session's egress process."""
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise WriterpoolError("egress_failed", "the provider proxy host is closed")
+            if self._loop is None:
+                self._loop = InProcessLoop()
+            loop = self._loop
+        return loop.run(coro, timeout)
 
     def open(
         self,
@@ -232,3 +247,5 @@ class EgressHost:
             sessions, self._sessions = self._sessions, []
         for proxy in sessions:
             proxy.stop()
+        if self._loop is not None:
+            self._loop.close()
