@@ -115,7 +115,7 @@ def test_forged_lines_in_a_read_only_container_never_become_the_turns_text(
 ) -> None:
     pool = make_pool(tmp_path, provider, "forgero", writers=1)
 
-    async def scenario() -> tuple[str, dict[str, object]]:
+    async def scenario() -> tuple[str, dict[str, object], str]:
         async with connect(pool.server) as client:
             start = {"workspace": pool.alias, "executionProfile": "review"}
             sid = (await client.ok("pi_session_start", start))["session"]["sessionId"]
@@ -123,11 +123,14 @@ def test_forged_lines_in_a_read_only_container_never_become_the_turns_text(
             forged = podman("exec", container, "sh", "-c", FORGE)
             body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": "hello"})
             turn = await client.wait_turn(sid, body["turnId"], limit=120)
+            sockets = podman("exec", container, "cat", "/proc/net/unix")
             await client.ok("pi_session_close", {"sessionId": sid})
-            return forged, turn
+            return forged, turn, sockets
 
-    forged, turn = anyio.run(scenario)
+    forged, turn, sockets = anyio.run(scenario)
     print(forged)
+    print(sockets)  # what the container sees of Unix sockets: no host path
+    assert str(tmp_path) not in sockets and "/home/" not in sockets
     assert result_value(forged, "pi-fd") == "denied"
     assert turn["status"] == "completed" and turn["text"] == OWN_TEXT
     assert FORGED_TEXT not in str(turn)
