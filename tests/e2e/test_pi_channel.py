@@ -37,7 +37,7 @@ for f in /proc/[0-9]*/fd/* /proc/[0-9]*/task/[0-9]*/fd/*; do
     fi
 done
 pi=""
-for p in /proc/[0-9]*; do grep -qsx node "$p/comm" && pi="${p#/proc/}"; done
+for p in /proc/[0-9]*; do grep -qsx pi "$p/comm" && pi="${p#/proc/}"; done
 pifd=$(ls "/proc/$pi/fd" >/dev/null 2>&1 && echo open || echo denied)
 printf 'forge-wrote=%s\nforge-refused=%s\npi-pid=%s\npi-fd=%s\n' \
     "$wrote" "$refused" "$pi" "$pifd" > "$out"
@@ -102,6 +102,7 @@ def test_forged_lines_from_the_agents_bash_never_become_the_turns_text(
     summary = (pool.clone(1) / "forged.txt").read_text()
     print(summary)  # the transcript, for the record
     assert int(result_value(summary, "forge-wrote")) > 0  # it did write where it could
+    assert result_value(summary, "pi-pid") != ""  # pi sets its process title to "pi"
     assert result_value(summary, "pi-fd") == "denied"
     taken = turns.pop("taken")
     assert isinstance(taken, dict) and result_value(str(taken["text"]), "pid1") == "python3"
@@ -131,6 +132,7 @@ def test_forged_lines_in_a_read_only_container_never_become_the_turns_text(
     print(forged)
     print(sockets)  # what the container sees of Unix sockets: no host path
     assert str(tmp_path) not in sockets and "/home/" not in sockets
+    assert result_value(forged, "pi-pid") != ""
     assert result_value(forged, "pi-fd") == "denied"
     assert turn["status"] == "completed" and turn["text"] == OWN_TEXT
     assert FORGED_TEXT not in str(turn)
