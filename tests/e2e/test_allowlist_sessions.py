@@ -4,9 +4,9 @@ registry-like test host (HTTPS from a test CA made here, a PEP 503 index with on
 an npm registry with one tarball), and they succeed through the allowlist proxy; an
 unlisted name fails with the proxy's message; a listed name that resolves to loopback is
 refused. The test host listens on 127.0.0.1 only; its `.test` names exist only in the
-proxy's `[egress.resolve]` map. The writer image has neither pip nor npm of its own
-here, so the agent fetches both through the proxy too (pip runs from a zip, npm from its
-own tarball on the image's Node.js)."""
+proxy's `[egress.resolve]` map. pip is the writer image's own (in a venv); the image
+has no npm, so the agent fetches npm's tarball through the proxy too and runs it on the
+image's Node.js."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mar
 INSTALL = """
 cd /tmp
 base=https://{name}:{port}
-python3 -c "import urllib.request as u; u.urlretrieve('$base/tools/pip.zip', 'pip.zip'); \
-u.urlretrieve('$base/tools/npm.tgz', 'npm.tgz')"; echo "fetch-exit=$?"
-python3 pip.zip/pip install -q --no-cache-dir --disable-pip-version-check \
-    --break-system-packages --target /tmp/site --index-url $base/simple/ wptiny 2>&1 | tail -3
+python3 -c "import urllib.request as u; u.urlretrieve('$base/tools/npm.tgz', 'npm.tgz')"
+echo "fetch-exit=$?"
+python3 -m venv /tmp/venv && /tmp/venv/bin/pip install -q --no-cache-dir \
+    --disable-pip-version-check --index-url $base/simple/ wptiny 2>&1 | tail -3
 echo "pip-exit=${{PIPESTATUS[0]}}"
-PYTHONPATH=/tmp/site python3 -c 'import wptiny; print("pip-import=" + wptiny.MESSAGE)'
+/tmp/venv/bin/python -c 'import wptiny; print("pip-import=" + wptiny.MESSAGE)'
 mkdir -p npmtool proj && tar -xzf npm.tgz -C npmtool && cd proj && echo '{{}}' > package.json
 node /tmp/npmtool/npm/bin/npm-cli.js install --no-audit --no-fund --cache /tmp/npm-cache \
     --registry $base/npm/ wptiny 2>&1 | tail -3
@@ -43,11 +43,13 @@ node -e 'console.log("npm-require=" + require("/tmp/proj/node_modules/wptiny"))'
 
 REFUSED = """
 cd /tmp
-python3 pip.zip/pip install -q --no-cache-dir --disable-pip-version-check --retries 0 \
-    --break-system-packages --target /tmp/site2 --index-url https://unlisted.test/simple/ \
-    wptiny > unlisted.txt 2>&1; echo "unlisted-pip-exit=$?"
-grep -o 'unlisted.test:443 is not allowed (not_listed)' unlisted.txt | head -1 \
-    | sed 's/^/unlisted-pip=/'
+COLUMNS=400 /tmp/venv/bin/pip download --no-cache-dir --disable-pip-version-check --retries 1 \
+    --no-deps -d /tmp/downloads --index-url https://unlisted.test/simple/ wptiny \
+    > unlisted.txt 2>&1
+echo "unlisted-pip-exit=$?"
+tr '\n' ' ' < unlisted.txt | tr -s ' ' \
+    | grep -o 'unlisted.test:443 is not allowed (not_listed)' | head -1 | sed 's/^/unlisted-pip=/'
+grep -i -E -m8 'proxy|403|fetch|error|tunnel' unlisted.txt | cut -c1-400 | sed 's/^/pip-said: /'
 python3 - <<'EOF'
 import urllib.request
 for name, url in (("unlisted", "https://unlisted.test/"),

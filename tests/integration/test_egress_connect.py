@@ -238,3 +238,46 @@ def test_caps_bound_headers_time_and_connections(host: EgressHost, tmp_path: Pat
     assert {"header_too_large", "header_timeout", "cap_concurrent", "cap_connections"} <= set(
         reasons
     )
+
+
+def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path: Path) -> None:
+    """A download keeps its tunnel open past the idle timeout though the client sends
+    nothing; a tunnel with no byte either way is cut."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    records = Records()
+    limits = ConnectLimits(concurrent=4, total=10, header_bytes=4096, header_seconds=5.0,
+                           idle_seconds=2.5)  # fmt: skip
+    words = (f"idle.test:{port}", f"127.0.0.1/32:{port}")
+    proxy = open_proxy(host, tmp_path, words, records, {"idle.test": ("127.0.0.1",)}, limits)
+
+    def trickle() -> None:
+        upstream, _ = listener.accept()
+        with upstream:
+            for _ in range(10):  # 3 s, longer than the idle timeout, a byte every 0.3 s
+                upstream.sendall(b"x")
+                time.sleep(0.3)
+        idle, _ = listener.accept()
+        with idle:
+            idle.recv(1)  # sends nothing; returns when the proxy cuts the tunnel
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    try:
+        busy, head = connect(proxy, f"idle.test:{port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with busy:
+            got = b""
+            while chunk := busy.recv(16):
+                got += chunk
+        assert got == b"x" * 10
+        quiet, head = connect(proxy, f"idle.test:{port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with quiet:
+            assert quiet.recv(1) == b""  # cut after the idle timeout
+        server.join(timeout=20)
+        assert not server.is_alive()
+    finally:
+        proxy.stop()
+        listener.close()
+    assert sorted(r.bytes_down for r in records.wait(2)) == [0, 10]

