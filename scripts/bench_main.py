@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import bench_node
-from bench_connect import connect_figure
+from bench_connect import connect_figure, paced_line
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
     POOL_SIZE,
@@ -130,6 +130,20 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
 
+def _detail(figure: Figure) -> str:
+    """A figure's second line, for those that have one."""
+    if figure.name == "proxy_overhead":
+        return first_byte_line(figure)
+    if figure.name == "connect_overhead":
+        return paced_line(figure)
+    if figure.name == "pool_contention":
+        spread = figure.extra["startSecondsByRound"][-1]
+        return (f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
+                f"distinct writers in every round: {figure.extra['distinctWriters']}; "
+                f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
+    return ""
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
@@ -180,13 +194,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     say("")
     for figure in figures:
         say(figure.line())
-        if figure.name == "proxy_overhead":
-            say(first_byte_line(figure))
-        if figure.name == "pool_contention":
-            spread = figure.extra["startSecondsByRound"][-1]
-            say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
-                f"distinct writers in every round: {figure.extra['distinctWriters']}; "
-                f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
+        detail = _detail(figure)
+        if detail:
+            say(detail)
     say(f"load before/after: {' '.join(f'{x:.2f}' for x in facts['loadavg'])} / "
         f"{' '.join(f'{x:.2f}' for x in facts_after['loadavg'])}; "
         f"measured in {time.perf_counter() - began:.0f} s")  # fmt: skip

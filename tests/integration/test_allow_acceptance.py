@@ -71,6 +71,13 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     accepted = finding(report, "writer_accepted")
     print("mode set --apply:", accepted["message"])
     assert str(accepted["message"]).startswith("accepted as limited-allowlist; network provider")
+    probes = accepted["data"]["networkChecks"]  # type: ignore[index]
+    print("network checks:", probes)
+    assert {n: probes[n] for n in ("allow_listed", "allow_unlisted", "allow_private",
+                                   "allow_loopback", "net_host_loopback", "net_direct")} == {
+        n: "pass" for n in ("allow_listed", "allow_unlisted", "allow_private", "allow_loopback",
+                            "net_host_loopback", "net_direct")
+    }  # fmt: skip
     _, shown = wp("mode", "show", "demo", check=True)
     stored = finding(shown, "mode_stored")
     assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(

@@ -26,7 +26,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
-from writerpool.pool.container import EGRESS_PORT, EGRESS_SOCKET, readonly_spec
+from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
 
 if TYPE_CHECKING:
@@ -310,10 +310,14 @@ def _holds_credential(agent_dir: Path) -> bool:
 
 
 def _holds_socket(egress_dir: Path) -> bool:
-    try:
-        return stat.S_ISSOCK(os.lstat(egress_dir / EGRESS_SOCKET).st_mode)
-    except OSError:
-        return False
+    """Whether a proxy socket (the provider's or the allowlist's) is left in egress_dir."""
+    for name in (EGRESS_SOCKET, CONNECT_SOCKET):
+        try:
+            if stat.S_ISSOCK(os.lstat(egress_dir / name).st_mode):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def sweep_writer_credentials(paths: Paths) -> int:
