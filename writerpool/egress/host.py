@@ -82,7 +82,7 @@ class EgressSession:
     @property
     def alive(self) -> bool:
         """Whether the session's egress process still runs and its socket is its own."""
-        if self._stopped or self._process.poll() is not None:
+        if self._stopped or self._process.poll() is not None or _exiting(self._process.pid):
             return False
         try:
             return os.lstat(self.socket_path).st_ino == self._inodes.get(self.socket_path.name)
@@ -166,6 +166,16 @@ class EgressSession:
             message = str(body.get("message", "the provider proxy could not be opened"))
             self._failure = WriterpoolError("egress_failed", message[:300])
             self._ready.set()
+
+
+def _exiting(pid: int) -> bool:
+    """Killed but not yet reapable: a zombie leader waits for its threads to exit."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True
+    return state in ([b"Z"], [b"X"])
 
 
 def _close(stream: IO[bytes] | None) -> None:
