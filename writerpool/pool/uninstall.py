@@ -3,8 +3,9 @@ what writerpool made for this account.
 
 Removed: every writer (refused, and nothing at all removed, while one holds work no
 complete collection covers, unless --discard), the client registrations writerpool's
-ownership record proves it added, the writer images, the state directory (pin, control,
-collections) and the cache directory (pi, image build cache), and execution-modes.json.
+ownership record proves it added, the images it built (recorded by ID, never an image
+built on them), the state directory (pin, control, collections) and the cache directory
+(pi, image build cache), and execution-modes.json.
 Kept: config.toml (the operator wrote it), the audit log, and the review refs already
 collected into the checkouts (`refs/remotes/writer-*`).
 """
@@ -20,11 +21,11 @@ from writerpool.clients.ownership import load_record
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.image_prune import owned_images, remove_owned
 from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report, Status
-from writerpool.runtime.image_prune import remove_image, writerpool_images
+from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import load_state
 
@@ -66,17 +67,15 @@ def _registrations(paths: Paths, apply: bool, report: Report) -> None:
             report.add(exc.code, "warning", where, f"left registered: {exc.message}")
 
 
-def _images(apply: bool, report: Report) -> None:
-    for image in writerpool_images():
-        what = f"{image.kind} image {image.id[:12]} ({image.size // 1_000_000} MB)"
-        if not apply:
-            report.add("uninstall_planned", "planned", "image/writer", f"would remove {what}")
-            continue
-        refusal = remove_image(image.id)
-        status: Status = "ok" if refusal is None else "warning"
-        code = "image_removed" if refusal is None else "image_remove_refused"
-        report.add(code, status, "image/writer",
-                   f"removed {what}" if refusal is None else f"kept {what}: {refusal}")  # fmt: skip
+def _images(paths: Paths, apply: bool, report: Report) -> None:
+    """The images writerpool built (recorded by ID), never others built on them."""
+    owned = owned_images(paths)
+    if apply:
+        remove_owned(paths, owned, report)
+        return
+    for image in owned:
+        report.add("uninstall_planned", "planned", "image/writer",
+                   f"would remove {image.describe()}")  # fmt: skip
 
 
 def _remove_tree(path: Path, label: str, apply: bool, report: Report) -> None:
@@ -116,7 +115,7 @@ def uninstall(
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
     _registrations(paths, apply, report)
     if not keep_images:
-        _images(apply, report)
+        _images(paths, apply, report)
     _remove_tree(paths.modes_file, "stored execution modes", apply, report)
     _remove_tree(paths.cache_dir, "cache directory (pi, image build cache)", apply, report)
     # Last: it holds the leases, the pin and the ownership record used above. The audit
