@@ -31,7 +31,7 @@ POINTS = (
 # Points of `writerpool serve` and its egress processes, run by the session suite
 # (tests/e2e/test_egress_sessions.py); a comma-separated list kills at each.
 SERVER_POINTS = (
-    "egress.listening",  # a session's proxy socket listens; its token is not yet written
+    "egress.proxy_started",  # a session's proxy process is started; its token not yet written
     "egress.worker_stopping",  # (in the egress process) stopping; its socket not yet removed
 )
 

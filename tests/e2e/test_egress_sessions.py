@@ -199,8 +199,8 @@ def _crash_at_start(pool: PoolEnv, points: str) -> None:
 @pytest.mark.parametrize(
     "points",
     [
-        "egress.listening",  # the egress process outlives the server: it removes its socket
-        "egress.listening,egress.worker_stopping",  # both killed: the next server sweeps
+        "egress.proxy_started",  # the egress process outlives the server: it removes its socket
+        "egress.proxy_started,egress.worker_stopping",  # both killed: the next server sweeps
     ],
 )
 def test_a_killed_servers_socket_and_token_are_gone_when_the_next_server_starts(

@@ -36,6 +36,10 @@ class Grant(Protocol):
     """What a session holds of its egress until it ends."""
 
     def revoke(self) -> None: ...
+
+    def ready(self) -> None:
+        """Return once the session's way out serves (raise egress_failed if it never will)."""
+        ...
     def denied(self) -> list[dict[str, str]]: ...
 
     @property
@@ -69,6 +73,9 @@ class RenderedDir:
     def lost(self) -> bool:
         return False  # nothing on the host stands between pi and its provider
 
+    def ready(self) -> None:
+        return None
+
     def revoke(self) -> None:
         agent_launch.remove_credential(self.agent_dir)
 
@@ -87,6 +94,9 @@ class Proxied:
     @property
     def lost(self) -> bool:
         return not self.proxy.alive
+
+    def ready(self) -> None:
+        self.proxy.wait_ready()
 
     def revoke(self) -> None:
         try:
@@ -144,8 +154,9 @@ def grant_key(
             upstream=resolved,
             credential=key,
             caps=request.config.pool.caps(),
+            wait=False,  # its process starts while pi does: see Grant.ready
         )
-        crash_point("egress.listening")
+        crash_point("egress.proxy_started")
         connect = None
         try:
             agent_launch.point_at_proxy(

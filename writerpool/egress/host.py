@@ -120,6 +120,9 @@ class EgressSession:
     def _start(self, spec: WorkerSpec) -> None:
         self._reader.start()
         self._send(spec.model_dump_json().encode() + b"\n")
+
+    def wait_ready(self) -> None:
+        """Return once the socket listens; raise egress_failed (and stop) if it never will."""
         if not self._ready.wait(OPEN_TIMEOUT) and self._failure is None:
             self._failure = WriterpoolError("egress_failed", "the provider proxy did not start")
         if self._failure is not None:
@@ -215,8 +218,11 @@ class EgressHost:
         upstream: ResolvedProvider,
         credential: str,
         caps: Caps,
+        wait: bool = True,
     ) -> EgressSession:
-        """Start a session's egress process; returns once its socket (0600) listens."""
+        """Start a session's egress process; returns once its socket (0600) listens, or at
+        once with `wait=False` (the token is known: pi can start meanwhile; call
+        `wait_ready` before the session is used)."""
         listener = ProviderListenerSpec(
             socket=socket_path.name, token=_token(), provider=upstream.name,
             api=upstream.api.name, base_url=upstream.base_url, key_env=upstream.key_env,
@@ -234,6 +240,8 @@ class EgressHost:
             proxy = EgressSession(self, spec, process)
             self._sessions.append(proxy)
         proxy._start(spec)
+        if wait:
+            proxy.wait_ready()
         return proxy
 
     def forget(self, proxy: EgressSession) -> None:

@@ -219,7 +219,9 @@ class Launcher:
                 )  # fmt: skip
                 args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
                 argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
-                agent = PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                agent = _started(
+                    held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                )
             except BaseException:
                 held.revoke()
                 remove_session_containers(session_id)
@@ -247,8 +249,11 @@ class Launcher:
             try:
                 args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
                 # Podman needs the account's real home (its storage), whatever HOME says.
-                agent = PiAgent.start(
-                    slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                agent = _started(
+                    held,
+                    lambda: PiAgent.start(
+                        slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                    ),
                 )
             except BaseException:
                 held.revoke()
@@ -257,6 +262,17 @@ class Launcher:
             slot.release()
             raise
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+
+def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
+    """pi, started while the session's proxy process comes up: both ready, or neither."""
+    agent = start()
+    try:
+        held.ready()
+    except BaseException:
+        agent.close(5.0)
+        raise
+    return agent
 
 
 def remove_session_containers(session: str) -> None:

@@ -167,6 +167,7 @@ def _run_harness(
         with host_listener() as port:
             held, _ = _plant_canary(paths, state, pool, host, port if allowlist else None)
             try:
+                held.ready()
                 spec = spec.model_copy(
                     update={
                         "mounts": (
