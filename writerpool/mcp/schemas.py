@@ -50,6 +50,11 @@ WORK: Schema = {
                 },
             },
         },
+        "uncommittedChanges": {
+            "type": ["boolean", "null"],
+            "description": "Whether the clone holds uncommitted or untracked changes, judged "
+            "at close (null while the session runs).",
+        },
         "note": string("Where the work goes next."),
     },
 }

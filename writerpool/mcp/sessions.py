@@ -92,6 +92,7 @@ class Session:
     clone: Path | None = None
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
+    uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -131,7 +132,7 @@ class Session:
             return self.final_work
         if self.clone is None or self.writer is None:
             return other_work(self.plan.read_only)
-        return clone_work(self.writer, self.start_refs, read_clone(self.clone))
+        return clone_work(self.writer, self.start_refs, read_clone(self.clone), self.uncommitted)
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():
@@ -148,7 +149,7 @@ class SessionManager:
         self._paths = paths
         self._loaded = loaded
         self._modes = modes
-        self._launcher = Launcher(paths, loaded.config)
+        self._launcher = Launcher(paths, loaded)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
         self._shutting_down = False
@@ -201,6 +202,8 @@ class SessionManager:
             session_id, plan, launched, now_iso(), writer=launched.writer, base=launched.base
         )
         if launched.writer is not None:
+            if launched.slot is not None and launched.slot.prepared:
+                progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
             session.clone = self._paths.writer_dir(launched.writer) / "clone"
             session.start_refs = read_clone(session.clone)
@@ -226,6 +229,7 @@ class SessionManager:
                         self._launcher.stop(launched, self._close_seconds())
                     finally:
                         session.keep_final_turns(launched.agent)
+                        session.uncommitted = launched.uncommitted
                         session.final_work = session.work()
                         session.launched = None
         self._forget_old_tombstones()

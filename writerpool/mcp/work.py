@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+UNCOMMITTED_NOTE = (
+    " It also holds uncommitted or untracked changes, collected as <branch>-wip."
+)
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
 READ_ONLY_NOTE = "A read-only session changes no files."
 
@@ -42,12 +45,17 @@ def changed_branches(start: dict[str, str], now: dict[str, str]) -> list[dict[st
     return [{"name": n, "commit": now.get(n)} for n in names if start.get(n) != now.get(n)]
 
 
-def clone_work(writer: str, start: CloneRefs | None, now: CloneRefs | None) -> dict[str, Any]:
+def clone_work(
+    writer: str, start: CloneRefs | None, now: CloneRefs | None, uncommitted: bool | None = None
+) -> dict[str, Any]:
+    """Where a writer session's work is. `uncommitted` is judged at close (None while
+    the session runs, or when it could not be told)."""
     if now is None:
         return {
             "headCommit": None,
             "headBranch": None,
             "branchesChanged": [],
+            "uncommittedChanges": uncommitted,
             "note": collect_note(writer) + " Its refs cannot be read at the moment.",
         }
     head = now.head.removeprefix("refs/heads/") if now.head.startswith("refs/heads/") else None
@@ -56,7 +64,8 @@ def clone_work(writer: str, start: CloneRefs | None, now: CloneRefs | None) -> d
         "headCommit": now.head_commit,
         "headBranch": head,
         "branchesChanged": changed_branches(before, now.branches),
-        "note": collect_note(writer),
+        "uncommittedChanges": uncommitted,
+        "note": collect_note(writer) + (UNCOMMITTED_NOTE if uncommitted else ""),
     }
 
 

@@ -369,8 +369,11 @@ def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Rep
     return discard
 
 
-def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool) -> Report:
-    """`writer remove NAME [--discard]`: no planning; deletes everything the writer owns."""
+def remove(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
+) -> Report:
+    """`writer remove NAME [--discard] [--apply]`: deletes everything the writer owns; a
+    plan (with the same refusals) until --apply."""
     report = Report("writer remove")
     ref = find_writer(paths, name)
     with (
@@ -395,6 +398,11 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
             if state is None and not _may_drop_stateless(paths, ref, discard, report):
                 return report
         if state is not None and not guard(paths, podman, loaded, state, discard, report):
+            return report
+        if not apply:
+            report.add("writer_remove_planned", "planned", ref.target, "would delete state, "
+                       "clone, agent directory and bundles; refs already collected into the "
+                       "checkout would stay")  # fmt: skip
             return report
         try:
             delete_writer_files(paths, name)

@@ -15,10 +15,12 @@ from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.inspect import Inspection
 from writerpool.pool.lease import Lease, read_holder
 from writerpool.pool.mode_show import reproduce_for
+from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
 from writerpool.runtime.podman import Podman
@@ -41,6 +43,8 @@ class WriterStatus:
     holder: dict[str, Any] | None = None
     work: dict[str, Any] | None = None
     problems: tuple[str, ...] = field(default=())
+    behind: int | None = None  # commits the base branch gained (None: not known)
+    refresh: Refresh | None = None  # what the lease does first, when it does anything
 
     @property
     def leasable(self) -> bool:
@@ -57,16 +61,25 @@ class WriterStatus:
             "next": self.next, "heldBy": self.holder, "work": self.work,
             "atBaseline": None if self.code == "writer_busy" else not self.problems,
             "notAtBaseline": [sanitize(p) for p in self.problems],
+            "behind": self.behind,
+            "atLease": self.refresh.to_json() if self.refresh else None,
         }  # fmt: skip
 
     def text(self) -> str:
         network = f"network {describe(self.network)}"
+        behind = f"; behind {self.base} by {self.behind}" if self.behind else ""
         if self.leasable:
-            return f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
+            line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
+            if self.workspace_base and self.base != self.workspace_base:
+                line = f"leasable for sessions on base {self.base} (the workspace's is "
+                line += f"{self.workspace_base}; {self.next} returns it): phase {self.phase}, "
+                line += f"{self.lifecycle}, {network}"
+            line += behind
+            return line + (f"; {self.refresh.text()}" if self.refresh else "")
         line = f"not leasable: {self.reason}; phase {self.phase}, base {self.base}, {network}"
         if self.work:
             line += "; " + work_text(self.work)
-        return line
+        return line + behind
 
 
 def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] | None:
@@ -118,9 +131,8 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         f"writerpool writer finish {name} --apply",
         "writer_collected_unfinished": f"writerpool writer finish {name} --apply",
         "writer_not_at_baseline": f"writerpool writer reset {name} --apply",
-        "writer_on_other_base": f"{mode_set} --apply (moves writers at baseline), or "
-        f"writerpool writer reset {name} --base {shlex.quote(wbase or '')} --apply",
-        "writer_settings_changed": f"writerpool writer remove {name}, then {mode_set} --apply",
+        "writer_settings_changed": f"{mode_set} --apply (replaces it when it holds nothing; "
+        f"with work, writerpool writer finish {name} --apply first)",
         "isolation_control_required": "writerpool control --apply",
     }
     if code in (LEASABLE, "writer_busy"):
@@ -163,11 +175,20 @@ def status_of(
         why = f"the clone could not be inspected ({exc.code})"
         verdict = Admission(exc.code, why, phase=state.phase)
     code, reason = verdict.code, verdict.reason
-    if verdict.leasable and wbase and state.base.name != wbase:
-        code = "writer_on_other_base"
-        reason = f"on base {state.base.name}, the workspace's is {wbase}"
+    refresh, behind = lease_refresh(loaded, state, verdict)
+    if refresh is not None:
+        code, reason = LEASABLE, "a session can have it"
     work = work_summary(verdict.inspection, state) if verdict.inspection else None
     following = next_command(paths, state, code, wbase)
+    if code == LEASABLE and wbase and state.base.name != wbase:
+        # A fix round: leasable for sessions that ask for its base; this returns it.
+        following = f"writerpool writer reset {state.name} --base {shlex.quote(wbase)} --apply"
+    if code == "writer_holds_work" and work and work["uncommitted"] and not work["changedBranches"]:
+        # Only uncommitted edits: the plain diff compares branches and would show nothing.
+        following = (
+            f"writerpool writer diff {state.name} --wip --stat (review), then "
+            f"writerpool writer finish {state.name} --apply"
+        )
     if code == "writer_holds_work" and work and work["stash"]:
         following = (
             f"writerpool writer collect {state.name} --apply, then writerpool writer "
@@ -176,8 +197,25 @@ def status_of(
     return replace(
         common, code=code, reason=reason, next=following, phase=verdict.phase,
         readiness=verdict.readiness,
-        work=work, problems=verdict.problems,
+        work=work, problems=verdict.problems, behind=behind,
+        refresh=refresh if refresh is not None and refresh.needed else None,
     )  # fmt: skip
+
+
+def lease_refresh(
+    loaded: LoadedConfig, state: WriterState, verdict: Admission
+) -> tuple[Refresh | None, int | None]:
+    """What the session guard would do before handing the writer over (None: it would
+    refuse it, or nothing to do), and how far its base moved (None: unreadable)."""
+    try:
+        repo = checkout_of(loaded, state.alias)
+        plan = plan_refresh(repo, state, verdict)
+        if plan is not None:
+            return plan, plan.behind
+        current = resolve_base(repo, state.base.name)
+    except WriterpoolError:
+        return None, None
+    return None, behind_by(repo, state.base.commit, current.commit)
 
 
 def writer_statuses(

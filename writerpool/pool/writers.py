@@ -71,7 +71,7 @@ def report_stateless(ctx: PoolContext, name: str) -> None:
         "the writer has a clone but no usable state.json; mode set neither re-provisions "
         "nor removes it",
         remedy=f"copy what you need out of the clone, then `writerpool writer remove {name} "
-        "--discard` and run mode set again",
+        "--discard --apply` and run mode set again",
     )
 
 
