@@ -121,6 +121,8 @@ CODES: dict[str, str] = {
     "mcp_timeout": "The MCP handshake exceeded its deadline",
     "registration_divergent": "A registration differs from what writerpool would write; left alone",
     "registration_planned": "A client registration change was planned only",
+    "prompt_approval": "Codex: whether pi_session_prompt runs unasked (--approve-prompts), "
+    "and what that permits",
     "registration_applied": "The client registration was added",
     "registration_unchanged": "The client registration already matches",
     "registration_removed": "The registration writerpool added was removed",
@@ -137,11 +139,14 @@ CODES: dict[str, str] = {
     "session_busy": "The session already runs a turn",
     "turn_unknown": "No such turn",
     "session_start_failed": "The agent could not be started",
+    "request_cancelled": "The client cancelled the call or went away; a session it "
+    "started was closed (audit outcome)",
     "coding_refused": "The workspace mode refuses coding sessions",
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",
     "provider_unconfigured": "The profile's provider has no credential or endpoint",
     "session_failed": "The session's agent exited; close the session and start another",
+    "session_egress_lost": "The session's provider proxy is gone; close it and start another",
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
     # doctor checks
@@ -167,6 +172,7 @@ CODES: dict[str, str] = {
     "session_placement": "Where a workspace's sessions run (read-only ones: always contained)",
     "profile_provider": "The profile's provider is built into pi or declared under [providers]",
     "lease_dir": "The writers directory is the user's, 0700, and exclusive file locks work",
+    "server_descriptors": "The server can raise its descriptor limit to what a full pool needs",
     # provider egress (the per-session proxy; its audit lines' outcomes)
     "egress_failed": "The session's provider proxy could not be opened",
     "egress_ok": "A request went through the provider proxy",
