@@ -88,7 +88,10 @@ def test_image_holds_node_git_search_tools_python_pip_venv_uv_and_pi() -> None:
         "python3 -m pip --version | cut -d' ' -f1; python3 -m venv --without-pip /tmp/v && "
         "/tmp/v/bin/python -c 'import sys; print(sys.prefix)'; uv --version"
     )
-    done = _podman("run", "--rm", "--network", "none", image_id, "sh", "-ec", script)
+    # As the account's own uid, like a writer: pi refuses to run where it could read its
+    # execute-only Node.js (root could).
+    done = _podman("run", "--rm", "--network", "none", "--userns=keep-id", image_id,
+                   "sh", "-ec", script)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.out.splitlines()
     major, minor = (int(p) for p in lines[0].removeprefix("v").split(".")[:2])

@@ -32,8 +32,9 @@ def derived() -> Iterator[list[str]]:
 
 
 def _in_image(image_id: str, script: str) -> str:
-    return podman("run", "--rm", "--pull=never", "--network=none", "--read-only", image_id,
-                  "sh", "-ec", script)  # fmt: skip
+    # As the account's own uid, like a writer (pi refuses to run as root).
+    return podman("run", "--rm", "--pull=never", "--network=none", "--read-only",
+                  "--userns=keep-id", image_id, "sh", "-ec", script)  # fmt: skip
 
 
 def test_derive_from_requirements_installs_the_wheel_with_no_network(
