@@ -21,10 +21,10 @@ from bench_env import PROFILE, BenchEnv
 
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
-from writerpool.mcp.launch import Launcher
-from writerpool.mcp.placement import plan_session
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.runtime.podman import Podman
+from writerpool.sessions.launch import Launcher
+from writerpool.sessions.placement import plan_session
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ from writerpool.clients.codex_config import (
 )
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT, TOOLS_BY_NAME, annotations_for
-from writerpool.mcp.turns import progress_line, turn_view
-from writerpool.mcp.work import changed_branches
+from writerpool.sessions.turns import progress_line, turn_view
+from writerpool.sessions.work import changed_branches
 
 WANTED = wanted_settings(["MY_KEY", "SSL_CERT_FILE"])
 OWN = """# the operator's notes

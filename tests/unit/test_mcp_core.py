@@ -16,11 +16,11 @@ from writerpool.config.models import Config, parse_config
 from writerpool.config.modes import ContainerSettings, ExecutionModes, ModeEntry
 from writerpool.config.paths import Paths
 from writerpool.errors import CODES, WriterpoolError
-from writerpool.mcp.placement import plan_session, workspace_capabilities
-from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.tools import TOOLS, TOOLS_BY_NAME
-from writerpool.mcp.turns import TEXT_CAP_BYTES, cap_text, turn_view
 from writerpool.mcp.validate import check_arguments
+from writerpool.sessions.placement import plan_session, workspace_capabilities
+from writerpool.sessions.scratch import ScratchRoot, sweep
+from writerpool.sessions.turns import TEXT_CAP_BYTES, cap_text, turn_view
 
 SID = "s-0123456789abcdef"
 

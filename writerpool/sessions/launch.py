@@ -3,13 +3,14 @@ throwaway read-only container (read-only), or pi on the host (host mode)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -24,11 +25,11 @@ from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.placement import SessionPlan
-from writerpool.mcp.scratch import ScratchRoot, sweep
-from writerpool.mcp.turns import Snapshot
 from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
+from writerpool.sessions.placement import SessionPlan
+from writerpool.sessions.scratch import ScratchRoot, sweep
+from writerpool.sessions.turns import Snapshot
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
@@ -183,19 +184,14 @@ class Launcher:
         private = self._scratch_root().session_dir(session_id)
         agent_dir = private / "agent"
         tmp = private / "tmp"
-        tmp.mkdir(mode=0o700, exist_ok=True)
-        try:
+        with _undo_on_failure() as undo:
+            undo.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            tmp.mkdir(mode=0o700, exist_ok=True)
             held = self._grant(plan, "host", agent_dir, private / "egress", session_id, None)
-            try:
-                argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
-                env = pi_env(agent_dir, HOST, tmpdir=tmp)
-                agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
-            except BaseException:
-                held.revoke()
-                raise
-        except BaseException:
-            shutil.rmtree(private, ignore_errors=True)
-            raise
+            undo.append(held.revoke)
+            argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
+            env = pi_env(agent_dir, HOST, tmpdir=tmp)
+            agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
         return Launched(agent=agent, agent_dir=agent_dir, grant=held, scratch=private)
 
     # -- containers ------------------------------------------------------------------
@@ -211,26 +207,21 @@ class Launcher:
         image_id = resolve_image(self._paths, plan.image)
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
-        try:
+        with _undo_on_failure() as undo:
+            undo.append(lambda: shutil.rmtree(private, ignore_errors=True))
             held = self._grant(plan, "provider", agent_dir, egress_dir, session_id, None)
-            try:
-                spec = readonly_spec(
-                    image_id=image_id, session_id=session_id,
-                    checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
-                    egress_dir=egress_dir, pool=self._config.pool,
-                )  # fmt: skip
-                args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
-                argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
-                agent = _started(
-                    held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
-                )
-            except BaseException:
-                held.revoke()
-                remove_session_containers(session_id)
-                raise
-        except BaseException:
-            shutil.rmtree(private, ignore_errors=True)
-            raise
+            undo.append(held.revoke)
+            undo.append(lambda: remove_session_containers(session_id))
+            spec = readonly_spec(
+                image_id=image_id, session_id=session_id,
+                checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
+                egress_dir=egress_dir, pool=self._config.pool,
+            )  # fmt: skip
+            args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
+            argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
+            agent = _started(
+                held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+            )
         return Launched(
             agent=agent, agent_dir=agent_dir, grant=held, scratch=private,
             container=session_id,
@@ -243,27 +234,38 @@ class Launcher:
         from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         slot = lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
-        try:
+        with _undo_on_failure() as undo:
+            undo.append(slot.release)
             held = self._grant(
                 plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
                 slot.allow,
             )  # fmt: skip
-            try:
-                args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
-                # Podman needs the account's real home (its storage), whatever HOME says.
-                agent = _started(
-                    held,
-                    lambda: PiAgent.start(
-                        slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
-                    ),
-                )
-            except BaseException:
-                held.revoke()
-                raise
-        except BaseException:
-            slot.release()
-            raise
+            undo.append(held.revoke)
+            args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
+            # Podman needs the account's real home (its storage), whatever HOME says.
+            agent = _started(
+                held,
+                lambda: PiAgent.start(
+                    slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                ),
+            )
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+
+@contextlib.contextmanager
+def _undo_on_failure() -> Iterator[list[Callable[[], object]]]:
+    """The one cleanup of every launch path: on any failure (a cancellation too), the
+    steps taken so far are undone, newest first, each even when another fails."""
+    undo: list[Callable[[], object]] = []
+    try:
+        yield undo
+    except BaseException:
+        for step in reversed(undo):
+            try:
+                step()
+            except Exception:  # the original failure is the one to raise
+                log.exception("a launch step was not undone")
+        raise
 
 
 def _started(held: Grant, start: Callable[[], Agent]) -> Agent:

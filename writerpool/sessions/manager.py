@@ -22,17 +22,17 @@ from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.launch import Agent, Launched, Launcher
-from writerpool.mcp.placement import (
+from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.sessions.launch import Agent, Launched, Launcher
+from writerpool.sessions.placement import (
     SessionPlan,
     plan_session,
     profile_capabilities,
     workspace_capabilities,
 )
-from writerpool.mcp.progress import Progress
-from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
-from writerpool.mcp.turns import Snapshot, now_iso, progress_line, turn_view
-from writerpool.mcp.work import clone_work, other_work, read_clone
+from writerpool.sessions.progress import Progress
+from writerpool.sessions.turns import Snapshot, now_iso, progress_line, turn_view
+from writerpool.sessions.work import clone_work, other_work, read_clone
 
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
