@@ -140,7 +140,7 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
     alias = "pool"
     image_id = resolve_image(env.paths, "default")
     workspace = env.workspaces[alias].repo
-    start = Figure("session_start", goal=1.3,
+    start = Figure("session_start", goal=1.2,
                    ours_label="pi_session_start through MCP to a ready pi in a leased writer",
                    baseline_label="podman run --rm IMAGE true + host pi --mode rpc to first answer")  # fmt: skip
     readonly = Figure("readonly_session_start", goal=1.3,
