@@ -55,6 +55,7 @@ class ModeRequest:
     cache: str = "none"
     base: str | None = None
     allow: tuple[str, ...] = ()
+    warm: int = 0
     discard: bool = False
     apply: bool = False
     container_options_given: bool = False
@@ -139,6 +140,7 @@ def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> Mod
             cache=req.cache,
             base=base or "",
             allow=req.allow or None,
+            warm=req.warm,
         )
     except ValidationError as exc:
         raise UsageError(f"invalid container settings: {describe_validation(exc)}") from exc
