@@ -22,6 +22,7 @@ from bench_env import PROFILE, BenchEnv, git, timed
 from bench_mcp import Client, connect
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import NODE_VERSION
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings
@@ -114,7 +115,7 @@ def bare_pi_start(env: BenchEnv, cwd: Path) -> float:
     agent_launch.render_for_profile(config, agent_dir, "scripted", False)
     argv = [str(env.pi), *agent_launch.pi_args(config.profiles[PROFILE], False, agent_dir)]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=agent_launch.host_env(agent_dir, tmp),
+    proc = subprocess.Popen(argv, cwd=cwd, env=pi_env(agent_dir, HOST, tmpdir=tmp),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
