@@ -1,0 +1,125 @@
+"""A second Podman host over SSH (scripts/testhost): its Podman answers only through a
+connection with the pinned host key; the writer image reaches it by the same ID."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from writerpool.config.hosts import Host
+from writerpool.errors import WriterpoolError
+from writerpool.proc import run
+from writerpool.runtime.image_transfer import remote_image_id
+from writerpool.runtime.remote import connect
+from writerpool.runtime.ssh import SshHost
+
+pytestmark = [pytest.mark.podman, pytest.mark.remote]
+
+
+def _other_key(tmp_path: Path, host: Host) -> Path:
+    """A known_hosts file pinning a freshly made key for the host's address."""
+    key = tmp_path / "other_host_key"
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
+    known = tmp_path / "known_hosts_changed"
+    public = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+    known.write_text(f"{host.target.address} {public}\n")
+    return known
+
+
+def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> None:
+    with connect("th", testhost) as remote:
+        assert remote.socket_path.parent.stat().st_mode & 0o077 == 0
+        version = remote.version()
+        info = json.loads(remote.cli(["info", "--format", "json"]).out)
+        forwarded = remote.socket_path
+    assert version.split(".")[0] in ("4", "5")
+    assert info["host"]["security"]["rootless"] is True
+    # The host's own socket path, not this machine's: the forward ended with the block.
+    assert not forwarded.exists()
+
+
+def test_a_changed_host_key_is_refused_and_the_pin_is_kept(testhost: Host, tmp_path: Path) -> None:
+    known = _other_key(tmp_path, testhost)
+    before = known.read_bytes()
+    changed = testhost.model_copy(update={"known_hosts": known})
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", changed).exec(["true"])
+    assert exc.value.code == "host_key_mismatch"
+    with pytest.raises(WriterpoolError) as exc, connect("th", changed):
+        pass
+    assert exc.value.code == "host_key_mismatch"
+    assert known.read_bytes() == before
+
+
+def test_a_host_with_no_pinned_key_is_refused(testhost: Host, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts_empty"
+    empty.write_text("")
+    unpinned = testhost.model_copy(update={"known_hosts": empty})
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", unpinned).exec(["true"])
+    assert exc.value.code == "host_key_unpinned"
+    assert empty.read_text() == ""
+
+
+def test_a_closed_port_is_writer_host_unreachable(testhost: Host) -> None:
+    target = testhost.target
+    closed = testhost.model_copy(
+        update={"url": f"ssh://{target.user}@{target.address}:2{target.socket}"}
+    )
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", closed).exec(["true"])
+    assert exc.value.code == "writer_host_unreachable"
+
+
+def _cli(*args: str) -> tuple[int, dict[str, Any]]:
+    done = run([sys.executable, "-m", "writerpool", *args, "--json"], env=dict(os.environ),
+               timeout=900, check=False)  # fmt: skip
+    assert done.stdout, done.stderr[-3000:]
+    return done.returncode, json.loads(done.out)
+
+
+def _configure_host(testhost: Host) -> None:
+    assert _cli("config", "init")[0] == 0
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    with config.open("a") as out:
+        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
+                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+
+
+@pytest.mark.image
+def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
+    testhost: Host, image_pin: Path
+) -> None:
+    _configure_host(testhost)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    code, report = _cli("image", "transfer", "--host", "th")
+    assert code == 0, report
+    assert report["findings"][0]["code"] in ("image_transferred", "image_present")
+    with connect("th", testhost) as remote:
+        assert remote_image_id(remote, pinned) == pinned
+    code, again = _cli("image", "transfer", "--host", "th")
+    assert [f["code"] for f in again["findings"]] == ["image_present"]
+    _, doctor = _cli("doctor")
+    checks = {f["code"]: f for f in doctor["findings"] if f["target"] == "host/th"}
+    assert checks["remote_reachable"]["status"] == "ok"
+    assert checks["remote_api"]["status"] == "ok"
+    assert checks["remote_podman"]["status"] == "ok"
+    assert checks["remote_image"]["status"] == "ok"
+    assert checks["remote_disk"]["data"]["freeBytes"] > 0
+    code, prune = _cli("image", "prune", "--host", "th")
+    assert code == 0 and pinned in prune["data"]["kept"]
+    assert pinned not in prune["data"]["prunable"]
+
+
+def test_doctor_reports_a_changed_host_key_with_its_remedy(testhost: Host, tmp_path: Path) -> None:
+    _configure_host(testhost.model_copy(update={"known_hosts": _other_key(tmp_path, testhost)}))
+    _, doctor = _cli("doctor")
+    [reach] = [f for f in doctor["findings"] if f["target"] == "host/th"]
+    assert reach["code"] == "remote_reachable" and reach["status"] == "error"
+    assert "host_key_mismatch" in reach["message"] and reach["remedy"]
+    assert testhost.target.address not in json.dumps(doctor)
