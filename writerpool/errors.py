@@ -121,6 +121,8 @@ CODES: dict[str, str] = {
     "mcp_timeout": "The MCP handshake exceeded its deadline",
     "registration_divergent": "A registration differs from what writerpool would write; left alone",
     "registration_planned": "A client registration change was planned only",
+    "prompt_approval": "Codex: whether pi_session_prompt runs unasked (--approve-prompts), "
+    "and what that permits",
     "registration_applied": "The client registration was added",
     "registration_unchanged": "The client registration already matches",
     "registration_removed": "The registration writerpool added was removed",
@@ -137,6 +139,8 @@ CODES: dict[str, str] = {
     "session_busy": "The session already runs a turn",
     "turn_unknown": "No such turn",
     "session_start_failed": "The agent could not be started",
+    "request_cancelled": "The client cancelled the call or went away; a session it "
+    "started was closed (audit outcome)",
     "coding_refused": "The workspace mode refuses coding sessions",
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",

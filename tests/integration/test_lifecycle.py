@@ -136,8 +136,14 @@ mkdir -p locked/sub && touch locked/sub/file && chmod 555 locked/sub locked
 git checkout -q --detach
 """,
     )
+    code, plan = wp("writer", "reset", writer, "--discard")
+    assert code == 0 and codes(plan) == ["writer_uncollected", "writer_reset_planned"], plan
+    # A plan discards nothing, and says so.
+    said = plan["findings"][0]["message"]
+    assert "--apply will discard" in said and "discarded as asked" not in said, said
     code, report = wp("writer", "reset", writer, "--discard", "--apply")
     assert code == 0 and codes(report) == ["writer_uncollected", "writer_reset"], report
+    assert "discarded as asked" in report["findings"][0]["message"]
     clone = clone_of(writer)
     assert _heads(writer) == ["main"]
     assert os.listdir(clone / ".git" / "refs" / "tags") == []

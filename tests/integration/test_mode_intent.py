@@ -93,7 +93,7 @@ def test_mode_show_plan_and_apply_of_a_new_base_and_lifecycle(repo: Path, alias:
     assert code == 0, tags
     replaced = _messages(tags, "writer_replace_planned")
     assert "tags none → reachable" in replaced[f"writer/{alias}/{w2}"], tags
-    kept = [f for f in tags["findings"] if f["code"] == "writer_settings_changed"]
-    assert [(f["target"], f["status"]) for f in kept] == [(f"writer/{alias}/{w1}", "warning")]
-    assert "writerpool mode set" in kept[0]["remedy"] and "--tags reachable" in kept[0]["remedy"]
-    assert f"writerpool writer finish {w1} --apply" in kept[0]["remedy"]
+    held = [f for f in tags["findings"] if f["code"] == "writer_settings_changed"]
+    assert [(f["target"], f["status"]) for f in held] == [(f"writer/{alias}/{w1}", "warning")]
+    assert "writerpool mode set" in held[0]["remedy"] and "--tags reachable" in held[0]["remedy"]
+    assert f"writerpool writer finish {w1} --apply" in held[0]["remedy"]

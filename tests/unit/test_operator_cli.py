@@ -1,26 +1,23 @@
-"""Small operator-facing behaviours of the CLI, run as a subprocess (no Podman needed):
+"""Small operator-facing behaviours of the CLI, run in-process (no Podman needed):
 where the configuration file is, errors that name it, writer_unknown listing the
 writers, usage errors as JSON under --json, and `mode show` without a stored mode."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
+from tests.support.cli import run_cli
 from writerpool.config.paths import Paths
 
 
 def run(*args: str) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "writerpool", *args], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, done.stdout
+    done = run_cli(*args)
+    return done.code, done.out
 
 
 def wp(*args: str) -> tuple[int, dict[str, Any]]:

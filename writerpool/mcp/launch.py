@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.egress import EgressRequest, Grant, grant
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
 from writerpool.audit import audit_connect, audit_egress
@@ -184,7 +185,7 @@ class Launcher:
             held = self._grant(plan, "host", agent_dir, private / "egress", session_id, None)
             try:
                 argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
-                env = agent_launch.host_env(agent_dir, tmp)
+                env = pi_env(agent_dir, HOST, tmpdir=tmp)
                 agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
             except BaseException:
                 held.revoke()

@@ -41,6 +41,18 @@ log = logging.getLogger(__name__)
 
 # Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
 MAX_TOMBSTONES = 256
+# How long shutdown waits for starts in flight to finish and close themselves: a
+# container start's own bound, plus a margin for the lease and the fence.
+START_DRAIN_SECONDS = 120.0
+
+
+class StartCancelled(WriterpoolError):
+    """The client cancelled pi_session_start (or went away): what it started is closed."""
+
+    def __init__(self, session_id: str | None) -> None:
+        closed = "its session was closed" if session_id else "nothing was started"
+        super().__init__("request_cancelled", f"the client cancelled the start; {closed}")
+        self.session_id = session_id
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,8 @@ class SessionManager:
         self._launcher = Launcher(paths, loaded)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)
+        self._starting = 0  # starts in flight
         self._shutting_down = False
         self.host_coding = _host_coding(loaded.config, modes)
 
@@ -189,13 +203,38 @@ class SessionManager:
         profile: str | None = None,
         base: str | None = None,
         progress: Progress | None = None,
+        cancel: threading.Event | None = None,
     ) -> dict[str, Any]:
+        """Start a session. `cancel` set (the client cancelled or left): the start stops
+        before the agent starts, or the session is closed at once (container gone,
+        lease released) and StartCancelled names it."""
         plan = plan_session(self._loaded.config, self._modes, workspace, profile, base)
         session_id = "s-" + secrets.token_hex(8)
+        cancel = cancel or threading.Event()
         with self._lock:
             if self._shutting_down:
                 raise WriterpoolError("session_start_failed", "the server is shutting down")
-        progress = progress or Progress()
+            self._starting += 1
+        try:
+            if cancel.is_set():
+                raise StartCancelled(None)
+            session = self._launch(plan, session_id, progress or Progress())
+            with self._lock:
+                late = self._shutting_down
+                self._sessions[session_id] = session
+            if cancel.is_set() or late:
+                # Nobody will learn this session's id: it must not hold a writer.
+                self.close(session_id)
+                if cancel.is_set():
+                    raise StartCancelled(session_id)
+                raise WriterpoolError("session_start_failed", "the server is shutting down")
+        finally:
+            with self._lock:
+                self._starting -= 1
+                self._started.notify_all()
+        return {"session": session.view()}
+
+    def _launch(self, plan: SessionPlan, session_id: str, progress: Progress) -> Session:
         progress.follow(lambda: _starting_line(plan, progress))
         launched = self._launcher.launch(plan, session_id)
         session = Session(
@@ -207,14 +246,7 @@ class SessionManager:
             progress.say(f"writer {launched.writer} started")
             session.clone = self._paths.writer_dir(launched.writer) / "clone"
             session.start_refs = read_clone(session.clone)
-        with self._lock:
-            late = self._shutting_down
-            self._sessions[session_id] = session
-        if late:
-            # Shutdown began while the agent started: it must not outlive the server.
-            self.close(session_id)
-            raise WriterpoolError("session_start_failed", "the server is shutting down")
-        return {"session": session.view()}
+        return session
 
     def close(self, session_id: str) -> dict[str, Any]:
         session = self._find(session_id)
@@ -239,6 +271,9 @@ class SessionManager:
         """Close every open session in parallel, bounded by pool.session_close_seconds."""
         with self._lock:
             self._shutting_down = True
+            # A start in flight closes its own session once it sees the flag.
+            if not self._started.wait_for(lambda: self._starting == 0, START_DRAIN_SECONDS):
+                log.error("a session start did not end within its bound")
             open_ids = [s.id for s in self._sessions.values() if s.closed_at is None]
         threads = [
             threading.Thread(target=self.close, args=(sid,), daemon=True) for sid in open_ids

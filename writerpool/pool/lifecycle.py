@@ -61,8 +61,10 @@ def guard(
     state: WriterState,
     discard: bool,
     report: Report,
+    apply: bool = True,
 ) -> bool:
-    """May this destructive operation go ahead? Reports writer_uncollected when not."""
+    """May this destructive operation go ahead? Reports writer_uncollected when not.
+    A plan (`apply` False) says what --apply would discard; nothing is discarded yet."""
     target = _target(state)
     clone = writer_layout(paths, state.name)["clone"]
     if state.baseline is None or not clone.exists():
@@ -77,8 +79,9 @@ def guard(
     if reason is None:
         return True
     if discard:
+        done = "discarded as asked" if apply else "--apply will discard, as asked"
         report.add("writer_uncollected", "warning", target,
-                   f"{reason}; discarded as asked: {lost}", discarded=lost)  # fmt: skip
+                   f"{reason}; {done}: {lost}", discarded=lost)  # fmt: skip
         return True
     report.add(
         "writer_uncollected",
@@ -256,7 +259,7 @@ def _back_to_base(
     ):
         state = ref.load()
         base = how.base(ref, state)
-        if not guard(paths, podman, loaded, state, discard, report):
+        if not guard(paths, podman, loaded, state, discard, report, apply):
             return report
         if not apply:
             report.add(

@@ -22,6 +22,7 @@ from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
+from writerpool.pool.lease import leased_all
 from writerpool.pool.mode_plan import report_changes
 from writerpool.pool.provision import existing_states, settings_digest, writer_name
 from writerpool.pool.rebase import move_to_base, plan_base_moves
@@ -228,9 +229,20 @@ def set_mode(
             "running servers keep the modes they loaded; restart them to apply this",
         )
     if mode == "container" and entry.container is not None:
+        apply_writers(ctx)
+    return report
+
+
+def apply_writers(ctx: PoolContext) -> None:
+    """Reconcile and move every writer of the workspace (the wanted and the surplus),
+    under leases taken with one wait for all of them, not one per writer."""
+    indices = set(range(1, ctx.settings.writers + 1)) | set(existing_states(ctx.paths, ctx.alias))
+    names = [writer_name(ctx.alias, index) for index in sorted(indices)]
+    wait = ctx.loaded.config.pool.lease_wait_seconds
+    with leased_all(ctx.paths.writer_dir, names, wait) as leases:
+        ctx.leases = leases
         reconcile(ctx)
         move_to_base(ctx)
-    return report
 
 
 def plan_writers(ctx: PoolContext) -> bool:

@@ -86,7 +86,9 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     target = f"writer/{ctx.alias}/{name}"
     try:
-        with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+        with operate(
+            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+        ):
             state = load_state(ctx.paths.writer_dir(name))
             if state is None:
                 return

@@ -17,8 +17,8 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
-from writerpool.pool.inspect import Inspection
-from writerpool.pool.lease import Lease, read_holder
+from writerpool.pool.inspect import VIEW, Inspection
+from writerpool.pool.lease import lease_taken, read_holder
 from writerpool.pool.mode_show import reproduce_for
 from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
 from writerpool.pool.work import changed_branches
@@ -141,17 +141,18 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
 
 
 def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
-    """Who holds the lease ({} when unnamed), or None when it is free. Only tested."""
-    lease = Lease(paths.writer_dir(name))
-    try:
-        lease.acquire(wait=0)
-    except WriterpoolError as exc:
-        if exc.code != "writer_busy":
-            raise
-        holder = read_holder(paths.writer_dir(name))
-        return {"pid": holder.pid, "command": holder.command} if holder else {}
-    lease.release()
-    return None
+    """Who holds the lease ({} when unnamed), or None when it is free; asked without
+    taking the lease, so a session starting meanwhile is never turned away."""
+    if not lease_taken(paths.writer_dir(name)):
+        return None
+    holder = read_holder(paths.writer_dir(name))
+    return {"pid": holder.pid, "command": holder.command} if holder else {}
+
+
+def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
+    who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
+    reason = REASONS["writer_busy"] + who
+    return replace(common, code="writer_busy", reason=reason, holder=holder)
 
 
 def status_of(
@@ -166,12 +167,14 @@ def status_of(
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:
-        who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
-        reason = REASONS["writer_busy"] + who
-        return replace(common, code="writer_busy", reason=reason, holder=holder)
+        return _busy_status(common, holder)
     try:
-        verdict = admit(paths, podman, loaded.config.pool, state, full=True)
+        # A view: its container runs beside a session that starts meanwhile.
+        verdict = admit(paths, podman, loaded.config.pool, state, full=True, role=VIEW)
     except WriterpoolError as exc:
+        holder = _busy(paths, state.name)
+        if holder is not None:  # a session took the writer while it was read
+            return _busy_status(common, holder)
         why = f"the clone could not be inspected ({exc.code})"
         verdict = Admission(exc.code, why, phase=state.phase)
     code, reason = verdict.code, verdict.reason

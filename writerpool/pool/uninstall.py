@@ -22,6 +22,7 @@ from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.image_prune import owned_images, remove_owned
+from writerpool.pool.lease import LeaseBatch, leased_all
 from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
 from writerpool.pool.writers import delete_writer_files, operate
@@ -32,15 +33,19 @@ from writerpool.state.writer import load_state
 TARGET = "writerpool"
 
 
-def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig, discard: bool,
-                    report: Report) -> bool:  # fmt: skip
+def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig,
+                    flags: tuple[bool, bool], report: Report,
+                    leases: LeaseBatch) -> bool:  # fmt: skip
     """Whether every writer may be deleted (the uncollected-work guard of each)."""
+    discard, apply = flags
     ok = True
     for alias, name in writer_names(paths):
         try:
-            with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+            with operate(paths, podman, 0, name, leases):
                 state = load_state(paths.writer_dir(name))
-                if state is not None and not guard(paths, podman, loaded, state, discard, report):
+                if state is not None and not guard(
+                    paths, podman, loaded, state, discard, report, apply
+                ):
                     ok = False
         except WriterpoolError as exc:
             report.add(exc.code, "error", f"writer/{alias}/{name}", exc.message)
@@ -96,7 +101,19 @@ def uninstall(
     apply: bool,
 ) -> Report:  # fmt: skip
     report = Report("uninstall")
-    if not _writers_may_go(paths, podman, loaded, discard, report):
+    names = [name for _, name in writer_names(paths)]
+    # Every writer's lease with one wait, held from the guard to the removal.
+    with leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases:
+        _uninstall(paths, podman, loaded, (discard, keep_images, apply), report, leases)
+    return report
+
+
+def _uninstall(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
+    report: Report, leases: LeaseBatch,
+) -> None:  # fmt: skip
+    discard, keep_images, apply = flags
+    if not _writers_may_go(paths, podman, loaded, (discard, apply), report, leases):
         report.add(
             "uninstall_refused",
             "error",
@@ -104,13 +121,13 @@ def uninstall(
             "a writer holds work no complete collection covers; nothing was removed",
             remedy="collect or finish each writer named above, or pass --discard",
         )
-        return report
+        return
     for alias, name in writer_names(paths):
         if not apply:
             report.add("uninstall_planned", "planned", f"writer/{alias}/{name}",
                        "would remove the writer (state, clone, bundles)")  # fmt: skip
             continue
-        with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+        with operate(paths, podman, 0, name, leases):
             delete_writer_files(paths, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
     _registrations(paths, apply, report)
@@ -131,4 +148,3 @@ def uninstall(
         "kept: the configuration file, the audit log and review refs already collected "
         "into checkouts",
     )
-    return report
