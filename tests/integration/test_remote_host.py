@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,10 @@ import pytest
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
-from writerpool.runtime.image_transfer import remote_image_id
+from writerpool.runtime.image_transfer import remote_image_id, transfer_image
+from writerpool.runtime.podman import Podman
 from writerpool.runtime.remote import connect
+from writerpool.runtime.spec import ContainerSpec, Mount
 from writerpool.runtime.ssh import SshHost
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
@@ -123,3 +127,56 @@ def test_doctor_reports_a_changed_host_key_with_its_remedy(testhost: Host, tmp_p
     assert reach["code"] == "remote_reachable" and reach["status"] == "error"
     assert "host_key_mismatch" in reach["message"] and reach["remedy"]
     assert testhost.target.address not in json.dumps(doctor)
+
+
+def _serve_once(path: Path, stop: threading.Event) -> threading.Thread:
+    """A Unix socket on the controller answering `pong:` and what it was sent."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.2)
+
+    def loop() -> None:
+        with server:
+            while not stop.is_set():  # bounded by the test: stop is set at its end
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.sendall(b"pong:" + conn.recv(64))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.image
+def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_only(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    local = tmp_path / "proxy.sock"
+    stop = threading.Event()
+    thread = _serve_once(local, stop)
+    probe = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/proxy.sock'); "
+             "s.sendall(b'ping'); print(s.recv(64).decode())")  # fmt: skip
+    try:
+        with connect("th", testhost) as remote:
+            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+            with remote.session_socket(local, "s-1") as there:
+                mount = Mount(source=Path(str(there)), target="/run/proxy.sock")
+                spec = ContainerSpec(image_id=pinned, name="writerpool-test-remote-sock",
+                                     workdir="/tmp", mounts=(mount,))  # fmt: skip
+                done = remote.run(spec, ["python3", "-c", probe], timeout=120)
+                assert done.returncode == 0, done.stderr[-2000:]
+                assert done.out.strip() == "pong:ping"
+                # The host's socket is the controller's, not a host path of the controller.
+                assert str(tmp_path) not in " ".join(spec.run_argv(["true"]))
+            gone = remote.host.exec(["test", "-e", str(there)])
+            assert gone.returncode != 0
+            again = remote.run(spec, ["python3", "-c", probe], timeout=120)
+            assert again.returncode != 0
+    finally:
+        stop.set()
+        thread.join(timeout=5)

@@ -8,16 +8,20 @@ so every operation of `Podman` works unchanged on the host.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from writerpool.config.hosts import Host
+from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed
 from writerpool.runtime.podman import Podman, default_socket, socket_answers
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.runtime.ssh import HostUnreachable, SshHost
+
+SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
 class RemotePodman(Podman):
@@ -60,6 +64,23 @@ class RemotePodman(Podman):
 
     def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
         return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=interactive)]
+
+    @contextlib.contextmanager
+    def session_socket(self, local: Path, session: str) -> Iterator[PurePosixPath]:
+        """The controller's Unix socket `local`, made to answer on the host for one
+        session: a socket path there that a container of that session may mount. The
+        forward and the host's socket end with the block."""
+        if not SESSION_RE.fullmatch(session):
+            raise ValueError("session id must be lowercase letters, digits and dashes")
+        directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
+        remote = directory / f"{session}.sock"
+        self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+        try:
+            with self.host.forward(local, str(remote), reverse=True):
+                yield remote
+        finally:
+            with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
+                self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
 
     def _ensure_service(self) -> None:
         # The host's service is its own (a user unit or `podman system service`); the
