@@ -30,7 +30,7 @@ from bench_figures import Figure
 from writerpool.egress.allowlist import Allowlist, expand
 from writerpool.egress.connect import ConnectLimits, ConnectSession
 from writerpool.egress.connect_model import ConnectRecord
-from writerpool.egress.proxy import EgressHost
+from writerpool.egress.host import EgressHost
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 SIZE = 10 * 1024 * 1024

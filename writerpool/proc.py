@@ -156,6 +156,14 @@ def wait_or_stop(proc: Process, timeout: float) -> int:
     return proc.returncode
 
 
+def wait(process: Process, timeout: float) -> int | None:
+    """The process's exit status, or None when it is still running after `timeout`."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
     """Start a long-lived service detached from this process: `setsid -f` hands it to
     init at once, so it may outlive us and is never left here as a zombie."""

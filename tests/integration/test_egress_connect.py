@@ -18,7 +18,7 @@ from tests.support.registry import NAME, Registry, registry
 from writerpool.egress.allowlist import Allowlist, expand
 from writerpool.egress.connect import ConnectLimits, ConnectSession
 from writerpool.egress.connect_model import ConnectRecord
-from writerpool.egress.proxy import EgressHost
+from writerpool.egress.host import EgressHost
 
 LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
                        idle_seconds=30.0)  # fmt: skip

@@ -21,6 +21,7 @@ from writerpool.agent.allow import open_allowlist
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.state.atomic import ensure_private_dir
@@ -28,14 +29,23 @@ from writerpool.state.atomic import ensure_private_dir
 if TYPE_CHECKING:
     from writerpool.egress.connect import ConnectSession
     from writerpool.egress.connect_model import ConnectRecord
-    from writerpool.egress.proxy import EgressHost, EgressSession
+    from writerpool.egress.host import EgressHost, EgressSession
 
 
 class Grant(Protocol):
     """What a session holds of its egress until it ends."""
 
     def revoke(self) -> None: ...
+
+    def ready(self) -> None:
+        """Return once the session's way out serves (raise egress_failed if it never will)."""
+        ...
     def denied(self) -> list[dict[str, str]]: ...
+
+    @property
+    def lost(self) -> bool:
+        """Whether the session's way to its provider is gone (its proxy process died)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,13 @@ class RenderedDir:
 
     agent_dir: Path
 
+    @property
+    def lost(self) -> bool:
+        return False  # nothing on the host stands between pi and its provider
+
+    def ready(self) -> None:
+        return None
+
     def revoke(self) -> None:
         agent_launch.remove_credential(self.agent_dir)
 
@@ -73,6 +90,13 @@ class Proxied:
     agent_dir: Path
     proxy: EgressSession
     connect: ConnectSession | None = None  # the allowlist proxy, when the workspace has one
+
+    @property
+    def lost(self) -> bool:
+        return not self.proxy.alive
+
+    def ready(self) -> None:
+        self.proxy.wait_ready()
 
     def revoke(self) -> None:
         try:
@@ -130,7 +154,9 @@ def grant_key(
             upstream=resolved,
             credential=key,
             caps=request.config.pool.caps(),
+            wait=False,  # its process starts while pi does: see Grant.ready
         )
+        crash_point("egress.proxy_started")
         connect = None
         try:
             agent_launch.point_at_proxy(

@@ -113,7 +113,7 @@ class Session:
         launched = self.launched
         if self.closed_at is not None or launched is None:
             return "closed"
-        if not launched.agent.alive:
+        if not launched.agent.alive or launched.grant.lost:
             return "failed"
         last = self.last_turn()
         if last is not None and launched.agent.turn(self.turns[last]).status == "running":
@@ -364,6 +364,10 @@ class SessionManager:
         agent = session.launched.agent
         if not agent.alive:
             raise WriterpoolError("session_failed", "the session's agent exited; close it")
+        if session.launched.grant.lost:
+            raise WriterpoolError(
+                "session_egress_lost", "the session's way to its provider is gone; close it"
+            )
         return agent
 
     def _close_seconds(self) -> float:

@@ -51,7 +51,7 @@ def open_relay(directory: Path, port: int) -> Iterator[Path]:
     (all on the host listener's port), so the harness's allowlist checks see an escape."""
     from writerpool.egress.allowlist import Allowlist, expand  # noqa: PLC0415
     from writerpool.egress.connect import ConnectLimits, ConnectSession  # noqa: PLC0415
-    from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+    from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
     names = [f"{n}.acceptance.test" for n in ("listed", "unlisted", "private", "loopback")]
     words = (*(f"{n}:{port}" for n in names), f"127.0.0.0/8:{port}")
