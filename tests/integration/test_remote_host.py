@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -180,3 +181,33 @@ def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_onl
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def _forwarder_pid(local_socket: Path) -> int:
+    """The ssh process forwarding `local_socket` (this test's own child)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"ssh") and any(str(local_socket).encode() in a for a in argv):
+            return int(entry.name)
+    raise AssertionError("no ssh process forwards the socket")
+
+
+def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) -> None:
+    with connect("th", testhost) as remote:
+        assert remote.version()
+        os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
+        with pytest.raises(WriterpoolError) as exc:
+            remote.containers("io.writerpool.writer", "none")
+        assert exc.value.code == "writer_host_unreachable"
+        with pytest.raises(WriterpoolError) as exc:
+            remote.cli(["info", "--format", "json"])
+        assert exc.value.code == "writer_host_unreachable"
+        assert testhost.target.address not in exc.value.message
+    # A new connection works at once: nothing was left half-open on either side.
+    with connect("th", testhost) as again:
+        assert again.version()

@@ -9,6 +9,7 @@ import pytest
 
 from writerpool.config.hosts import Host, parse_ssh_url
 from writerpool.config.models import parse_config
+from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.doctor.remote import judge_host
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import PodmanInfo
@@ -164,3 +165,17 @@ def test_a_missing_image_rootful_podman_and_low_disk_are_reported() -> None:
 def test_no_api_service_is_one_blocking_error() -> None:
     found = _by_id(RemoteFacts("th1", api_error="its Podman API socket does not answer"))
     assert found == {"remote_reachable": ("ok", False), "remote_api": ("error", True)}
+
+
+def test_the_placement_rule_is_round_robin_in_the_order_given() -> None:
+    hosts = ("local", "b", "c")
+    assert [host_for(i, hosts) for i in range(1, 8)] == [
+        "local", "b", "c", "local", "b", "c", "local"]  # fmt: skip
+    assert host_for(5, ("local",)) == "local"
+
+
+@pytest.mark.parametrize("hosts", [("local", "local"), ("Bad",), ("-x",), ()])
+def test_bad_host_lists_are_refused_by_the_mode_entry(hosts: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        ContainerSettings(profiles=("code",), base="main", hosts=hosts)
+    assert ContainerSettings(profiles=("code",), base="main").placed_on() == ("local",)

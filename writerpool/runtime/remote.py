@@ -17,9 +17,15 @@ from pathlib import Path, PurePosixPath
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed
-from writerpool.runtime.podman import Podman, default_socket, socket_answers
+from writerpool.runtime.podman import (
+    ContainerRef,
+    Podman,
+    PodmanApiUnavailable,
+    default_socket,
+    socket_answers,
+)
 from writerpool.runtime.spec import ContainerSpec
-from writerpool.runtime.ssh import HostUnreachable, SshHost
+from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
 
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -27,9 +33,14 @@ SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 class RemotePodman(Podman):
     """Podman on `host`, through the forwarded socket `socket_path`."""
 
-    def __init__(self, host: SshHost, socket_path: Path) -> None:
+    def __init__(self, host: SshHost, socket_path: Path, forward: Forward | None = None) -> None:
         super().__init__(socket_path=socket_path)
         self.host = host
+        self.forward = forward
+
+    def connected(self) -> bool:
+        alive = self.forward is None or self.forward.alive()
+        return alive and socket_answers(self.socket_path)
 
     def url_args(self) -> list[str]:
         return ["--url", f"unix://{self.socket_path}"]
@@ -47,12 +58,12 @@ class RemotePodman(Podman):
         except CommandFailed as exc:
             self.raise_if_gone(exc)
             raise
-        if done.returncode == 125 and not socket_answers(self.socket_path):
+        if done.returncode == 125 and not self.connected():
             raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
         return done
 
     def raise_if_gone(self, cause: BaseException) -> None:
-        if not socket_answers(self.socket_path):
+        if not self.connected():
             raise HostUnreachable(
                 self.host.name, "the connection to its Podman was lost"
             ) from cause
@@ -85,8 +96,22 @@ class RemotePodman(Podman):
     def _ensure_service(self) -> None:
         # The host's service is its own (a user unit or `podman system service`); the
         # controller cannot start it, only find it gone.
-        if not socket_answers(self.socket_path):
-            raise HostUnreachable(self.host.name, "its Podman API socket does not answer")
+        if not self.connected():
+            raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
+
+    def containers(self, label: str, value: str) -> list[ContainerRef]:
+        try:
+            return super().containers(label, value)
+        except PodmanApiUnavailable as exc:
+            self.raise_if_gone(exc)
+            raise
+
+    def remove(self, container_id: str) -> None:
+        try:
+            super().remove(container_id)
+        except PodmanApiUnavailable as exc:
+            self.raise_if_gone(exc)
+            raise
 
 
 @contextlib.contextmanager
@@ -98,7 +123,7 @@ def connect(name: str, host: Host) -> Iterator[RemotePodman]:
     private = Path(tempfile.mkdtemp(prefix="writerpool-host-", dir=base))  # 0700
     local = private / "podman.sock"
     try:
-        with ssh.forward(local, host.target.socket):
-            yield RemotePodman(ssh, local)
+        with ssh.forward(local, host.target.socket) as forward:
+            yield RemotePodman(ssh, local, forward)
     finally:
         shutil.rmtree(private, ignore_errors=True)

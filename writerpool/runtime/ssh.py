@@ -73,6 +73,16 @@ def classify(name: str, stderr: bytes) -> WriterpoolError:
 
 
 @dataclass(frozen=True)
+class Forward:
+    """A running forward: alive while its ssh process is (a lost connection ends it)."""
+
+    proc: Process
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@dataclass(frozen=True)
 class SshHost:
     """One configured host: how to reach it, and the argv that does, checked keys only."""
 
@@ -133,7 +143,7 @@ class SshHost:
         return done
 
     @contextlib.contextmanager
-    def forward(self, local: Path, remote: str, *, reverse: bool = False) -> Iterator[None]:
+    def forward(self, local: Path, remote: str, *, reverse: bool = False) -> Iterator[Forward]:
         """Forward a Unix socket for the life of the block: `local` answers for the
         host's `remote` socket (-L), or, reversed, `remote` on the host for `local` (-R)."""
         spec = f"{remote}:{local}" if reverse else f"{local}:{remote}"
@@ -144,7 +154,7 @@ class SshHost:
                          stderr_to=errors.fileno())  # fmt: skip
             try:
                 self._await_forward(proc, errors, local, remote, reverse)
-                yield
+                yield Forward(proc)
             finally:
                 stop(proc)
                 if not reverse:
