@@ -44,9 +44,11 @@ printf 'forge-wrote=%s\nforge-refused=%s\npi-pid=%s\npi-fd=%s\n' \
 """
 
 
-# Every signal at PID 1, the egress forwarder that holds the way out: none arrives.
+# Every signal at PID 1 and SIGKILL at every python3 (the egress forwarder that holds the
+# way out, wherever it runs): none arrives.
 TAKE_DOWN = (
     "for s in KILL TERM INT HUP QUIT USR1 USR2 ALRM; do kill -s $s 1; done 2>/dev/null; "
+    "for p in $(pgrep -x python3); do kill -9 $p; done 2>/dev/null; "
     'sleep 1; echo "pid1=$(cat /proc/1/comm)"'
 )
 
