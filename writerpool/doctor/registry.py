@@ -34,7 +34,6 @@ from writerpool.doctor.host import (
 from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
-from writerpool.doctor.remote import remote_hosts
 from writerpool.doctor.services import podman_api
 from writerpool.doctor.writers import isolation_control, writer_readiness
 from writerpool.errors import WriterpoolError
@@ -91,7 +90,7 @@ CHECK_IDS = (
 # ones, with the same CheckContext. The isolation-control record check and the
 # per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
 # runtime/, never pool/, which itself calls blocking_failures).
-EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness, remote_hosts)
+EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
 
 # Checks that matter only to a writer with a user-mode network.
 NETWORK_CHECKS = frozenset({"network_helper", "tun_device"})
@@ -130,12 +129,12 @@ def blocking_failures(
     workspace: str | None = None,
     profiles: Collection[str] = (),
     network: str | None = None,
-    hosts: Collection[str] = (),
 ) -> list[CheckResult]:
     """The errors that stop container provisioning (`doctor_failed`, one per result):
-    host-wide blocking errors, plus those of the named workspace, profiles and hosts. With
+    host-wide blocking errors, plus those of the named workspace and profiles (another
+    host's, `host/NAME`, never block this machine's). With
     a limited network (provider, none), user-mode network problems do not block."""
-    subjects = {f"profile/{name}" for name in profiles} | {f"host/{name}" for name in hosts}
+    subjects = {f"profile/{name}" for name in profiles}
     if workspace is not None:
         subjects.add(f"workspace/{workspace}")
     chosen = []
