@@ -23,6 +23,17 @@ ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
+class ConnectLimits:
+    """An allowlist proxy's caps per session (config `[egress]`)."""
+
+    concurrent: int
+    total: int
+    header_bytes: int
+    header_seconds: float
+    idle_seconds: float
+
+
+@dataclass(frozen=True)
 class Request:
     """A request's head as the proxy needs it: where to, which scheme, what to send on."""
 
