@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from writerpool.config.hosts import LOCAL, Host
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.untrusted import DocumentRefused, loads_toml, read_regular
@@ -137,7 +138,8 @@ class Egress(Strict):
     # The CA bundle whose certificates writers with an allowlist trust (a network that
     # intercepts TLS, a company mirror); default: SSL_CERT_FILE, else the system's.
     ca_bundle: Annotated[Path, AfterValidator(_absolute)] | None = None
-    connect_concurrent: int = Field(default=32, ge=1, le=1024)
+    # At most the connections a session's egress process has descriptors for.
+    connect_concurrent: int = Field(default=32, ge=1, le=64)
     connect_total: int = Field(default=5000, ge=1)
     header_bytes: int = Field(default=16384, ge=1024, le=1048576)
     header_seconds: float = Field(default=10.0, gt=0, le=300)
@@ -164,6 +166,14 @@ class Config(Strict):
     providers: dict[Alias, Provider] = {}
     pool: Pool = Pool()
     egress: Egress = Egress()
+    # Further Podman hosts reached over SSH; `local` is this machine's own.
+    hosts: dict[Alias, Host] = {}
+
+    @model_validator(mode="after")
+    def _local_is_reserved(self) -> Config:
+        if LOCAL in self.hosts:
+            raise ValueError(f"hosts.{LOCAL} is reserved for this machine's own Podman")
+        return self
 
     @model_validator(mode="after")
     def _one_read_only_default(self) -> Config:
