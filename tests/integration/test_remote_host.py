@@ -211,3 +211,23 @@ def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) 
     # A new connection works at once: nothing was left half-open on either side.
     with connect("th", testhost) as again:
         assert again.version()
+
+
+def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
+    testhost: Host,
+) -> None:
+    _configure_host(testhost)
+    code, plan = _cli("control", "--host", "th")
+    assert code == 0 and plan["findings"][0]["code"] == "isolation_control_planned"
+    code, report = _cli("control", "--host", "th", "--apply")
+    assert code == 0, report
+    [finding] = report["findings"]
+    assert (finding["code"], finding["target"]) == ("isolation_control_passed", "host/th/control")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "writerpool"
+    record = json.loads((state / "isolation-control-hosts" / "th.json").read_text())
+    assert record["passed"] is True and record["missed"] == []
+    # The host's own control is not this machine's.
+    assert not (state / "isolation-control.json").exists()
+    with connect("th", testhost) as remote:
+        left = remote.host.exec(["sh", "-c", "ls -a ~ | grep -c writerpool-canary || true"])
+    assert left.out.strip() == "0"
