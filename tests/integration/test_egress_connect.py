@@ -77,7 +77,11 @@ def dial(proxy: LocalListener | Path) -> socket.socket:
     path = proxy if isinstance(proxy, Path) else proxy.listener.socket_path
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(20)
-    sock.connect(str(path))
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
@@ -335,3 +339,48 @@ def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(
         (test_host.entry, True), ("unlisted.test:443", False)
     ]  # fmt: skip
     assert not (egress / "connect.sock").exists() and not (egress / "proxy.sock").exists()
+
+
+def test_a_flood_of_idle_connections_is_refused_and_the_proxy_recovers(
+    tmp_path: Path, test_host: Registry
+) -> None:
+    """300 connections that never send a byte, in the session's egress process: past the
+    concurrency cap each is answered 429 and closed at once, the ones within it are cut
+    at the header deadline, and then a listed host is reached again."""
+    config = Config(providers={"p": Provider(base_url="http://127.0.0.1:9/v1")})
+    upstream = resolve_provider(config, "p")
+    assert upstream is not None
+    spec = ConnectListenerSpec(
+        socket="connect.sock", entries=(test_host.entry, "127.0.0.1/32"),
+        resolve={NAME: ("127.0.0.1",)}, concurrent=4, total=1000, header_bytes=4096,
+        header_seconds=2.0, idle_seconds=30.0,
+    )  # fmt: skip
+    egress = tmp_path / "egress"
+    host = EgressHost(connect_audit=Records())
+    try:
+        session = host.open(
+            session="s-0123456789abcdef", writer="ws-w1", socket_path=egress / "proxy.sock",
+            upstream=upstream, credential="sk-unused",
+            caps=Caps(requests=10, bytes_up=10**6, bytes_down=10**6, concurrent=2),
+            connect=spec,
+        )  # fmt: skip
+        flood: list[socket.socket] = []
+        try:
+            while len(flood) < 300:
+                try:
+                    flood.append(dial(egress / "connect.sock"))
+                except BlockingIOError:
+                    time.sleep(0.01)  # the backlog is full: the proxy is catching up
+            answers = [head_of(sock).split("\r\n")[0] for sock in flood[4:]]
+            assert all("(cap_concurrent)" in a for a in answers), answers[:3]
+            for sock in flood[:4]:
+                assert sock.recv(1) == b""  # cut at the header deadline, never answered
+        finally:
+            for sock in flood:
+                sock.close()
+        again, head = connect(egress / "connect.sock", test_host.entry)
+        assert head.startswith("HTTP/1.1 200 ")
+        assert b"wptiny" in fetch_over_tls(again, test_host.ca, NAME, "/simple/wptiny/")
+        assert session.alive
+    finally:
+        host.close()
