@@ -71,6 +71,13 @@ def test_relative_key_paths_are_refused() -> None:
     assert "identity" in exc.value.message and "known_hosts" in exc.value.message
 
 
+def test_key_paths_with_spaces_are_refused() -> None:
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(b'[hosts.a]\nurl = "ssh://u@h.test:22/s"\nidentity = "/k/id"\n'
+                     b'known_hosts = "/k/known /etc/other"\n')  # fmt: skip
+    assert "hosts.a.known_hosts" in exc.value.message
+
+
 def test_the_ssh_argv_checks_the_pinned_key_and_ignores_the_users_config(tmp_path: Path) -> None:
     for name in ("id", "known"):
         (tmp_path / name).write_text("x")
