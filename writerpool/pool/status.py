@@ -45,6 +45,7 @@ class WriterStatus:
     problems: tuple[str, ...] = field(default=())
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
+    allowlist: bool = False  # the workspace has an egress allowlist (limited-allowlist)
 
     @property
     def leasable(self) -> bool:
@@ -55,7 +56,7 @@ class WriterStatus:
             "name": self.name, "workspace": self.workspace, "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
-            "networkClass": classification(self.network),
+            "networkClass": classification(self.network, self.allowlist),
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
@@ -164,6 +165,7 @@ def status_of(
         name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
         code="", reason="", readiness=state.reason if state.phase != "ready" else None,
+        allowlist=bool(entry and entry.container and entry.container.allow),
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:
