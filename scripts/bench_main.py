@@ -31,6 +31,7 @@ from bench_figures import (
 )
 from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
+from bench_remote import remote_figures, start_line
 from bench_startup import startup_figure
 from bench_warm import warm_figure, warm_line
 
@@ -52,6 +53,7 @@ REPS = {
     "connect": (5, 15),
     "startup": (11, 31),
     "warm": (11, 21),
+    "remote": (5, 15),
 }
 
 
@@ -62,7 +64,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,warm,contention,collect,guard,proxy,connect,startup")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,proxy,connect,startup,warm,remote")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -145,6 +147,8 @@ def _detail(figure: Figure) -> str:
         return paced_line(figure)
     if figure.name == "warm_claim":
         return warm_line(figure)
+    if figure.name == "remote_container_start":
+        return start_line(figure)
     if figure.name == "pool_contention":
         spread = figure.extra["startSecondsByRound"][-1]
         return (f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
@@ -154,6 +158,7 @@ def _detail(figure: Figure) -> str:
 
 
 def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figure]:
+    """Every figure of the chosen groups, in a fixed order."""
     figures: list[Figure] = []
     if "startup" in groups:
         say("measuring serve_startup")
@@ -182,6 +187,9 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
     if "connect" in groups:
         say("measuring connect_overhead")
         figures.append(connect_figure(reps["connect"]))
+    if "remote" in groups:
+        say("measuring remote_container_start, remote_stream_in, remote_stream_out")
+        figures += remote_figures(resolve_image(env.paths, "default"), reps["remote"])
     return figures
 
 
@@ -191,6 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     groups = set(filter(None, args.only.split(","))) or {
         "provision", "session", "warm", "contention", "collect", "guard", "proxy", "connect",
         "startup",
+        *(["remote"] if os.environ.get("WRITERPOOL_TESTHOST_URL") else []),
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -201,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     began = time.perf_counter()
     try:
         # proxy_overhead, connect_overhead and serve_startup need no writers.
-        if groups - {"proxy", "connect", "startup"}:
+        if groups - {"proxy", "connect", "startup", "remote"}:
             setup(env, groups)
         elif "startup" in groups:
             env.add_workspace("small", SMALL_COMMITS, writers=1)

@@ -83,6 +83,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
     type=click.IntRange(0, 16),
     help="Writers the pool service keeps started and idle for a claim (default 0).",
 )
+@click.option(
+    "--hosts",
+    help="Comma-separated hosts to place writers on, round robin in this order: "
+    "`local` and names of [hosts.NAME] tables (default: local).",
+)
 @click.option("--discard", is_flag=True, help="Allow losing surplus writers' uncollected work.")
 @click.option("--apply", is_flag=True, help="Make the change (default: plan only).")
 @json_option
@@ -100,6 +105,7 @@ def set_cmd(
     base: str | None,
     allow: str | None,
     warm: int | None,
+    hosts: str | None,
     discard: bool,
     apply: bool,
     as_json: bool,
@@ -116,6 +122,7 @@ def set_cmd(
         "base": base,
         "allow": allow,
         "warm": warm,
+        "hosts": hosts,
     }
     paths = Paths.from_env()
     if image is not None:
@@ -136,6 +143,7 @@ def set_cmd(
         base=base,
         allow=split_words(allow or ""),
         warm=warm or 0,
+        hosts=split_words(hosts or ""),
         discard=discard,
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),

@@ -36,7 +36,7 @@ from writerpool.egress.allowlist import (
     normalize_host,
     parse_address,
 )
-from writerpool.egress.connect_model import ConnectLimits, ConnectRecord, Request
+from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.errors import WriterpoolError
@@ -51,7 +51,6 @@ CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 AUDIT_PAST_CAP = 100
-DENIED_KEPT = 32  # distinct denied destinations a session remembers for its turns
 
 
 class LoopRunner(Protocol):

@@ -24,7 +24,7 @@ from typing import IO, Any, TypeVar
 from writerpool import crash, proc
 from writerpool.config.models import Caps
 from writerpool.config.providers import ResolvedProvider
-from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.connect_model import DENIED_KEPT, ConnectRecord
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.sockets import remove_stale_socket, unlink_socket
@@ -46,7 +46,6 @@ T = TypeVar("T")
 PREFIX = "/p"
 OPEN_TIMEOUT = 30.0  # a Python start and aiohttp's import, on a loaded host
 STOP_TIMEOUT = 10.0
-DENIED_KEPT = 32  # distinct refused destinations a session keeps for its turns
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 

@@ -25,6 +25,8 @@ def reproduce(alias: str, entry: ModeEntry) -> str:
             words += ["--allow", ",".join(settings.allow)]
         if settings.warm:
             words += ["--warm", str(settings.warm)]
+        if settings.hosts:
+            words += ["--hosts", ",".join(settings.hosts)]
     return shlex.join(words)
 
 
