@@ -13,10 +13,15 @@ Between samples the session is stopped and the pool warms the writer again (not 
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable
+from typing import Any
 
 from bench_env import PROFILE, BenchEnv, timed
 from bench_figures import Figure, interleave
 
+from writerpool.agent.egress import Proxied
+from writerpool.agent.pi import PiAgent
 from writerpool.config.models import load_config
 from writerpool.mcp.launch import Launcher
 from writerpool.mcp.placement import SessionPlan
@@ -36,9 +41,37 @@ def warm_line(figure: Figure) -> str:
     p50 = statistics.median(figure.ours)
     p95 = _percentile(figure.ours, 0.95)
     met = p50 <= P50_GOAL and p95 <= P95_GOAL
+    parts = ", ".join(f"{k} {v * 1000:.0f} ms"
+                      for k, v in figure.extra.get("claimPhasesMedianSeconds", {}).items())
     return (f"  warm_claim p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms over "
             f"{len(figure.ours)} claims  [goal p50 <= {P50_GOAL * 1000:.0f} ms, p95 <= "
-            f"{P95_GOAL * 1000:.0f} ms: {'met' if met else 'MISSED'}]")  # fmt: skip
+            f"{P95_GOAL * 1000:.0f} ms: {'met' if met else 'MISSED'}]\n  medians: {parts}")  # fmt: skip
+
+
+PHASES: dict[str, list[float]] = {}
+
+
+def _timing(owner: Any, attribute: str, label: str) -> Callable[[], None]:
+    """Wrap owner.attribute to record how long each call takes under `label` (this
+    process only); returns what undoes it."""
+    original = getattr(owner, attribute)
+
+    def timed_call(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            PHASES.setdefault(label, []).append(time.perf_counter() - began)
+
+    setattr(owner, attribute, timed_call)
+    return lambda: setattr(owner, attribute, original)
+
+
+def _phases(figure: Figure) -> None:
+    """Median seconds of each part of a claim, for the JSON (where the time goes)."""
+    figure.extra["claimPhasesMedianSeconds"] = {
+        k: round(statistics.median(v), 4) for k, v in PHASES.items() if v
+    }
 
 
 def warm_figure(env: BenchEnv, reps: int) -> Figure:
@@ -69,12 +102,21 @@ def warm_figure(env: BenchEnv, reps: int) -> Figure:
             launcher.stop(launched, 10.0)
         return float(seconds)
 
+    undo = [
+        _timing(WarmPool, "claim", "claim checks"),
+        _timing(Launcher, "_grant", "egress grant"),
+        _timing(PiAgent, "configure", "pi new_session, set_model, set_thinking_level"),
+        _timing(Proxied, "ready", "egress ready"),
+    ]
     try:
         sample(warm, -1, True)  # the first of each side pays for imports and page cache
         sample(cold, -1, False)
         interleave(reps, lambda r: sample(warm, r, True), lambda r: sample(cold, r, False),
                    figure)  # fmt: skip
+        _phases(figure)
     finally:
+        for step in undo:
+            step()
         pool.close()
         warm.shutdown()
         cold.shutdown()

@@ -107,6 +107,9 @@ class WarmPool:
         Bounded by the sum of the warm counts (each at most 16)."""
         started: list[str] = []
         wanted = self.wanted()
+        if self._spares is not None and wanted:
+            # Before pi starts: each spare's interpreter starts beside a writer's pi.
+            self._spares(sum(wanted.values()))
         for alias in {w.alias for w in list(self._warm.values())} - set(wanted):
             self._trim(alias, 0)
         for alias, count in sorted(wanted.items()):
@@ -116,8 +119,6 @@ class WarmPool:
                 if warm is None:
                     break  # no other writer can be warmed now: try again next time
                 started.append(warm.slot.name)
-        if self._spares is not None and wanted:
-            self._spares(len(self.warm_names()))
         return started
 
     def _trim(self, alias: str, count: int) -> None:
