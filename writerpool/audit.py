@@ -49,6 +49,7 @@ def audit_line(
     writer: str | None = None,
     discard: bool | None = None,
     apply: bool | None = None,
+    client: str | None = None,
 ) -> bytes:
     """The exact bytes appended for one event (newline-terminated JSON). `discard` and
     `apply` appear only when an operator command was given them."""
@@ -61,6 +62,8 @@ def audit_line(
         "uid": os.getuid(),
         "pid": os.getpid(),
     }
+    if client is not None:
+        record["client"] = _field(client)  # the service's client that made the call
     if discard:
         record["discard"] = True
     if apply:
@@ -137,6 +140,7 @@ def audit(
     writer: str | None = None,
     discard: bool | None = None,
     apply: bool | None = None,
+    client: str | None = None,
 ) -> None:
     """Append one line to the audit log (0600) under its lock; raises OSError on failure."""
     line = audit_line(
@@ -146,6 +150,7 @@ def audit(
         writer=writer,
         discard=discard,
         apply=apply,
+        client=client,
     )
     _append(paths, line)
 

@@ -132,6 +132,16 @@ CODES: dict[str, str] = {
     "client_unavailable": "The client's command line tool is not installed",
     "client_failed": "The client's command line tool failed or answered in an unknown form",
     "hook_install_failed": "Installing a writer hook failed",
+    # the pool service
+    "service_running": "The service runs; its URL is shown",
+    "service_stopped": "The service is not running",
+    "service_start_failed": "The service could not be started (its port is taken, or it failed)",
+    "service_stop_failed": "The service did not end within its bound",
+    "service_token_created": "A client's token was created and shown once",
+    "service_token_revoked": "A client's token was revoked",
+    "service_client_unknown": "No client of that name has a token",
+    "service_settings": "The service refused an invalid settings change; it keeps the last valid",
+    "service_tokens_invalid": "The service token file is corrupt; every request is refused",
     # sessions (MCP tools)
     "workspace_unknown": "The workspace is not configured",
     "profile_unknown": "The execution profile is not configured",

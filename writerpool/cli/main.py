@@ -70,6 +70,7 @@ COMMANDS = {
     "doctor": "writerpool.cli.doctor_cmd:doctor",
     "image": "writerpool.cli.image_cmd:image",
     "serve": "writerpool.cli.serve_cmd:serve",
+    "service": "writerpool.cli.service_cmd:service",
     "control": "writerpool.cli.control_cmd:control",
     "mode": "writerpool.cli.mode_cmd:mode",
     "egress": "writerpool.cli.egress_cmd:egress",

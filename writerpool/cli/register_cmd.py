@@ -9,6 +9,7 @@ import click
 
 from writerpool.cli.output import json_option, leave
 from writerpool.clients import apply, parse_target, plan, remove, verify
+from writerpool.clients.model import Target
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.report import Report
@@ -36,6 +37,12 @@ from writerpool.report import Report
     is_flag=True,
     help="Codex: approve pi_session_prompt, so `codex exec` can prompt sessions unasked.",
 )
+@click.option(
+    "--http",
+    "over_http",
+    is_flag=True,
+    help="Register the pool service's URL with a token of the client's own (starts it).",
+)
 @json_option
 def register(
     target: str,
@@ -45,6 +52,7 @@ def register(
     project: str | None,
     timeout: float,
     approve_prompts: bool,
+    over_http: bool,
     as_json: bool,
 ) -> None:
     """Register `writerpool serve` with a coding client (plans unless told otherwise).
@@ -63,6 +71,8 @@ def register(
             raise UsageError("--approve-prompts applies to codex:user, without --remove")
         chosen = replace(chosen, approve_prompts=True)
     paths = Paths.from_env()
+    if over_http:
+        _emit(_http(paths, chosen, do_apply, do_verify, do_remove), as_json)
     if do_apply:
         report = apply(paths, chosen)
     elif do_remove:
@@ -75,6 +85,20 @@ def register(
     else:
         report = plan(paths, chosen)
     _emit(report, as_json)
+
+
+def _http(
+    paths: Paths, chosen: Target, do_apply: bool, do_verify: bool, do_remove: bool
+) -> Report:
+    from writerpool.clients import http  # noqa: PLC0415
+
+    if do_verify:
+        raise UsageError("--http takes --apply or --remove; `service status` checks the service")
+    if do_apply:
+        return http.apply(paths, chosen)
+    if do_remove:
+        return http.remove(paths, chosen)
+    return http.plan(paths, chosen)
 
 
 def _emit(report: Report, as_json: bool) -> None:

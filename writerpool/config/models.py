@@ -160,12 +160,19 @@ class Egress(Strict):
         return self
 
 
+class Service(Strict):
+    # 0: the service picks a free port and records it (service.json, 0600). The
+    # address is always 127.0.0.1: there is deliberately no setting for it.
+    port: int = Field(0, ge=0, le=65535)
+
+
 class Config(Strict):
     workspaces: dict[Alias, Annotated[Path, AfterValidator(_absolute)]] = {}
     profiles: dict[Alias, Profile] = {}
     providers: dict[Alias, Provider] = {}
     pool: Pool = Pool()
     egress: Egress = Egress()
+    service: Service = Service()
     # Further Podman hosts reached over SSH; `local` is this machine's own.
     hosts: dict[Alias, Host] = {}
 

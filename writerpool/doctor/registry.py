@@ -34,6 +34,7 @@ from writerpool.doctor.host import (
 from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
+from writerpool.doctor.pool_service import service_settings
 from writerpool.doctor.services import podman_api
 from writerpool.doctor.writers import isolation_control, writer_readiness
 from writerpool.errors import WriterpoolError
@@ -90,7 +91,7 @@ CHECK_IDS = (
 # ones, with the same CheckContext. The isolation-control record check and the
 # per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
 # runtime/, never pool/, which itself calls blocking_failures).
-EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
+EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness, service_settings)
 
 # Checks that matter only to a writer with a user-mode network.
 NETWORK_CHECKS = frozenset({"network_helper", "tun_device"})

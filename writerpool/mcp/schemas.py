@@ -118,7 +118,10 @@ TURN: Schema = {
 CAPABILITIES: dict[str, Schema] = {
     "version": string("writerpool's version."),
     "configFingerprint": string("sha256 of the configuration the server loaded."),
-    "reloadPolicy": string("restart-required: the server never reloads its configuration."),
+    "reloadPolicy": string(
+        "restart-required (`writerpool serve` reads its configuration once) or on-change "
+        "(the service re-reads it when it changes)."
+    ),
     "workspaces": {
         "type": "array",
         "items": {

@@ -24,6 +24,7 @@ from writerpool import __version__
 from writerpool.config.paths import Paths
 from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.mcp.tools import GLOSSARY, TOOLS, annotations_for
+from writerpool.service.guard import CLIENT_KEY
 from writerpool.sessions.calls import ToolService
 from writerpool.sessions.progress import Progress, report_while_running
 
@@ -90,6 +91,13 @@ def failure_line(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
     return {"tool": name, "event": code, "message": body["error"]["message"]}
 
 
+def _client(ctx: ServerRequestContext[Any]) -> str | None:
+    """The service's authenticated client of an HTTP request (None over stdio)."""
+    scope = getattr(ctx.request, "scope", None)
+    client = scope.get(CLIENT_KEY) if isinstance(scope, dict) else None
+    return client if isinstance(client, str) else None
+
+
 def build_server(service: ToolService) -> Server[Any]:
     tools = list_tools(service.host_coding)
 
@@ -108,7 +116,7 @@ def build_server(service: ToolService) -> Server[Any]:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(report_while_running, progress, send)
-            body = await service.call(params.name, params.arguments, progress)
+            body = await service.call(params.name, params.arguments, progress, _client(ctx))
             tg.cancel_scope.cancel()
         line = failure_line(params.name, body)
         if line is not None and service.log_failures:
@@ -154,7 +162,17 @@ async def _exit_on_signal(service: ToolService) -> None:
 
 
 async def serve(paths: Paths) -> None:
-    """Serve one client over stdio until stdin closes or a signal arrives."""
+    """Serve one client over stdio until stdin closes or a signal arrives; while the
+    pool service runs, relay to it instead (mcp/relay.py)."""
+    from writerpool.service.control import running  # noqa: PLC0415
+
+    record = running(paths)
+    if record is not None:
+        from writerpool.mcp.relay import relay  # noqa: PLC0415
+
+        log.info("relaying to the pool service")
+        await relay(paths, str(record["socket"]))
+        return
     service = ToolService(paths)
     server = build_server(service)
     try:

@@ -25,6 +25,7 @@ from writerpool.report import sanitize
 from writerpool.sessions.inflight import InFlight
 from writerpool.sessions.manager import SessionManager, StartCancelled
 from writerpool.sessions.progress import Progress
+from writerpool.sessions.reload import SettingsWatch
 
 log = logging.getLogger(__name__)
 
@@ -42,31 +43,58 @@ def _error(code: str, message: str) -> dict[str, Any]:
 class ToolService:
     """Dispatches validated tool calls to the manager and audits every call."""
 
-    def __init__(self, paths: Paths) -> None:
+    def __init__(self, paths: Paths, reload: bool = False) -> None:
+        """`reload`: re-read the settings when they change (the service); `serve`
+        keeps what it loaded at start."""
         self.paths = paths
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
         self.log_failures = True
         self._calls = InFlight()
+        self._watch = SettingsWatch(paths) if reload else None
+        self._reload_lock = threading.Lock()
         try:
             loaded = load_config(paths)
             self.manager = SessionManager(paths, loaded, load_modes(paths))
+            if reload:
+                self.manager.reload_policy = "on-change"
         except WriterpoolError as exc:
             # Serve anyway, so a client learns the stable code instead of a dead pipe.
             self.load_error = exc
             log.error("configuration not loaded: %s", sanitize(exc.message))
+
+    def _refresh(self) -> None:
+        """Before each call: the settings as they are now, if they changed and are valid."""
+        if self._watch is None:
+            return
+        with self._reload_lock:
+            now = self._watch.changed()
+            fresh = self._watch.load(now) if now is not None else None
+            if fresh is None:
+                return
+            if self.manager is None:
+                self.manager = SessionManager(self.paths, *fresh)
+                self.manager.reload_policy = "on-change"
+                self.load_error = None
+            else:
+                self.manager.reload(*fresh)
 
     @property
     def host_coding(self) -> bool:
         return self.manager.host_coding if self.manager is not None else True
 
     def _handler(
-        self, spec: ToolSpec, args: dict[str, Any], progress: Progress, cancel: threading.Event
+        self,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        progress: Progress,
+        cancel: threading.Event,
+        client: str | None,
     ) -> Callable[[], dict[str, Any]]:
         if self.manager is None:
             assert self.load_error is not None
             raise self.load_error
-        m = self.manager
+        m = self.manager.for_client(client)
         sid = args.get("sessionId", "")
         handlers: dict[str, Callable[[], dict[str, Any]]] = {
             "pi_capabilities_get": m.capabilities,
@@ -94,13 +122,20 @@ class ToolService:
         return handlers[spec.name]
 
     async def call(
-        self, name: str, arguments: object, progress: Progress | None = None
+        self,
+        name: str,
+        arguments: object,
+        progress: Progress | None = None,
+        client: str | None = None,
     ) -> dict[str, Any]:
         """The call's body. Cancelled (the client's notifications/cancelled, or the
         client gone), the worker still finishes the call: a session it started is
-        closed, and the call is audited as cancelled."""
+        closed, and the call is audited as cancelled. `client`: the service's
+        authenticated client (None over stdio), who owns the sessions it starts."""
         cancel = threading.Event()
-        work = functools.partial(self._run, name, arguments, progress or Progress(), cancel)
+        work = functools.partial(
+            self._run, name, arguments, progress or Progress(), cancel, client
+        )
         try:
             # Agent calls block (process start, waits); a worker thread keeps the
             # server answering other requests meanwhile.
@@ -110,7 +145,12 @@ class ToolService:
             raise
 
     def _run(
-        self, name: str, arguments: object, progress: Progress, cancel: threading.Event
+        self,
+        name: str,
+        arguments: object,
+        progress: Progress,
+        cancel: threading.Event,
+        client: str | None,
     ) -> dict[str, Any]:
         with self._calls.running(cancel):
             spec = TOOLS_BY_NAME.get(name)
@@ -119,7 +159,8 @@ class ToolService:
                 if spec is None:
                     raise WriterpoolError("tool_unknown", "no tool of that name")
                 args = check_arguments(spec, arguments)
-                body = {"ok": True, **self._handler(spec, args, progress, cancel)()}
+                self._refresh()
+                body = {"ok": True, **self._handler(spec, args, progress, cancel, client)()}
             except StartCancelled as exc:
                 session = exc.session_id
                 body = _error(exc.code, exc.message)
@@ -129,7 +170,8 @@ class ToolService:
                 log.exception("tool %s failed", spec.name if spec else "?")
                 body = _error("internal_error", "an unexpected error inside writerpool")
             outcome = CANCELLED if cancel.is_set() else None
-            self._audit(spec.name if spec else "tool_unknown", arguments, body, session, outcome)
+            tool = spec.name if spec else "tool_unknown"
+            self._audit(tool, arguments, body, session, outcome, client)
             return body
 
     def _audit(
@@ -139,12 +181,14 @@ class ToolService:
         body: dict[str, Any],
         session: str | None = None,
         outcome: str | None = None,
+        client: str | None = None,
     ) -> None:
         session = session or _session_of(arguments, body)
         writer = self.manager.writer_of(session) if self.manager and session else None
         outcome = outcome or ("ok" if body["ok"] else body["error"]["code"])
         try:
-            audit(self.paths, tool_or_command=tool, outcome=outcome, session=session, writer=writer)
+            audit(self.paths, tool_or_command=tool, outcome=outcome, session=session,
+                  writer=writer, client=client)  # fmt: skip
         except OSError as exc:
             log.error("audit log not written: %s", sanitize(str(exc)))
 

@@ -107,6 +107,10 @@ class Launcher:
         except OSError as exc:
             log.warning("stale writer credentials not swept: %s", exc.strerror)
 
+    def reload(self, loaded: LoadedConfig) -> None:
+        with self._lock:
+            self._loaded, self._config = loaded, loaded.config
+
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
         if plan.placement == "container":
             return self._launch_writer(plan, session_id)

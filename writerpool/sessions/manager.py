@@ -36,6 +36,7 @@ from writerpool.sessions.work import clone_work, other_work, read_clone
 
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
+    from writerpool.sessions.owned import OwnedSessions
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class Session:
     # Fixed at start, so a tombstone still names them.
     writer: str | None = None
     base: dict[str, str] | None = None
+    owner: str | None = None  # the service's client that started it (None: stdio)
     # public turn id -> the agent's own turn id
     turns: dict[str, str] = field(default_factory=dict)
     # A closed session's turns as they ended (the agent is gone by then).
@@ -190,6 +192,14 @@ class SessionManager:
         self._starting = 0  # starts in flight
         self._shutting_down = False
         self.host_coding = _host_coding(loaded.config, modes)
+        self.reload_policy = "restart-required"
+
+    def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
+        """New settings for sessions started from now on; open sessions keep theirs."""
+        with self._lock:
+            self._loaded, self._modes = loaded, modes
+            self._launcher.reload(loaded)
+            self.host_coding = _host_coding(loaded.config, modes)
 
     # -- read-only tools -------------------------------------------------------------
 
@@ -198,15 +208,25 @@ class SessionManager:
         return {
             "version": __version__,
             "configFingerprint": self._loaded.fingerprint,
-            "reloadPolicy": "restart-required",
+            "reloadPolicy": self.reload_policy,
             "workspaces": workspace_capabilities(config, self._modes),
             "profiles": profile_capabilities(config),
         }
 
-    def list(self) -> dict[str, Any]:
+    def list(self, owner: str | None = None) -> dict[str, Any]:
         with self._lock:
-            sessions = list(self._sessions.values())
+            sessions = [s for s in self._sessions.values() if s.owner == owner]
         return {"sessions": [s.view() for s in sessions]}
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The client that owns the session (session_unknown when there is none)."""
+        return self._find(session_id).owner
+
+    def for_client(self, client: str | None) -> OwnedSessions:
+        """The manager as `client` sees it: its own sessions only."""
+        from writerpool.sessions.owned import OwnedSessions  # noqa: PLC0415 - a cycle
+
+        return OwnedSessions(self, client)
 
     def get(self, session_id: str) -> dict[str, Any]:
         return {"session": self._find(session_id).view()}
@@ -226,10 +246,11 @@ class SessionManager:
         base: str | None = None,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
+        owner: str | None = None,
     ) -> dict[str, Any]:
-        """Start a session. `cancel` set (the client cancelled or left): the start stops
-        before the agent starts, or the session is closed at once (container gone,
-        lease released) and StartCancelled names it."""
+        """Start a session owned by `owner`. `cancel` set (the client cancelled or left):
+        the start stops before the agent starts, or the session is closed at once
+        (container gone, lease released) and StartCancelled names it."""
         plan = plan_session(self._loaded.config, self._modes, workspace, profile, base)
         session_id = "s-" + secrets.token_hex(8)
         cancel = cancel or threading.Event()
@@ -241,6 +262,7 @@ class SessionManager:
             if cancel.is_set():
                 raise StartCancelled(None)
             session = self._launch(plan, session_id, progress or Progress())
+            session.owner = owner
             with self._lock:
                 late = self._shutting_down
                 self._sessions[session_id] = session

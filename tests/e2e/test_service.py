@@ -1,0 +1,158 @@
+"""The pool service over HTTP: only loopback, only with a client's token, sessions owned
+by the client that started them, and a killed service leaves what a killed `serve` does."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.e2e.conftest import HELLO_TEXT, MakeServer
+from tests.e2e.harness import assert_no_process_in, connect, files_holding
+from tests.e2e.service_support import http_client, post, running_service, tool_call
+from writerpool.service import control, tokens
+from writerpool.service.app import MAX_BODY_BYTES
+
+pytestmark = pytest.mark.pi
+
+HOST_CODE = {"workspace": "hosted", "executionProfile": "code"}
+HELLO_PROMPT = "say-hello: over http"
+
+
+def _headers(port: int, token: str | None, **extra: str) -> dict[str, str]:
+    headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}  # fmt: skip
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return {**headers, **extra}
+
+
+def test_hostile_requests_are_refused_and_start_nothing(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    good = tokens.create(server.paths, "alpha")
+    revoked = tokens.create(server.paths, "gone")
+    tokens.revoke(server.paths, "gone")
+    start = tool_call("pi_session_start", HOST_CODE)
+    with running_service(server) as service:
+        port = service.port
+        refusals = {
+            "no token": (post(port, start, _headers(port, None)), 401),
+            "wrong token": (post(port, start, _headers(port, good + "x")), 401),
+            "revoked token": (post(port, start, _headers(port, revoked)), 401),
+            "not bearer": (post(port, start, _headers(port, None, Authorization=good)), 401),
+            "foreign Origin": (
+                post(port, start, _headers(port, good, Origin="http://evil.test")), 403),
+            "Origin of a rebinding name": (
+                post(port, start, _headers(port, good, Origin=f"http://rebind.test:{port}")), 403),
+            "Host of a rebinding name": (
+                post(port, start, _headers(port, good, Host=f"rebind.test:{port}")), 403),
+            "body over the cap": (
+                post(port, start + b" " * MAX_BODY_BYTES, _headers(port, good)), 413),
+            "OAuth metadata": (post(port, b"", _headers(port, good),
+                                    path="/.well-known/oauth-authorization-server"), 404),
+        }  # fmt: skip
+        for what, ((status, _body), expected) in refusals.items():
+            assert status == expected, what
+        # The same request with the right token and headers does start a session.
+        status, body = post(port, tool_call("pi_capabilities_get", {}), _headers(port, good))
+        assert status == 200, body
+        assert b"configFingerprint" in body
+    assert [line["action"] for line in server.audit_lines()] == ["pi_capabilities_get"]
+    assert not any((server.paths.state_dir / "sessions").iterdir())
+    assert_no_process_in(server.root / "ws")
+    assert control.running(server.paths) is None
+
+
+def test_a_session_belongs_to_the_client_that_started_it(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    alpha = tokens.create(server.paths, "alpha")
+    beta = tokens.create(server.paths, "beta")
+
+    async def scenario(url: str) -> None:
+        async with http_client(url, alpha) as a, http_client(url, beta) as b:
+            sid = (await a.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
+            turn = await a.ok("pi_session_prompt", {"sessionId": sid, "message": HELLO_PROMPT})
+            done = await a.wait_turn(sid, turn["turnId"])
+            assert done["text"] == HELLO_TEXT
+            for tool, args in (
+                ("pi_session_get", {"sessionId": sid}),
+                ("pi_session_prompt", {"sessionId": sid, "message": HELLO_PROMPT}),
+                ("pi_turn_get", {"sessionId": sid, "turnId": turn["turnId"]}),
+                ("pi_session_abort", {"sessionId": sid}),
+                ("pi_session_close", {"sessionId": sid}),
+            ):
+                assert await b.code(tool, args) == "session_unknown", tool
+            assert (await b.ok("pi_session_list"))["sessions"] == []
+            assert [s["sessionId"] for s in (await a.ok("pi_session_list"))["sessions"]] == [sid]
+            assert (await a.ok("pi_session_get", {"sessionId": sid}))["session"]["state"] == "idle"
+            await a.ok("pi_session_close", {"sessionId": sid})
+
+    with running_service(server) as service:
+        anyio.run(scenario, service.url)
+    lines = [line for line in server.audit_lines() if line["action"].startswith("pi_")]
+    by_client = {(line["client"], line["action"], line["outcome"]) for line in lines}
+    assert ("alpha", "pi_session_start", "ok") in by_client
+    assert ("beta", "pi_session_close", "session_unknown") in by_client
+    assert ("alpha", "pi_session_close", "ok") in by_client
+    assert_no_process_in(server.root / "ws")
+
+
+def test_a_killed_service_leaves_what_a_killed_serve_leaves(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    key = server.env["WRITERPOOL_TEST_SCRIPTED_KEY"]
+    token = tokens.create(server.paths, "alpha")
+
+    async def start(url: str) -> None:
+        async with http_client(url, token) as client:
+            sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
+            await client.ok("pi_session_prompt", {"sessionId": sid, "message": "take-your-time"})
+
+    with running_service(server) as service:
+        anyio.run(start, service.url)
+        service.proc.send_signal(signal.SIGKILL)
+        service.proc.wait(10)
+        socket = Path(service.record["socket"])
+    # pi exits when its stdin (a pipe from the dead service) closes.
+    assert_no_process_in(server.root / "ws")
+    assert files_holding(server.paths.state_dir, key) != []  # nobody could clean up
+    assert control.running(server.paths) is None  # its record names a dead process
+
+    async def next_server() -> None:
+        async with connect(server) as client:
+            await client.ok("pi_capabilities_get")
+
+    anyio.run(next_server)
+    assert files_holding(server.paths.state_dir, key) == []
+    # The next service takes over the socket the killed one left.
+    with running_service(server) as service:
+        assert Path(service.record["socket"]) == socket and socket.is_socket()
+    assert not socket.exists()
+
+
+def test_service_start_status_stop_and_the_loopback_url(make_server: MakeServer) -> None:
+    from click.testing import CliRunner
+
+    from writerpool.cli.main import cli
+
+    make_server()
+    runner = CliRunner()
+    try:
+        started = json.loads(runner.invoke(cli, ["service", "start", "--json"]).output)
+        status = json.loads(runner.invoke(cli, ["service", "status", "--json"]).output)
+        assert status["data"]["url"] == started["data"]["url"]
+        assert status["data"]["url"].startswith("http://127.0.0.1:")
+        assert status["data"]["url"].endswith("/mcp")
+    finally:
+        stopped = json.loads(runner.invoke(cli, ["service", "stop", "--json"]).output)
+    assert stopped["data"]["running"] is False
+    after = json.loads(runner.invoke(cli, ["service", "status", "--json"]).output)
+    assert after["data"]["running"] is False

@@ -1,0 +1,85 @@
+"""`writerpool service start|stop|status|run` and `service token create|revoke NAME`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import anyio
+import click
+
+from writerpool.cli.output import emit, json_option
+from writerpool.config.models import load_config
+from writerpool.config.paths import Paths
+from writerpool.report import Report
+from writerpool.service import control, tokens
+
+
+@click.group()
+def service() -> None:
+    """The pool service: one process per user serving MCP over HTTP on 127.0.0.1."""
+
+
+@service.command("start")
+@json_option
+def start_cmd(as_json: bool) -> None:
+    """Start the service unless it runs; report its URL."""
+    emit(control.start(Paths.from_env()), as_json)
+
+
+@service.command("stop")
+@json_option
+def stop_cmd(as_json: bool) -> None:
+    """Stop the service: every session it hosts is closed first."""
+    emit(control.stop(Paths.from_env()), as_json)
+
+
+@service.command("status")
+@json_option
+def status_cmd(as_json: bool) -> None:
+    """Whether the service runs, and its URL (`url` under --json)."""
+    emit(control.status(Paths.from_env()), as_json)
+
+
+@service.command("run")
+@click.option("-v", "--verbose", is_flag=True, help="Log session events to stderr.")
+def run_cmd(verbose: bool) -> None:
+    """Run the service in the foreground (what `service start` runs detached)."""
+    from writerpool.service.app import run_service  # noqa: PLC0415 - loads the SDK
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if verbose else logging.WARNING,
+        format="writerpool service: %(levelname)s %(name)s: %(message)s",
+    )
+    paths = Paths.from_env()
+    anyio.run(run_service, paths, load_config(paths).config.service.port)
+
+
+@service.group("token")
+def token() -> None:
+    """Per-client bearer tokens."""
+
+
+@token.command("create")
+@click.argument("name")
+@json_option
+def token_create(name: str, as_json: bool) -> None:
+    """A new token for client NAME (replacing its old one), printed once."""
+    value = tokens.create(Paths.from_env(), name)
+    report = Report("service token create")
+    report.data.update({"client": name, "token": value})
+    report.add("service_token_created", "ok", name, f"token for {name} (shown once): {value}")
+    emit(report, as_json)
+
+
+@token.command("revoke")
+@click.argument("name")
+@json_option
+def token_revoke(name: str, as_json: bool) -> None:
+    """Revoke client NAME's token: its next request is refused."""
+    tokens.revoke(Paths.from_env(), name)
+    report = Report("service token revoke")
+    report.data["client"] = name
+    report.add("service_token_revoked", "ok", name, f"revoked the token of {name}")
+    emit(report, as_json)

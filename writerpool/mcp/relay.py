@@ -1,0 +1,115 @@
+"""`writerpool serve` while the pool service runs: a relay between the client's stdio and
+the service's Unix socket, so every client shares the same writers and sessions.
+
+The relay is a client of its own (`serve-<pid>`, a token made at start and revoked at
+the end), so its sessions are its own, as with a `serve` that runs alone; when stdin
+closes it closes them, as that `serve` would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.mcp.stdio import checked_stdio_server
+from writerpool.service import tokens
+
+log = logging.getLogger(__name__)
+
+# The socket's requests carry this Host (a loopback name, as the service requires).
+SOCKET_URL = "http://localhost/mcp"
+# A prefix only relays use: their stale tokens are dropped by the next relay.
+RELAY_PREFIX = "serve-"
+
+
+def _prune(paths: Paths) -> None:
+    """Revoke the tokens of relays that no longer run (killed before they could)."""
+    for name in tokens.load(paths):  # bounded by tokens.MAX_CLIENTS
+        if not name.startswith(RELAY_PREFIX):
+            continue
+        try:
+            os.kill(int(name.removeprefix(RELAY_PREFIX)), 0)
+        except (ValueError, ProcessLookupError):
+            with contextlib.suppress(WriterpoolError):
+                tokens.revoke(paths, name)
+        except PermissionError:
+            continue
+
+
+@contextlib.asynccontextmanager
+async def _service_streams(socket: str, token: str) -> AsyncIterator[Any]:
+    headers = {"Authorization": f"Bearer {token}"}
+    transport = httpx2.AsyncHTTPTransport(uds=socket)
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout) as http,
+        streamable_http_client(SOCKET_URL, http_client=http) as streams,
+    ):
+        yield streams
+
+
+async def _pipe(
+    source: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
+    sink: anyio.abc.ObjectSendStream[SessionMessage],
+) -> None:
+    async for message in source:
+        if isinstance(message, Exception):
+            log.warning("a message was not relayed: %s", type(message).__name__)
+            continue
+        await sink.send(message)
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()  # then this relay's sessions are closed, as `serve` does
+            return
+
+
+async def _close_own_sessions(socket: str, token: str) -> None:
+    """What a lone `serve` does when its client leaves: close every session it started."""
+    async with _service_streams(socket, token) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        listed = await s.call_tool("pi_session_list", {})
+        sessions = (listed.structured_content or {}).get("sessions", [])
+        for session in sessions:  # bounded: this relay's own sessions
+            if session.get("state") != "closed":
+                await s.call_tool("pi_session_close", {"sessionId": session["sessionId"]})
+
+
+async def relay(paths: Paths, socket: str) -> None:
+    """Relay stdio to the service until stdin closes; then close this relay's sessions."""
+    _prune(paths)
+    name = f"{RELAY_PREFIX}{os.getpid()}"
+    token = tokens.create(paths, name)
+    try:
+        async with (
+            _service_streams(socket, token) as (up_read, up_write),
+            checked_stdio_server() as (down_read, down_write),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(_pipe, up_read, down_write)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            await _pipe(down_read, up_write)
+            tg.cancel_scope.cancel()
+            # The transports end their writer tasks when their write streams close.
+            await down_write.aclose()
+            await up_write.aclose()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+            await _close_own_sessions(socket, token)
+    finally:
+        with contextlib.suppress(WriterpoolError):
+            tokens.revoke(paths, name)

@@ -1,0 +1,1 @@
+"""The pool service: one long-lived process per user serving MCP over loopback HTTP."""

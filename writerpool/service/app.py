@@ -1,0 +1,151 @@
+"""`writerpool service run`: the service process. MCP streamable HTTP (the SDK's
+transport, stateless: writerpool's own session ids carry all state) on 127.0.0.1 and
+on a Unix socket in the user's runtime directory, behind the Guard."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import platformdirs
+
+from writerpool.config.paths import APP, Paths
+from writerpool.errors import WriterpoolError
+from writerpool.service.guard import ENDPOINT, Guard
+from writerpool.service.tokens import service_dir
+from writerpool.state.atomic import ensure_private_dir, write_atomic
+
+log = logging.getLogger(__name__)
+
+# The largest request body the service reads (a prompt is capped well below this).
+MAX_BODY_BYTES = 1024 * 1024
+# How long a stop waits for open streams before it closes them.
+GRACEFUL_SECONDS = 5.0
+
+
+def record_file(paths: Paths) -> Path:
+    return service_dir(paths) / "service.json"
+
+
+def socket_path(paths: Paths) -> Path:
+    """In the user's runtime directory, named after the state directory it serves (two
+    installs of one user, a test's and the real one, never share a socket)."""
+    tag = hashlib.sha256(str(paths.state_dir).encode()).hexdigest()[:12]
+    return Path(platformdirs.user_runtime_dir(APP)) / f"service-{tag}.sock"
+
+
+def url_of(port: int) -> str:
+    return f"http://127.0.0.1:{port}{ENDPOINT}"
+
+
+def _tcp_socket(port: int) -> socket.socket:
+    # Loopback only, by construction: there is no option for any other address.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise WriterpoolError(
+            "service_start_failed", f"127.0.0.1:{port} is not free ({exc.strerror})"
+        ) from exc
+    sock.listen(128)
+    return sock
+
+
+def port_file(paths: Paths) -> Path:
+    return service_dir(paths) / "port"
+
+
+def _listen(paths: Paths, port: int) -> socket.socket:
+    """The configured port; else the port chosen before (clients registered its URL),
+    recorded 0600; else a free one, recorded for next time."""
+    if port:
+        return _tcp_socket(port)
+    try:
+        chosen = int(port_file(paths).read_text())
+    except (OSError, ValueError):
+        chosen = 0
+    try:
+        sock = _tcp_socket(chosen if 0 < chosen < 65536 else 0)
+    except WriterpoolError:
+        log.warning("the port chosen before is taken: a new one is chosen; register again")
+        sock = _tcp_socket(0)
+    ensure_private_dir(service_dir(paths))
+    write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
+    return sock
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    ensure_private_dir(path.parent)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a socket a killed service left
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+@contextlib.contextmanager
+def _recorded(paths: Paths, port: int, unix: Path) -> Iterator[None]:
+    """The 0600 record `service status` and `start` read, removed when the service ends."""
+    ensure_private_dir(service_dir(paths))
+    record = {"schema_version": 1, "pid": os.getpid(), "port": port,
+              "url": url_of(port), "socket": str(unix)}  # fmt: skip
+    write_atomic(record_file(paths), json.dumps(record, sort_keys=True).encode(), mode=0o600)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            record_file(paths).unlink()
+        with contextlib.suppress(FileNotFoundError):
+            unix.unlink()
+
+
+def _after_uvicorn(signum: int, frame: object) -> None:
+    log.info("signal %d: closing sessions", signum)
+
+
+async def run_service(paths: Paths, port: int) -> None:
+    """Serve until SIGTERM or SIGINT; then close every session, as `serve` does."""
+    import uvicorn  # noqa: PLC0415 - the SDK's dependency, loaded only here
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: PLC0415
+
+    from writerpool.mcp.server import build_server  # noqa: PLC0415
+    from writerpool.sessions import reload  # noqa: PLC0415
+    from writerpool.sessions.calls import ToolService  # noqa: PLC0415
+
+    tcp, unix_path = _listen(paths, port), socket_path(paths)
+    unix = _unix_socket(unix_path)
+    reload.clear(paths)
+    service = ToolService(paths, reload=True)
+    transport = StreamableHTTPSessionManager(
+        build_server(service), stateless=True, max_request_body_size=MAX_BODY_BYTES
+    )
+    app: Any = Guard(transport.handle_request, paths)
+    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
+                            timeout_graceful_shutdown=int(GRACEFUL_SECONDS))  # fmt: skip
+    # uvicorn stops on SIGTERM/SIGINT, then raises the signal again under the handler it
+    # found: a no-op here, so the sessions are closed below instead of the process dying.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _after_uvicorn)
+    try:
+        with _recorded(paths, tcp.getsockname()[1], unix_path):
+            async with transport.run():
+                await uvicorn.Server(config).serve(sockets=[tcp, unix])
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(service.shutdown)
+        tcp.close()
+        unix.close()
+        reload.clear(paths)

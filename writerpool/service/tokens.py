@@ -1,0 +1,104 @@
+"""Per-client bearer tokens of the service: shown once, stored as SHA-256 digests (0600).
+
+A token is 32 random bytes, so an unsalted digest is as strong as the token itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from pathlib import Path
+
+from filelock import FileLock
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.state.atomic import ensure_private_dir, write_atomic
+from writerpool.untrusted import DocumentRefused, loads_json
+
+NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
+# Clients one user keeps at most: bounds the file and the per-request comparison loop.
+MAX_CLIENTS = 64
+TOKEN_PREFIX = "wps_"  # noqa: S105 - a marker, not a secret
+CORRUPT = "the service token file is corrupt"
+
+
+def service_dir(paths: Paths) -> Path:
+    return paths.state_dir / "service"
+
+
+def tokens_file(paths: Paths) -> Path:
+    return service_dir(paths) / "tokens.json"
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def load(paths: Paths) -> dict[str, str]:
+    """Client name -> token digest (empty when no token was ever created)."""
+    try:
+        raw = tokens_file(paths).read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        document = loads_json(raw.decode())
+    except (ValueError, DocumentRefused, UnicodeDecodeError) as exc:
+        raise WriterpoolError("service_tokens_invalid", CORRUPT) from exc
+    clients = document.get("clients") if isinstance(document, dict) else None
+    if not isinstance(clients, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in clients.items()
+    ):
+        raise WriterpoolError("service_tokens_invalid", CORRUPT)
+    return dict(clients)
+
+
+def _store(paths: Paths, clients: dict[str, str]) -> None:
+    ensure_private_dir(service_dir(paths))
+    data = json.dumps({"schema_version": 1, "clients": clients}, sort_keys=True).encode()
+    write_atomic(tokens_file(paths), data, mode=0o600)
+
+
+def _checked_name(name: str) -> str:
+    if not NAME.match(name):
+        raise WriterpoolError(
+            "usage_invalid", "a client name is 1-32 of a-z, 0-9 and '-', starting with a letter"
+        )
+    return name
+
+
+def create(paths: Paths, name: str) -> str:
+    """A new token for client `name` (replacing its old one); returned once, never stored."""
+    _checked_name(name)
+    ensure_private_dir(service_dir(paths))
+    with FileLock(str(tokens_file(paths)) + ".lock"):
+        clients = load(paths)
+        if name not in clients and len(clients) >= MAX_CLIENTS:
+            raise WriterpoolError("usage_invalid", f"at most {MAX_CLIENTS} clients; revoke one")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        clients[name] = _digest(token)
+        _store(paths, clients)
+    return token
+
+
+def revoke(paths: Paths, name: str) -> None:
+    _checked_name(name)
+    ensure_private_dir(service_dir(paths))
+    with FileLock(str(tokens_file(paths)) + ".lock"):
+        clients = load(paths)
+        if clients.pop(name, None) is None:
+            raise WriterpoolError("service_client_unknown", "no client of that name has a token")
+        _store(paths, clients)
+
+
+def client_of(clients: dict[str, str], token: str) -> str | None:
+    """The client a presented token belongs to; every digest is compared in constant time."""
+    presented = _digest(token)
+    found = None
+    for name, digest in clients.items():  # bounded by MAX_CLIENTS
+        if hmac.compare_digest(presented, digest):
+            found = name
+    return found

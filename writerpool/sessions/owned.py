@@ -1,0 +1,64 @@
+"""The session manager as one client sees it: a session belongs to the client that
+started it, and any other client gets `session_unknown` for it (never a hint that it
+exists)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from writerpool.errors import WriterpoolError
+from writerpool.sessions.progress import Progress
+
+if TYPE_CHECKING:
+    from writerpool.sessions.manager import SessionManager
+
+
+class OwnedSessions:
+    def __init__(self, manager: SessionManager, client: str | None) -> None:
+        self._m = manager
+        self._client = client
+
+    def _mine(self, session_id: str) -> str:
+        if self._m.owner_of(session_id) != self._client:
+            raise WriterpoolError("session_unknown", "no such session")
+        return session_id
+
+    def capabilities(self) -> dict[str, Any]:
+        return self._m.capabilities()
+
+    def list(self) -> dict[str, Any]:
+        return self._m.list(self._client)
+
+    def start(
+        self,
+        workspace: str,
+        profile: str | None,
+        base: str | None,
+        progress: Progress,
+        cancel: threading.Event,
+    ) -> dict[str, Any]:
+        return self._m.start(workspace, profile, base, progress, cancel, owner=self._client)
+
+    def get(self, session_id: str) -> dict[str, Any]:
+        return self._m.get(self._mine(session_id))
+
+    def prompt(self, session_id: str, message: str) -> dict[str, Any]:
+        return self._m.prompt(self._mine(session_id), message)
+
+    def turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        wait_seconds: float,
+        offset: int,
+        limit: int,
+        progress: Progress,
+    ) -> dict[str, Any]:
+        return self._m.turn(self._mine(session_id), turn_id, wait_seconds, offset, limit, progress)
+
+    def abort(self, session_id: str) -> dict[str, Any]:
+        return self._m.abort(self._mine(session_id))
+
+    def close(self, session_id: str) -> dict[str, Any]:
+        return self._m.close(self._mine(session_id))
