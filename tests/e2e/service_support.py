@@ -55,6 +55,8 @@ def running_service(server: ServerEnv) -> Iterator[Service]:
             if wait(proc, 40) is None:
                 proc.kill()
                 proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def post(

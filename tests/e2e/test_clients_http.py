@@ -90,7 +90,7 @@ def test_codex_runs_a_coding_session_over_http(
         )
         token, variable = done["data"]["token"], done["data"]["tokenEnv"]
         [note] = [f for f in done["findings"] if f["code"] == "service_token_created"]
-        assert f"export {variable}=" in note["message"]
+        assert variable in note["message"] and token in note["message"]
         env = _client_env(server, **{variable: token})
         env.pop(KEY_ENV)
         argv = ["codex", "exec", "--skip-git-repo-check", "--json", USER_PROMPT]

@@ -62,8 +62,10 @@ def test_hostile_requests_are_refused_and_start_nothing(
         status, body = post(port, tool_call("pi_capabilities_get", {}), _headers(port, good))
         assert status == 200, body
         assert b"configFingerprint" in body
-    assert [line["action"] for line in server.audit_lines()] == ["pi_capabilities_get"]
-    assert not any((server.paths.state_dir / "sessions").iterdir())
+    tools = [line["action"] for line in server.audit_lines() if line["action"].startswith("pi_")]
+    assert tools == ["pi_capabilities_get"]
+    sessions = server.paths.state_dir / "sessions"
+    assert not sessions.exists() or not any(sessions.iterdir())
     assert_no_process_in(server.root / "ws")
     assert control.running(server.paths) is None
 
@@ -156,3 +158,36 @@ def test_service_start_status_stop_and_the_loopback_url(make_server: MakeServer)
     assert stopped["data"]["running"] is False
     after = json.loads(runner.invoke(cli, ["service", "status", "--json"]).output)
     assert after["data"]["running"] is False
+
+
+def test_serve_relays_to_a_running_service_and_closes_its_sessions_when_its_client_leaves(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    other = tokens.create(server.paths, "alpha")
+
+    async def through_serve() -> str:
+        async with connect(server) as client:
+            caps = await client.ok("pi_capabilities_get")
+            assert caps["reloadPolicy"] == "on-change"  # the service answered
+            sid = (await client.ok("pi_session_start", HOST_CODE))["session"]["sessionId"]
+            turn = await client.ok("pi_session_prompt", {"sessionId": sid, "message": HELLO_PROMPT})
+            assert (await client.wait_turn(sid, turn["turnId"]))["text"] == HELLO_TEXT
+            return str(sid)
+
+    async def as_alpha(url: str, sid: str) -> None:
+        async with http_client(url, other) as alpha:
+            assert await alpha.code("pi_session_get", {"sessionId": sid}) == "session_unknown"
+
+    with running_service(server) as service:
+        sid = anyio.run(through_serve)
+        anyio.run(as_alpha, service.url, sid)
+        assert_no_process_in(server.root / "ws")  # the relay closed its session
+    lines = server.audit_lines()
+    [relay] = {line["client"] for line in lines if line["action"] == "pi_session_start"}
+    assert relay.startswith("serve-")
+    closes = [line for line in lines if line["action"] == "pi_session_close"]
+    assert [(line["client"], line["session"], line["outcome"]) for line in closes] == [
+        (relay, sid, "ok")
+    ]
+    assert set(tokens.load(server.paths)) == {"alpha"}  # the relay's token was revoked

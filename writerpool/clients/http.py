@@ -89,8 +89,9 @@ def apply(paths: Paths, target: Target) -> Report:
         report.data.update({"token": token, "tokenEnv": TOKEN_ENV})
         report.add(
             "service_token_created", "ok", target.report_target,
-            f"Codex reads the token from {TOKEN_ENV} (shown once): set it where Codex "
-            f"starts, e.g. `export {TOKEN_ENV}={token}` in your shell profile",
+            f"Codex reads its token from the variable {TOKEN_ENV}: set it in the "
+            f"environment Codex starts from (your shell profile, say) to this token, "
+            f"shown once: {token}",
         )  # fmt: skip
     return report
 
