@@ -7,7 +7,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.pool.control import control_current, load_control
 from writerpool.pool.listing import writer_names
 from writerpool.pool.status import status_of
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 
@@ -36,7 +36,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
     if ctx.loaded is None:
         return []
     results = []
-    podman = Podman()
+    host = open_host()
     for alias, name in writer_names(ctx.paths):
         subject = f"writer/{alias}/{name}"
         try:
@@ -55,7 +55,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
         if state is None:
             continue
         # The words of `writer status` (the session guard's verdict), not a second set.
-        status = status_of(ctx.paths, podman, ctx.loaded, state)
+        status = status_of(ctx.paths, host, ctx.loaded, state)
         if status.leasable:
             results.append(CheckResult("writer_readiness", "ok", subject, status.text()))
         else:

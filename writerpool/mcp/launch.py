@@ -202,8 +202,9 @@ class Launcher:
     def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
+        from writerpool.runtime.hosts import open_host  # noqa: PLC0415
         from writerpool.runtime.image import resolve_image  # noqa: PLC0415
-        from writerpool.runtime.podman import Podman, podman_env  # noqa: PLC0415
+        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
@@ -219,7 +220,7 @@ class Launcher:
                     egress_dir=egress_dir, pool=self._config.pool,
                 )  # fmt: skip
                 args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
-                argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
+                argv = open_host().attach_argv(spec, ["pi", *args])
                 agent = _started(
                     held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
                 )
@@ -278,13 +279,13 @@ def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
 
 def remove_session_containers(session: str) -> None:
     """Remove a read-only session's container if `--rm` did not (pi was killed)."""
-    from writerpool.runtime.podman import Podman  # noqa: PLC0415
+    from writerpool.runtime.hosts import open_host  # noqa: PLC0415
     from writerpool.runtime.spec import LABEL_SESSION  # noqa: PLC0415
 
-    podman = Podman()
+    host = open_host()
     try:
-        for container in podman.containers(LABEL_SESSION, session):
-            podman.remove(container.id)
+        for container in host.containers(LABEL_SESSION, session):
+            host.remove(container.id)
     except WriterpoolError as exc:
         log.warning("a read-only session's container was not removed: %s", exc.code)
 

@@ -23,8 +23,8 @@ from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
+from writerpool.runtime.host import WriterHost
 from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
@@ -46,7 +46,7 @@ def has_allowlist(paths: Paths, state: WriterState) -> bool:
 
 
 def fingerprint_groups(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
@@ -54,7 +54,7 @@ def fingerprint_groups(
     spec = writer_spec(paths, state, image_id, pool, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
-        "podman": podman.version(),
+        "podman": host.facts().podman_version,
         "writerpool": __version__,
         "container_spec": spec.digest(),
         "network": state.network,
@@ -68,12 +68,12 @@ def fingerprint_of(groups: dict[str, str]) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def current_fingerprint(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> str:
-    return fingerprint_of(fingerprint_groups(paths, podman, state, pool))
+def current_fingerprint(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> str:
+    return fingerprint_of(fingerprint_groups(paths, host, state, pool))
 
 
 def readiness(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
 ) -> tuple[str, str | None]:
     """The writer's phase and reason as of now (a ready record can have gone stale)."""
     if state.phase != "ready":
@@ -81,7 +81,7 @@ def readiness(
     if not control_current(paths):
         return "not_ready", "isolation_control_required"
     try:
-        if current_fingerprint(paths, podman, state, pool) != state.fingerprint:
+        if current_fingerprint(paths, host, state, pool) != state.fingerprint:
             return "not_ready", "writer_acceptance_stale"
     except WriterpoolError as exc:
         return "not_ready", exc.code
@@ -129,7 +129,7 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
 
 
 def _plant_canary(
-    paths: Paths, state: WriterState, pool: Pool, host: EgressHost | None, allow_port: int | None
+    paths: Paths, state: WriterState, pool: Pool, egress: EgressHost | None, allow_port: int | None
 ) -> tuple[Grant, str]:
     """Send a canary credential through the session's real egress path."""
     lay = writer_layout(paths, state.name)
@@ -143,11 +143,11 @@ def _plant_canary(
     resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
     assert resolved is not None
     canary = "wp" + "canary-" + secrets.token_hex(16)
-    return grant_key(request, host, resolved, canary), canary
+    return grant_key(request, egress, resolved, canary), canary
 
 
 def _run_harness(
-    podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
+    host: WriterHost, spec_args: tuple[Paths, WriterState, str, Pool]
 ) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
     allowlist = has_allowlist(paths, state)
@@ -158,14 +158,14 @@ def _run_harness(
     canary = canary_dir / "secret"
     canary.write_text("writerpool canary\n")
     info = network_info(state.network)
-    host = None
+    egress = None
     if info.egress:
         from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
-        host = EgressHost()
+        egress = EgressHost()
     try:
         with host_listener() as port:
-            held, _ = _plant_canary(paths, state, pool, host, port if allowlist else None)
+            held, _ = _plant_canary(paths, state, pool, egress, port if allowlist else None)
             try:
                 held.ready()
                 spec = spec.model_copy(
@@ -187,19 +187,19 @@ def _run_harness(
                         },
                     }
                 )
-                done = podman.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
+                done = host.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
             finally:
                 held.revoke()
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
-        if host is not None:
-            host.close()
+        if egress is not None:
+            egress.close()
     return done.returncode, done.stdout
 
 
 def accept(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     state: WriterState,
     pool: Pool,
     after_run: Callable[[], None] | None = None,
@@ -215,8 +215,8 @@ def accept(
         return state, Finding(
             "isolation_control_required", "error", target, "run `writerpool control --apply` first"
         )
-    before = fingerprint_groups(paths, podman, state, pool)
-    exit_code, out = _run_harness(podman, (paths, state, before["image"], pool))
+    before = fingerprint_groups(paths, host, state, pool)
+    exit_code, out = _run_harness(host, (paths, state, before["image"], pool))
     crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
@@ -245,7 +245,7 @@ def accept(
     else:
         # Re-read: the recorded settings, the pin or Podman may have moved during the run.
         fresh = load_state(paths.writer_dir(state.name)) or state
-        after = fingerprint_groups(paths, podman, fresh, pool)
+        after = fingerprint_groups(paths, host, fresh, pool)
         changed = sorted(k for k in before if before[k] != after.get(k))
         if changed:
             code, message = (

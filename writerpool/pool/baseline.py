@@ -20,7 +20,7 @@ from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
 from writerpool.pool.inspect import Inspection, baseline_problems, inspect_writer
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import WriterState
 
@@ -52,12 +52,12 @@ def clear_cache(paths: Paths, state: WriterState, pool: Pool) -> None:
     ensure_private_dir(cache)
 
 
-def writer_problems(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> list[str]:
+def writer_problems(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> list[str]:
     """Why the writer is not at its baseline (empty: it is). The caller holds the lease,
     or accepts that a session may be changing the clone meanwhile (`writer list`)."""
     if state.baseline is None:
         return problems_given(paths, state, pool, None)
-    return problems_given(paths, state, pool, inspect_writer(paths, podman, state, pool))
+    return problems_given(paths, state, pool, inspect_writer(paths, host, state, pool))
 
 
 def problems_given(

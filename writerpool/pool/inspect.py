@@ -22,8 +22,8 @@ from writerpool.errors import WriterpoolError, failure
 from writerpool.pool.container import limits_supported, writer_layout
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
+from writerpool.runtime.host import WriterHost
 from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_VIEW,
@@ -271,11 +271,11 @@ def tool_spec(
 
 
 def run_tool(
-    podman: Podman, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
+    host: WriterHost, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
 ) -> dict[str, Any]:
     """Run `python3 -m clonetool COMMAND` in `spec`; its JSON answer, or WriterpoolError(code)."""
     try:
-        done = podman.run(
+        done = host.run(
             spec,
             ["python3", "-m", "clonetool", command],
             timeout=TOOL_TIMEOUT,
@@ -313,21 +313,21 @@ def _parse(answer: dict[str, Any]) -> Inspection:
 
 
 def inspect_writer(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool, role: str = "inspect"
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, role: str = "inspect"
 ) -> Inspection:
     """Inspect the writer's clone without changing it: under the lease, or as a VIEW."""
     spec = tool_spec(paths, state, pool, role)
     return _parse(
-        run_tool(podman, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
+        run_tool(host, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
     )
 
 
 def scan_for_collect(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool, out_dir: Path
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, out_dir: Path
 ) -> Inspection:
     """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
     spec = tool_spec(paths, state, pool, "inspect", out_dir=out_dir)
     # A failure here may be the bundle as well as the inspection: report it as collection's.
     return _parse(
-        run_tool(podman, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
+        run_tool(host, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
     )

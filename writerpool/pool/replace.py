@@ -32,7 +32,7 @@ def holds_nothing(ctx: PoolContext, state: WriterState) -> bool:
     (writer_inspect_failed, ...) when the clone cannot be inspected: callers fail closed."""
     if state.baseline is None or not writer_layout(ctx.paths, state.name)["clone"].exists():
         return True
-    inspection = inspect_writer(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+    inspection = inspect_writer(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
     return not inspection.stash and work_digest(inspection, state.baseline) is None
 
 
@@ -87,7 +87,7 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
     target = f"writer/{ctx.alias}/{name}"
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             state = load_state(ctx.paths.writer_dir(name))
             if state is None:

@@ -22,14 +22,14 @@ from writerpool.pool.lease import Lease, LeaseBatch, leased
 from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState, load_state, save_state
 
 
 @dataclass
 class PoolContext:
     paths: Paths
-    podman: Podman
+    host: WriterHost
     loaded: LoadedConfig
     alias: str
     settings: ContainerSettings
@@ -43,7 +43,7 @@ class PoolContext:
 
 @contextmanager
 def operate(
-    paths: Paths, podman: Podman, wait: float, name: str, batch: LeaseBatch | None = None
+    paths: Paths, host: WriterHost, wait: float, name: str, batch: LeaseBatch | None = None
 ) -> Iterator[Lease]:
     """Hold the writer's lease and prove no container of it exists. With a `batch`, its
     lease (taken with the command's one wait) is used and stays held after this."""
@@ -52,7 +52,7 @@ def operate(
             lease = batch.take(name)
         else:
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
-        fence(podman, name, lease)
+        fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
         remove_credential(writer_layout(paths, name)["agent"])
         yield lease
@@ -90,7 +90,7 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             # Checked under the lease: the plan saw the same, but nothing may slip between.
             if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
@@ -100,7 +100,7 @@ def provision_one(ctx: PoolContext, index: int) -> None:
             state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
-            _, finding = accept(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+            _, finding = accept(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -125,13 +125,13 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
     if state is None:
         return
     pool = ctx.loaded.config.pool
-    phase, _ = readiness(ctx.paths, ctx.podman, state, pool)
+    phase, _ = readiness(ctx.paths, ctx.host, state, pool)
     if phase == "ready":
         if (state.profiles, state.lifecycle) == (ctx.settings.profiles, ctx.settings.lifecycle):
             ctx.report.add("writer_unchanged", "ok", target, "ready and current")
             return
         try:
-            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
+            with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
                 state = _adopt_free_settings(ctx, load_state(ctx.paths.writer_dir(name)) or state)
         except WriterpoolError as exc:
             _record_failure(ctx, name, exc)
@@ -141,11 +141,11 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
                        f"{','.join(state.profiles)}; ready")  # fmt: skip
         return
     try:
-        with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
+        with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
             ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
-            _, finding = accept(ctx.paths, ctx.podman, state, pool)
+            _, finding = accept(ctx.paths, ctx.host, state, pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -171,7 +171,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
@@ -179,7 +179,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
                 stateless_clone(ctx.paths, name, state)
                 or (
                     state is not None
-                    and has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+                    and has_uncollected_work(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
                 )
             ):
                 ctx.report.add(
