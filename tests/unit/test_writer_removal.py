@@ -10,7 +10,9 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.pool import writers
+from writerpool.pool.clonetool import removal
 from writerpool.pool.clonetool.removal import remove_path
+from writerpool.runtime.hosts import open_host
 
 
 def _hostile_tree(top: Path) -> None:
@@ -69,7 +71,7 @@ def _writer(tmp_path: Path) -> tuple[Paths, str]:
 
 def test_delete_writer_files_leaves_only_the_lease(tmp_path: Path) -> None:
     paths, name = _writer(tmp_path)
-    writers.delete_writer_files(paths, name)
+    writers.delete_writer_files(paths, open_host(), name)
     assert os.listdir(paths.writer_dir(name)) == ["lease"]
 
 
@@ -81,9 +83,9 @@ def test_a_failed_removal_keeps_the_state_file(
     def fail(path: Path) -> None:
         raise PermissionError(13, "denied")
 
-    monkeypatch.setattr(writers, "remove_path", fail)
+    monkeypatch.setattr(removal, "remove_path", fail)  # the host's storage removal
     with pytest.raises(OSError):
-        writers.delete_writer_files(paths, name)
+        writers.delete_writer_files(paths, open_host(), name)
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"
     # pytest's own clean-up of tmp_path recurses and cannot remove a tree this deep.
     remove_path(paths.writer_dir(name))

@@ -29,6 +29,7 @@ from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
 from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
+from writerpool.runtime.host import writer_at
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
@@ -351,7 +352,8 @@ def sweep_writer_credentials(paths: Paths) -> int:
         return 0
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
-        agent_dir, egress_dir = writer_dir / "agent", writer_dir / "egress"
+        writer = writer_at(paths, writer_dir.name)
+        agent_dir, egress_dir = writer.agent, writer.egress
         if writer_dir.is_symlink() or not agent_dir.is_dir():
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before

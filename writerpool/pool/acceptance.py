@@ -19,7 +19,7 @@ from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
+from writerpool.pool.container import EGRESS_PORT, writer_of, writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
@@ -132,11 +132,11 @@ def _plant_canary(
     paths: Paths, state: WriterState, pool: Pool, egress: EgressHost | None, allow_port: int | None
 ) -> tuple[Grant, str]:
     """Send a canary credential through the session's real egress path."""
-    lay = writer_layout(paths, state.name)
+    writer = writer_of(paths, state)
     config = _acceptance_config(pool, allow_port)
     request = EgressRequest(
         config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-        agent_dir=lay["agent"], egress_dir=lay["egress"], session="acceptance",
+        agent_dir=writer.agent, egress_dir=writer.egress, session="acceptance",
         writer=state.name, port=EGRESS_PORT,
         allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
     )  # fmt: skip
@@ -206,7 +206,7 @@ def accept(
 ) -> tuple[WriterState, Finding]:
     """Run acceptance on a leased, fenced writer; record readiness or the failure."""
     target = f"writer/{state.alias}/{state.name}"
-    failure_file = paths.writer_dir(state.name) / "acceptance-failure.json"
+    failure_file = writer_of(paths, state).failure_file
     if not control_current(paths):
         state = save_state(
             paths.writer_dir(state.name),

@@ -33,7 +33,7 @@ from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect_rules import Decision, decide, shown, shown_path
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import (
     KIND_LABELS,
     Export,
@@ -190,7 +190,7 @@ def _clear_incoming(collections: Path) -> None:
 
 def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, target: str) -> None:
     # Collection does not depend on it (host git never reads the clone), but say so.
-    problems = verify_clone(writer_layout(paths, state.name)["clone"])
+    problems = verify_clone(writer_of(paths, state).clone)
     if problems:
         report.add(
             "clone_verification_failed",
@@ -309,7 +309,7 @@ def collect_writer(
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
     repo = workspace_repo(loaded, state.alias)
-    collections = writer_layout(paths, state.name)["collections"]
+    collections = writer_of(paths, state).collections
     ensure_private_dir(collections)
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"

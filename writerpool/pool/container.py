@@ -14,6 +14,7 @@ from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa:
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
+from writerpool.runtime.host import Writer, writer_at
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_SESSION,
@@ -29,16 +30,8 @@ from writerpool.state.writer import WriterState
 AGENT_DIR = "/pi/agent"
 
 
-def writer_layout(paths: Paths, name: str) -> dict[str, Path]:
-    root = paths.writer_dir(name)
-    return {
-        "root": root,
-        "clone": root / "clone",
-        "agent": root / "agent",
-        "cache": root / "cache",
-        "egress": root / "egress",
-        "collections": root / "collections",
-    }
+def writer_of(paths: Paths, state: WriterState) -> Writer:
+    return writer_at(paths, state.name, state.host)
 
 
 def limits_supported() -> bool:
@@ -55,8 +48,8 @@ def writer_spec(
     allow: bool = False,
 ) -> ContainerSpec:
     """The exact container of a session on this writer (acceptance reuses it)."""
-    lay = writer_layout(paths, state.name)
-    clone = lay["clone"]
+    writer = writer_of(paths, state)
+    clone = writer.clone
     mounts = [
         Mount(source=clone, target="/work"),
         # .git as a mount point of its own: it cannot be renamed away from the read-only
@@ -67,13 +60,13 @@ def writer_spec(
         Mount(source=clone / ".git" / "hooks", target="/work/.git/hooks", read_only=True),
         # Read-only: the agent cannot leave settings or a redirected endpoint behind for
         # the next session; writerpool renders it before each session.
-        Mount(source=lay["agent"], target=AGENT_DIR, read_only=True),
+        Mount(source=writer.agent, target=AGENT_DIR, read_only=True),
     ]
     cache = state.cache if state.cache in CACHE_ENV else None
     if cache is not None:
-        mounts.append(Mount(source=lay["cache"], target=f"/pi/{cache}"))
+        mounts.append(Mount(source=writer.cache, target=f"/pi/{cache}"))
     if network_info(state.network).egress:
-        mounts.append(egress_mount(lay["egress"]))
+        mounts.append(egress_mount(writer.egress))
     env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache, allow=allow)
     return ContainerSpec(
         image_id=image_id,

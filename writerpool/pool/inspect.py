@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
-from writerpool.pool.container import limits_supported, writer_layout
+from writerpool.pool.container import limits_supported, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
@@ -236,7 +236,7 @@ def tool_spec(
     view = role == VIEW
     if view and (clone_rw or out_dir is not None):
         raise ValueError("a view reads the clone and writes nothing")
-    clone = writer_layout(paths, state.name)["clone"]
+    clone = writer_of(paths, state).clone
     mounts = [
         Mount(source=clone, target="/work", read_only=not clone_rw),
         Mount(source=TOOL, target=f"{TOOL_PARENT_IN_CONTAINER}/clonetool", read_only=True),

@@ -31,13 +31,13 @@ from writerpool.pool.collect import (
     plan_collect,
     workspace_repo,
 )
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
 from writerpool.pool.provision import base_record, make_clone
 from writerpool.pool.work import discarded, uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report, Status, Step, quiet
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state
 
@@ -66,7 +66,7 @@ def guard(
     """May this destructive operation go ahead? Reports writer_uncollected when not.
     A plan (`apply` False) says what --apply would discard; nothing is discarded yet."""
     target = _target(state)
-    clone = writer_layout(paths, state.name)["clone"]
+    clone = writer_of(paths, state).clone
     if state.baseline is None or not clone.exists():
         return True  # never handed to a session, or no clone left: nothing to lose
     lost = "its clone, which could not be inspected"
@@ -125,13 +125,11 @@ def recreate_clone(
 ) -> WriterState:
     """Rebuild clone and agent directory from `base`; image and settings are kept."""
     target = _target(state)
-    lay = writer_layout(paths, state.name)
+    writer = writer_of(paths, state)
     repo = workspace_repo(loaded, state.alias)
     try:
-        baseline = make_clone(
-            paths, state.name, repo, base, state.tags == "reachable", report, target
-        )
-        remove_path(lay["agent"])
+        baseline = make_clone(writer, repo, base, state.tags == "reachable", report, target)
+        remove_path(writer.agent)
         clear_cache(paths, state, loaded.config.pool)
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
@@ -140,9 +138,9 @@ def recreate_clone(
         report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
         return state
     crash_point("recreate.cloned")
-    ensure_private_dir(lay["agent"])
+    ensure_private_dir(writer.agent)
     state = save_state(
-        lay["root"],
+        writer.record,
         state.model_copy(
             update={"base": base_record(base), "baseline": baseline, "collection": None}
         ),
@@ -195,7 +193,7 @@ def reset_clone(
 ) -> WriterState:
     """Put the clone back on `base` in a throwaway container; recreate when that fails."""
     target = _target(state)
-    base_dir = writer_layout(paths, state.name)["root"] / "reset-base"
+    base_dir = writer_of(paths, state).scratch("reset-base")
     shutil.rmtree(base_dir, ignore_errors=True)
     ensure_private_dir(base_dir)
     baseline = expected_baseline(loaded, state, base)
@@ -358,7 +356,7 @@ def finish(
 def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Report) -> bool:
     """A writer without a state file: its clone's work cannot be judged, so it goes only
     with --discard (a directory with no clone holds nothing to lose)."""
-    if not writer_layout(paths, ref.name)["clone"].exists():
+    if not writer_at(paths, ref.name).clone.exists():
         return True
     status: Status = "warning" if discard else "error"
     report.add(
@@ -408,7 +406,7 @@ def remove(
                        "checkout would stay")  # fmt: skip
             return report
         try:
-            delete_writer_files(paths, name)
+            delete_writer_files(paths, host, name)
         except OSError as exc:
             report.add(
                 "writer_remove_failed",

@@ -8,10 +8,9 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
-from writerpool.pool.container import writer_layout
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.report import Report
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import load_state
 
 
@@ -62,7 +61,7 @@ def verify_writer(paths: Paths, host: WriterHost, loaded: LoadedConfig, name: st
     state = load_state(paths.writer_dir(name))
     if state is None:  # removed: only its lease file is left
         raise unknown_writer(paths, name)
-    problems = verify_clone(writer_layout(paths, name)["clone"])
+    problems = verify_clone(writer_at(paths, name).clone)
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))
     phase, reason = readiness(paths, host, state, loaded.config.pool)

@@ -13,7 +13,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit
-from writerpool.pool.container import writer_layout, writer_spec
+from writerpool.pool.container import writer_of, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.lease import Lease
@@ -136,8 +136,8 @@ def _slot(
         name=state.name,
         base_ref=state.base.name,
         base_commit=state.base.commit,
-        agent_dir=writer_layout(paths, state.name)["agent"],
-        egress_dir=writer_layout(paths, state.name)["egress"],
+        agent_dir=writer_of(paths, state).agent,
+        egress_dir=writer_of(paths, state).egress,
         network=state.network,
         allow=allow,
         spec=writer_spec(paths, state, image_id, config.pool, allow=allow is not None),

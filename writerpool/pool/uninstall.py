@@ -128,7 +128,7 @@ def _uninstall(
                        "would remove the writer (state, clone, bundles)")  # fmt: skip
             continue
         with operate(paths, host, 0, name, leases):
-            delete_writer_files(paths, name)
+            delete_writer_files(paths, host, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
     _registrations(paths, apply, report)
     if not keep_images:

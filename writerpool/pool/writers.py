@@ -16,13 +16,13 @@ from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
 from writerpool.pool.clonetool.removal import remove_path
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, LeaseBatch, leased
 from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import WriterState, load_state, save_state
 
 
@@ -54,7 +54,7 @@ def operate(
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
         fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credential(writer_layout(paths, name)["agent"])
+        remove_credential(writer_at(paths, name).agent)
         yield lease
 
 
@@ -69,7 +69,7 @@ def _record_failure(ctx: PoolContext, name: str, exc: WriterpoolError) -> None:
 def stateless_clone(paths: Paths, name: str, state: WriterState | None) -> bool:
     """A clone that no usable state vouches for: never overwritten, never removed
     without --discard (its commits and files cannot be judged)."""
-    return state is None and writer_layout(paths, name)["clone"].exists()
+    return state is None and writer_at(paths, name).clone.exists()
 
 
 def report_stateless(ctx: PoolContext, name: str) -> None:
@@ -97,7 +97,9 @@ def provision_one(ctx: PoolContext, index: int) -> None:
                 report_stateless(ctx, name)
                 return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
-            state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report)
+            state = provision(
+                ctx.paths, ctx.host, ctx.alias, name, repo, ctx.settings, ctx.base, ctx.report
+            )
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
@@ -114,7 +116,7 @@ def render_writer_agent_dir(paths: Paths, config: Config, state: WriterState) ->
     """The writer's agent directory for its first profile; each session re-renders it
     for its own profile's provider."""
     provider = config.profiles[state.profiles[0]].provider
-    render_for_profile(config, writer_layout(paths, state.name)["agent"], provider, True)
+    render_for_profile(config, writer_of(paths, state).agent, provider, True)
 
 
 def accept_kept(ctx: PoolContext, index: int) -> None:
@@ -189,20 +191,22 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
                     "surplus writer holds uncollected work; collect it or pass --discard",
                 )
                 return
-            delete_writer_files(ctx.paths, name)
+            delete_writer_files(ctx.paths, ctx.host, name)
         ctx.report.add("writer_removed", "ok", _target(ctx.alias, name), "surplus writer removed")
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
 
 
-def delete_writer_files(paths: Paths, name: str) -> None:
-    """Remove everything a writer owns except its lease file (still held by the caller).
+def delete_writer_files(paths: Paths, host: WriterHost, name: str) -> None:
+    """Remove everything a writer owns except its lease file (still held by the caller):
+    its storage on its host, then the rest of its record.
 
     Any tree the agent made goes (no recursion; see clonetool/removal.py). The state
     file goes last: killed or failing part way, the writer is still listed, its work
     still guarded, and the same command finishes the removal. The lease file left
     behind does not make a writer: see provision.existing_states.
     """
+    host.remove_storage(writer_at(paths, name, host.name))
     root = paths.writer_dir(name)
     for child in sorted(os.listdir(root)):
         if child not in ("lease", "state.json"):

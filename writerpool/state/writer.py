@@ -55,6 +55,9 @@ class WriterState(Strict):
     schema_version: Literal[1] = 1
     name: str
     alias: str
+    # The writer's host by name (runtime/hosts.py); states written before hosts had one
+    # are the local host's.
+    host: str = "local"
     settings_digest: str
     image: str  # "default" (the pin) or a 64-hex image id
     network: str
