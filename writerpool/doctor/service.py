@@ -13,8 +13,9 @@ from writerpool.doctor.host import probe_node
 from writerpool.doctor.image import read_pin
 from writerpool.doctor.model import CheckResult
 from writerpool.doctor.registry import run_checks
-from writerpool.doctor.services import CA_VARIABLES, npm_registry
+from writerpool.doctor.services import npm_registry
 from writerpool.errors import WriterpoolError
+from writerpool.proc import CA_VARIABLES
 from writerpool.runtime.info import gather_host_facts
 
 
