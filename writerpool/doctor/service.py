@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from writerpool.config.models import load_config
@@ -11,7 +11,7 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.doctor.host import probe_node
 from writerpool.doctor.image import read_pin
-from writerpool.doctor.model import CheckResult
+from writerpool.doctor.model import Check, CheckResult
 from writerpool.doctor.registry import run_checks
 from writerpool.doctor.services import npm_registry
 from writerpool.errors import WriterpoolError
@@ -37,14 +37,16 @@ def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
 
 
 def diagnose(
-    paths: Paths, registry_probe: Callable[[], str | None] | None = None
+    paths: Paths,
+    registry_probe: Callable[[], str | None] | None = None,
+    extra: Sequence[Check] = (),
 ) -> list[CheckResult]:
-    """Every check; with `registry_probe` (it uses the network), also whether npm
-    reaches its registry: the probe returns why not, or None."""
+    """Every built-in check, then `extra`; with `registry_probe` (it uses the network),
+    also whether npm reaches its registry: the probe returns why not, or None."""
     pinned, image_ids = images_to_probe(paths)
     facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
     facts = replace(facts, node=probe_node(paths.pi_prefix))
-    results = run_checks(paths, facts)
+    results = run_checks(paths, facts, extra)
     if registry_probe is not None:
         ca_set = tuple(name for name in CA_VARIABLES if os.environ.get(name))
         results.append(npm_registry(registry_probe(), ca_set))

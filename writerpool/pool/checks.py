@@ -1,8 +1,11 @@
-"""Doctor checks of the isolation control record and of each writer's readiness."""
+"""The pool's doctor checks: the isolation control record and each writer's readiness.
+
+`writerpool doctor` runs them after doctor's own (doctor never imports the pool); the
+provisioning gate does not: it checks the host and the workspace it provisions."""
 
 from __future__ import annotations
 
-from writerpool.doctor.model import CheckContext, CheckResult
+from writerpool.doctor.model import Check, CheckContext, CheckResult
 from writerpool.errors import WriterpoolError
 from writerpool.pool.control import control_current, load_control
 from writerpool.pool.listing import writer_names
@@ -69,3 +72,6 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
     return results
+
+
+POOL_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
