@@ -24,10 +24,18 @@ from typing import IO, Any, TypeVar
 from writerpool import crash, proc
 from writerpool.config.models import Caps
 from writerpool.config.providers import ResolvedProvider
+from writerpool.egress.connect_model import DENIED_KEPT, ConnectRecord
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.sockets import remove_stale_socket, unlink_socket
-from writerpool.egress.spec import MAX_LINE, CapsSpec, ProviderListenerSpec, WorkerSpec
+from writerpool.egress.spec import (
+    MAX_LINE,
+    CapsSpec,
+    ConnectListenerSpec,
+    ListenerSpec,
+    ProviderListenerSpec,
+    WorkerSpec,
+)
 from writerpool.errors import WriterpoolError
 
 __all__ = ["PREFIX", "EgressHost", "EgressSession"]
@@ -66,6 +74,7 @@ class EgressSession:
 
     def __init__(self, host: EgressHost, spec: WorkerSpec, process: proc.Process) -> None:
         first = spec.listeners[0]
+        assert isinstance(first, ProviderListenerSpec)  # the provider proxy comes first
         self.token = first.token
         self.session = spec.session
         self.writer = spec.writer
@@ -73,6 +82,7 @@ class EgressSession:
         self._host = host
         self._process = process
         self._inodes: dict[str, int] = {}
+        self._denied: dict[str, str] = {}  # the allowlist proxy's refusals, DENIED_KEPT
         self._ready = threading.Event()
         self._failure: WriterpoolError | None = None
         self._stopped = False
@@ -88,6 +98,12 @@ class EgressSession:
             return os.lstat(self.socket_path).st_ino == self._inodes.get(self.socket_path.name)
         except OSError:
             return False
+
+    @property
+    def denied(self) -> dict[str, str]:
+        """Destinations the allowlist proxy refused in this session (at most DENIED_KEPT)
+        and why; empty without an allowlist."""
+        return dict(self._denied)
 
     @property
     def pid(self) -> int:
@@ -162,6 +178,8 @@ class EgressSession:
                 self._host.emit(EgressRecord(**body))
             except TypeError:
                 log.warning("egress: an audit record from a session's proxy was malformed")
+        elif kind == "connect" and isinstance(body, dict):
+            self._take_connect(body)
         elif kind == "ready" and isinstance(body, dict):
             self._inodes = {str(k): int(v) for k, v in body.get("inodes", {}).items()}
             self._ready.set()
@@ -169,6 +187,18 @@ class EgressSession:
             message = str(body.get("message", "the provider proxy could not be opened"))
             self._failure = WriterpoolError("egress_failed", message[:300])
             self._ready.set()
+
+
+    def _take_connect(self, body: dict[str, object]) -> None:
+        try:
+            record = ConnectRecord(**body)  # type: ignore[arg-type]
+        except TypeError:
+            log.warning("egress: an allowlist record from a session's proxy was malformed")
+            return
+        kept = record.destination in self._denied or len(self._denied) >= DENIED_KEPT
+        if not record.allowed and not kept:
+            self._denied[record.destination] = record.reason
+        self._host.emit_connect(record)
 
 
 def _exiting(pid: int) -> bool:
@@ -190,8 +220,13 @@ def _close(stream: IO[bytes] | None) -> None:
 class EgressHost:
     """Starts and tracks the egress processes of this server's sessions."""
 
-    def __init__(self, audit: Callable[[EgressRecord], None] | None = None) -> None:
+    def __init__(
+        self,
+        audit: Callable[[EgressRecord], None] | None = None,
+        connect_audit: Callable[[ConnectRecord], None] | None = None,
+    ) -> None:
         self._audit = audit
+        self._connect_audit = connect_audit
         self._sessions: list[EgressSession] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -219,18 +254,23 @@ class EgressHost:
         credential: str,
         caps: Caps,
         wait: bool = True,
+        connect: ConnectListenerSpec | None = None,
     ) -> EgressSession:
         """Start a session's egress process; returns once its socket (0600) listens, or at
         once with `wait=False` (the token is known: pi can start meanwhile; call
-        `wait_ready` before the session is used)."""
+        `wait_ready` before the session is used). `connect`: the workspace's allowlist
+        proxy, served by the same process."""
         listener = ProviderListenerSpec(
             socket=socket_path.name, token=_token(), provider=upstream.name,
             api=upstream.api.name, base_url=upstream.base_url, key_env=upstream.key_env,
             builtin=upstream.builtin, credential=credential, caps=CapsSpec.of(caps),
         )  # fmt: skip
         directory = str(socket_path.parent.absolute())
+        listeners: tuple[ListenerSpec, ...] = (listener,) if connect is None else (
+            listener, connect
+        )
         spec = WorkerSpec(session=session, writer=writer, directory=directory,
-                          listeners=(listener,))  # fmt: skip
+                          listeners=listeners)  # fmt: skip
         with self._lock:
             if self._closed:
                 raise WriterpoolError("egress_failed", "the provider proxy host is closed")
@@ -255,6 +295,13 @@ class EgressHost:
                 self._audit(record)
             except (OSError, ValueError) as exc:  # an audit failure never ends a session
                 log.warning("egress: an audit record could not be written: %s", exc)
+
+    def emit_connect(self, record: ConnectRecord) -> None:
+        if self._connect_audit is not None:
+            try:
+                self._connect_audit(record)
+            except (OSError, ValueError) as exc:  # an audit failure never ends a session
+                log.warning("egress: an allowlist audit record could not be written: %s", exc)
 
     def close(self) -> None:
         """Stop every session's egress process (their sockets removed)."""

@@ -2,24 +2,25 @@
 
 The server writes one `WorkerSpec` as a JSON line on the process's stdin; the process
 answers with JSON lines on its stdout: `{"ready": {...}}` or `{"failed": {...}}` once,
-then one `{"audit": {...}}` per request. A line `stop` or the end of stdin (the server
+then one `{"audit": {...}}` per provider request and one `{"connect": {...}}` per
+connection through the allowlist proxy. A line `stop` or the end of stdin (the server
 is gone) stops it. Every listener's socket is a name inside the one `directory`.
 
-A new kind of listener (the CONNECT allowlist proxy) is one more member of
-`ListenerSpec` and one entry in `egress.worker.LISTENERS`.
+A new kind of listener is one more member of `ListenerSpec` and one entry in
+`egress.worker.LISTENERS`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from writerpool.config.models import Caps
 from writerpool.config.providers import API_KINDS, ResolvedProvider
 
-__all__ = ["CapsSpec", "ProviderListenerSpec", "WorkerSpec"]
+__all__ = ["CapsSpec", "ConnectListenerSpec", "ProviderListenerSpec", "WorkerSpec"]
 
 _SOCKET_NAME = re.compile(r"[a-z][a-z0-9._-]{0,63}")
 # One line on the wire: a spec is a few hundred bytes; an audit record less.
@@ -71,8 +72,32 @@ class ProviderListenerSpec(_Wire):
                                 self.key_env, self.builtin)  # fmt: skip
 
 
-# The union of listener kinds, discriminated by `kind`, once there is more than one.
-ListenerSpec = ProviderListenerSpec
+class ConnectListenerSpec(_Wire):
+    """The allowlist proxy (`egress.connect`): entries already expanded from sets, the
+    names it resolves itself, and its caps."""
+
+    kind: Literal["connect"] = "connect"
+    socket: str
+    entries: tuple[str, ...] = Field(min_length=1, max_length=64)
+    resolve: dict[str, tuple[str, ...]] = Field(default={}, max_length=256)
+    concurrent: int = Field(ge=1, le=64)
+    total: int = Field(ge=1)
+    header_bytes: int = Field(ge=1024, le=1048576)
+    header_seconds: float = Field(gt=0)
+    idle_seconds: float = Field(gt=0)
+
+    @field_validator("socket")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _SOCKET_NAME.fullmatch(value):
+            raise ValueError("a socket is a plain name inside the egress directory")
+        return value
+
+
+# The union of listener kinds, discriminated by `kind`.
+ListenerSpec = Annotated[
+    ProviderListenerSpec | ConnectListenerSpec, Field(discriminator="kind")
+]
 
 
 class WorkerSpec(_Wire):

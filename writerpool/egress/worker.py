@@ -27,10 +27,17 @@ from typing import IO, Protocol
 from pydantic import ValidationError
 
 from writerpool.crash import crash_point
+from writerpool.egress.connect_model import ConnectRecord
 from writerpool.egress.gate import GateLimits
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.sockets import unlink_socket
-from writerpool.egress.spec import MAX_LINE, ListenerSpec, WorkerSpec
+from writerpool.egress.spec import (
+    MAX_LINE,
+    ConnectListenerSpec,
+    ListenerSpec,
+    ProviderListenerSpec,
+    WorkerSpec,
+)
 from writerpool.errors import WriterpoolError
 
 log = logging.getLogger("writerpool.egress")
@@ -53,18 +60,27 @@ class Listener(Protocol):
     async def stop(self) -> None: ...
 
 
-Emit = Callable[[EgressRecord], None]
+Emit = Callable[[EgressRecord | ConnectRecord], None]
 ListenerFactory = Callable[[ListenerSpec, WorkerSpec, Emit], Listener]
 
 
 def _provider(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
     from writerpool.egress.proxy import ProviderProxy  # noqa: PLC0415 - aiohttp only here
 
+    assert isinstance(spec, ProviderListenerSpec)
     return ProviderProxy(spec, session=worker.session, writer=worker.writer, emit=emit)
 
 
+def _connect(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
+    from writerpool.egress.connect import ConnectSession  # noqa: PLC0415
+
+    assert isinstance(spec, ConnectListenerSpec)
+    return ConnectSession.from_spec(spec, session=worker.session, writer=worker.writer,
+                                    audit=emit)  # fmt: skip
+
+
 # A listener kind's spec (`egress.spec`) and how to make it: the place a new kind plugs in.
-LISTENERS: dict[str, ListenerFactory] = {"provider": _provider}
+LISTENERS: dict[str, ListenerFactory] = {"provider": _provider, "connect": _connect}
 
 
 def nofile_limit(spec: WorkerSpec) -> int:
@@ -95,8 +111,9 @@ class _Out:
             except (BrokenPipeError, ValueError):
                 pass  # the server is gone; stdin's end stops us
 
-    def audit(self, record: EgressRecord) -> None:
-        self.send("audit", dataclasses.asdict(record))
+    def audit(self, record: EgressRecord | ConnectRecord) -> None:
+        kind = "connect" if isinstance(record, ConnectRecord) else "audit"
+        self.send(kind, dataclasses.asdict(record))
 
 
 async def serve(spec: WorkerSpec, out: _Out, stop: asyncio.Event) -> None:

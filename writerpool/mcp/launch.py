@@ -140,7 +140,8 @@ class Launcher:
                 # Made on first use: a server without contained sessions starts no egress process.
                 from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
-                self._egress = EgressHost(audit=egress_auditor(self._paths))
+                self._egress = EgressHost(audit=egress_auditor(self._paths),
+                                          connect_audit=connect_auditor(self._paths))  # fmt: skip
             return self._egress
 
     def _scratch_root(self) -> ScratchRoot:
@@ -162,7 +163,7 @@ class Launcher:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT, allow=allow, connect_audit=connect_auditor(self._paths),
+            port=EGRESS_PORT, allow=allow,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)

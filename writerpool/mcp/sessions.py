@@ -106,6 +106,8 @@ class Session:
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
     uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
+    # Between turns: (the last turn id, whether the clone held uncommitted changes then).
+    checked: tuple[str, bool | None] | None = None
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -145,7 +147,27 @@ class Session:
             return self.final_work
         if self.clone is None or self.writer is None:
             return other_work(self.plan.read_only)
-        return clone_work(self.writer, self.start_refs, read_clone(self.clone), self.uncommitted)
+        now = read_clone(self.clone)
+        return clone_work(self.writer, self.start_refs, now, self._uncommitted_now())
+
+    def _uncommitted_now(self) -> bool | None:
+        """Whether the clone holds uncommitted changes: as judged at close, or between
+        turns in a read-only view container beside pi, once per turn (None while a turn
+        runs, or when it cannot be told)."""
+        launched = self.launched
+        if self.closed_at is not None or launched is None or launched.slot is None:
+            return self.uncommitted
+        last = self.last_turn()
+        if last is None:
+            return False  # the lease admitted the writer at its baseline
+        if self.checked is not None and self.checked[0] == last:
+            return self.checked[1]
+        if self.state() != "idle":
+            return None
+        from writerpool.pool.inspect import VIEW  # noqa: PLC0415 - pool code on use
+
+        self.checked = (last, launched.slot.uncommitted(VIEW))
+        return self.checked[1]
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():
