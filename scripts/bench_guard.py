@@ -33,7 +33,7 @@ def guard_figure(env: BenchEnv, reps: int) -> Figure:
     state = load_state(env.paths.writer_dir(WRITER))
     assert state is not None
     pool = load_config(env.paths).config.pool
-    spec = tool_spec(env.paths, state, pool, "gitstatus")
+    spec = tool_spec(env.paths, podman, state, pool, "gitstatus")
 
     def ours(_rep: int) -> float:
         seconds, problems = timed(writer_problems, env.paths, podman, state, pool)

@@ -86,7 +86,7 @@ def run_agent(name: str, script: str) -> str:
     paths = Paths.from_env()
     state = state_of(name)
     pool = load_config(paths).config.pool
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool)
+    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool, open_host().facts())
     done = open_host().run(spec, ["bash", "-euc", AGENT_ENV + script], timeout=600)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.out

@@ -140,7 +140,9 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
     from writerpool.runtime.image import resolve_image
 
     config = load_config(paths).config
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), config.pool)
+    spec = writer_spec(
+        paths, state, resolve_image(paths, state.image), config.pool, open_host().facts()
+    )
     script = (
         "git config core.fsmonitor 'touch /work/pwned' && echo CONFIG-WRITABLE; "
         "touch /work/.git/hooks/pre-commit && echo HOOKS-WRITABLE; "

@@ -27,7 +27,13 @@ from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
-from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
+from writerpool.pool.container import (
+    CONNECT_SOCKET,
+    EGRESS_PORT,
+    EGRESS_SOCKET,
+    readonly_spec,
+    writer_image,
+)
 from writerpool.pool.fence import remove_stale_egress
 from writerpool.runtime.host import writer_at
 
@@ -205,12 +211,12 @@ class Launcher:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
         from writerpool.runtime.hosts import open_host  # noqa: PLC0415
-        from writerpool.runtime.image import resolve_image  # noqa: PLC0415
         from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
-        image_id = resolve_image(self._paths, plan.image)
+        host = open_host()
+        image_id = writer_image(self._paths, host, plan.image)
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
         try:
@@ -219,10 +225,10 @@ class Launcher:
                 spec = readonly_spec(
                     image_id=image_id, session_id=session_id,
                     checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
-                    egress_dir=egress_dir, pool=self._config.pool,
+                    egress_dir=egress_dir, pool=self._config.pool, facts=host.facts(),
                 )  # fmt: skip
                 args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
-                argv = open_host().attach_argv(spec, ["pi", *args])
+                argv = host.attach_argv(spec, ["pi", *args])
                 agent = _started(
                     held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
                 )

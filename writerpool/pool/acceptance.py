@@ -19,12 +19,11 @@ from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_PORT, writer_of, writer_spec
+from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
 from writerpool.runtime.host import WriterHost
-from writerpool.runtime.image import resolve_image
 from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
@@ -50,11 +49,12 @@ def fingerprint_groups(
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    image_id = resolve_image(paths, state.image)
-    spec = writer_spec(paths, state, image_id, pool, allow=has_allowlist(paths, state))
+    image_id = writer_image(paths, host, state.image)
+    facts = host.facts()
+    spec = writer_spec(paths, state, image_id, pool, facts, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
-        "podman": host.facts().podman_version,
+        "podman": facts.podman_version,
         "writerpool": __version__,
         "container_spec": spec.digest(),
         "network": state.network,
@@ -151,7 +151,7 @@ def _run_harness(
 ) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
     allowlist = has_allowlist(paths, state)
-    spec = writer_spec(paths, state, image_id, pool, allow=allowlist)
+    spec = writer_spec(paths, state, image_id, pool, host.facts(), allow=allowlist)
     home = Path.home()
     canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
     canary_dir.mkdir(mode=0o700)

@@ -14,7 +14,8 @@ from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa:
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
-from writerpool.runtime.host import Writer, writer_at
+from writerpool.runtime.host import HostFacts, Writer, WriterHost, writer_at
+from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_SESSION,
@@ -34,16 +35,12 @@ def writer_of(paths: Paths, state: WriterState) -> Writer:
     return writer_at(paths, state.name, state.host)
 
 
-def limits_supported() -> bool:
-    # Rootless limits need the unified cgroup v2 hierarchy with delegated controllers.
-    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
-
-
 def writer_spec(
     paths: Paths,
     state: WriterState,
     image_id: str,
     pool: Pool,
+    facts: HostFacts,
     role: str = "session",
     allow: bool = False,
 ) -> ContainerSpec:
@@ -80,7 +77,7 @@ def writer_spec(
         mounts=tuple(mounts),
         env=env,
         network=network_info(state.network).podman,
-        limits=pool_limits(pool),
+        limits=pool_limits(pool, facts),
     )
 
 
@@ -89,8 +86,16 @@ def egress_mount(egress_dir: Path) -> Mount:
     return Mount(source=egress_dir, target=EGRESS_DIR, read_only=True)
 
 
-def pool_limits(pool: Pool) -> Limits | None:
-    if not limits_supported():
+def writer_image(paths: Paths, host: WriterHost, setting: str) -> str:
+    """The image ID a setting names ("default": the pin), present on `host`."""
+    image_id = image_setting_id(paths, setting)
+    host.ensure_image(image_id)
+    return image_id
+
+
+def pool_limits(pool: Pool, facts: HostFacts) -> Limits | None:
+    # Where the host cannot enforce them, none are passed (doctor warns: cgroup_limits).
+    if not facts.limits:
         return None
     return Limits(memory=pool.memory, cpus=pool.cpus, pids=pool.pids)
 
@@ -103,6 +108,7 @@ def readonly_spec(
     agent_dir: Path,
     egress_dir: Path,
     pool: Pool,
+    facts: HostFacts,
 ) -> ContainerSpec:
     """A read-only session's throwaway container: the operator's checkout read-only at
     /work (its .git included), the session's agent directory, the proxy socket, and
@@ -118,5 +124,5 @@ def readonly_spec(
         ),
         env=pi_env(AGENT_DIR, "provider"),
         network="none",
-        limits=pool_limits(pool),
+        limits=pool_limits(pool, facts),
     )

@@ -173,7 +173,9 @@ def _run_reset(
 ) -> None:
     repo = workspace_repo(loaded, state.alias)
     create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
-    spec = tool_spec(paths, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir)
+    spec = tool_spec(
+        paths, host, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir
+    )
     request = {
         "branch": base.branch,
         "commit": base.commit,

@@ -93,7 +93,7 @@ def _review(
         "caps": caps,
         **request,
     }
-    spec = tool_spec(paths, state, pool, VIEW)
+    spec = tool_spec(paths, host, state, pool, VIEW)
     try:
         answer = run_tool(host, spec, "review", request, "writer_inspect_failed")
     except WriterpoolError as exc:

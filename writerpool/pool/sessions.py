@@ -13,7 +13,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit
-from writerpool.pool.container import writer_of, writer_spec
+from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.lease import Lease
@@ -22,7 +22,6 @@ from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_re
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.hosts import open_host
-from writerpool.runtime.image import resolve_image
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
 
@@ -132,7 +131,7 @@ def _slot(
     done: str,
     allow: tuple[str, ...] | None,
 ) -> WriterSlot:
-    image_id = resolve_image(paths, state.image)
+    image_id = writer_image(paths, host, state.image)
     return WriterSlot(
         name=state.name,
         base_ref=state.base.name,
@@ -141,7 +140,9 @@ def _slot(
         egress_dir=writer_of(paths, state).egress,
         network=state.network,
         allow=allow,
-        spec=writer_spec(paths, state, image_id, config.pool, allow=allow is not None),
+        spec=writer_spec(
+            paths, state, image_id, config.pool, host.facts(), allow=allow is not None
+        ),
         host=host,
         lease=lease,
         prepared=done,

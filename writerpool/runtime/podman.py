@@ -174,7 +174,7 @@ class PodmanHost:
         if not image_exists(image_id):
             raise WriterpoolError(
                 "image_unavailable",
-                f"the image {image_id[:12]} is not in {self._name}'s storage; "
+                f"the image {image_id[:12]} is not in the storage of host {self._name}; "
                 "run `writerpool image build`",
             )
 
