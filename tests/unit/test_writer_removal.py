@@ -12,6 +12,7 @@ from writerpool.config.paths import Paths
 from writerpool.pool import writers
 from writerpool.pool.clonetool import removal
 from writerpool.pool.clonetool.removal import remove_path
+from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import open_host
 
 
@@ -89,3 +90,25 @@ def test_a_failed_removal_keeps_the_state_file(
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"
     # pytest's own clean-up of tmp_path recurses and cannot remove a tree this deep.
     remove_path(paths.writer_dir(name))
+
+
+def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Path) -> None:
+    paths = Paths.from_env()
+    host = open_host()
+    writer = writer_at(paths, "demo-w2", host.name)
+    assert writer.storage == writer.record == paths.writer_dir("demo-w2")
+    host.create_storage(writer, cache=True)
+    for path in (writer.storage, writer.agent, writer.collections, writer.cache):
+        assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
+    assert not writer.clone.exists(), "the clone is made by provisioning, not here"
+    _hostile_tree(writer.clone)
+    _hostile_tree(writer.scratch("clone.new"))
+    (writer.record / "state.json").write_text("{}")
+    (writer.record / "lease").write_text("")
+    writer.egress.mkdir()
+    host.remove_storage(writer)
+    # The controller's record (state, lease, the proxy sockets' directory) stays.
+    assert sorted(os.listdir(writer.record)) == ["egress", "lease", "state.json"]
+    host.remove_storage(writer)  # nothing left to remove is no error
+    with pytest.raises(ValueError):
+        writer.scratch("state.json")
