@@ -16,7 +16,7 @@ from writerpool.config.providers import provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import AGENT_DIR, readonly_spec
 from writerpool.proc import run
-from writerpool.runtime.host import HostFacts
+from writerpool.runtime.host import EngineFacts
 
 CUSTOM = Provider(
     base_url="http://127.0.0.1:8080/v1",
@@ -162,7 +162,7 @@ def test_every_placement_loads_the_preload_that_keeps_pi_output_linear(tmp_path:
     readonly = readonly_spec(
         image_id="0" * 64, session_id="s1", checkout=tmp_path, agent_dir=tmp_path / "agent",
         egress_dir=tmp_path / "egress", pool=Config().pool,
-        facts=HostFacts(host="local", podman_version="4.3.1", limits=True, rootless=True),
+        facts=EngineFacts(host="local", podman_version="4.3.1", limits=True, rootless=True),
     )  # fmt: skip
     writer = pi_env(AGENT_DIR, "provider", writer="w1", cache="go")
     assert readonly.env["NODE_OPTIONS"] == writer["NODE_OPTIONS"] == preload

@@ -14,7 +14,7 @@ from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa:
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
-from writerpool.runtime.host import HostFacts, Writer, WriterHost, writer_at
+from writerpool.runtime.host import EngineFacts, Writer, WriterHost, writer_at
 from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.spec import (
     LABEL_ROLE,
@@ -40,7 +40,7 @@ def writer_spec(
     state: WriterState,
     image_id: str,
     pool: Pool,
-    facts: HostFacts,
+    facts: EngineFacts,
     role: str = "session",
     allow: bool = False,
 ) -> ContainerSpec:
@@ -93,7 +93,7 @@ def writer_image(paths: Paths, host: WriterHost, setting: str) -> str:
     return image_id
 
 
-def pool_limits(pool: Pool, facts: HostFacts) -> Limits | None:
+def pool_limits(pool: Pool, facts: EngineFacts) -> Limits | None:
     # Where the host cannot enforce them, none are passed (doctor warns: cgroup_limits).
     if not facts.limits:
         return None
@@ -108,7 +108,7 @@ def readonly_spec(
     agent_dir: Path,
     egress_dir: Path,
     pool: Pool,
-    facts: HostFacts,
+    facts: EngineFacts,
 ) -> ContainerSpec:
     """A read-only session's throwaway container: the operator's checkout read-only at
     /work (its .git included), the session's agent directory, the proxy socket, and

@@ -33,7 +33,7 @@ class ContainerRef:
 
 
 @dataclass(frozen=True)
-class HostFacts:
+class EngineFacts:
     host: str
     podman_version: str
     # Rootless limits need the unified cgroup v2 hierarchy with delegated controllers.
@@ -132,4 +132,4 @@ class WriterHost(Protocol):
         """Make sure the image is present by ID, or raise image_unavailable."""
         ...
 
-    def facts(self) -> HostFacts: ...
+    def facts(self) -> EngineFacts: ...

@@ -18,7 +18,7 @@ import requests
 
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, clean_env, run, start_daemon
-from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, HostFacts, Writer
+from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.atomic import ensure_private_dir
 
@@ -178,8 +178,8 @@ class PodmanHost:
                 "run `writerpool image build`",
             )
 
-    def facts(self) -> HostFacts:
-        return HostFacts(
+    def facts(self) -> EngineFacts:
+        return EngineFacts(
             host=self._name,
             podman_version=self.version(),
             limits=CGROUP_CONTROLLERS.exists(),
