@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from writerpool.config.modes import ContainerSettings
+from writerpool.config.modes import LOCAL_HOST, ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
@@ -101,14 +101,16 @@ def provision(
     settings: ContainerSettings,
     base: BaseRef,
     report: Report,
+    placed: str = LOCAL_HOST,
 ) -> WriterState:
-    """Provision (or finish an interrupted provisioning of) one writer; lease held."""
+    """Provision (or finish an interrupted provisioning of) one writer; lease held. The
+    state records `placed`, the host the writer is placed on; its storage is made through
+    `host` (today the local one for every placement: docs/scale-out.md)."""
     target = f"writer/{alias}/{name}"
-    writer = writer_at(paths, name, host.name)
+    writer = writer_at(paths, name, placed)
     ensure_private_dir(writer.record)
     state = WriterState(
         name=name,
-        host=host.name,
         alias=alias,
         settings_digest=settings_digest(settings),
         image=settings.image,
@@ -118,6 +120,7 @@ def provision(
         tags=settings.tags,
         profiles=settings.profiles,
         base=base_record(base),
+        host=placed,
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
     save_state(writer.record, state)

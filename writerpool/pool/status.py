@@ -45,6 +45,7 @@ class WriterStatus:
     problems: tuple[str, ...] = field(default=())
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
+    host: str = "local"  # its host's name (never its address)
 
     @property
     def leasable(self) -> bool:
@@ -52,7 +53,8 @@ class WriterStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "workspace": self.workspace, "phase": self.phase,
+            "name": self.name, "workspace": self.workspace, "host": self.host,
+            "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
             "networkClass": classification(self.network),
@@ -66,7 +68,7 @@ class WriterStatus:
         }  # fmt: skip
 
     def text(self) -> str:
-        network = f"network {describe(self.network)}"
+        network = f"network {describe(self.network)}, host {self.host}"
         behind = f"; behind {self.base} by {self.behind}" if self.behind else ""
         if self.leasable:
             line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
@@ -163,7 +165,8 @@ def status_of(
     common = WriterStatus(
         name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
-        code="", reason="", readiness=state.reason if state.phase != "ready" else None,
+        host=state.host, code="", reason="",
+        readiness=state.reason if state.phase != "ready" else None,
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:

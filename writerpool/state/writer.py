@@ -55,9 +55,6 @@ class WriterState(Strict):
     schema_version: Literal[1] = 1
     name: str
     alias: str
-    # The writer's host by name (runtime/hosts.py); states written before hosts had one
-    # are the local host's.
-    host: str = "local"
     settings_digest: str
     image: str  # "default" (the pin) or a 64-hex image id
     network: str
@@ -72,6 +69,8 @@ class WriterState(Strict):
     fingerprint: str | None = None
     accepted_at: str | None = None
     collection: Collection | None = None
+    # The host the writer lives on: `local`, or a [hosts.NAME] of the configuration.
+    host: str = "local"
     updated_at: str = Field(default_factory=now)
 
 
