@@ -30,9 +30,9 @@ from tests.e2e.pool_support import (
 )
 from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import codes, git, podman, wp
-from writerpool.agent.launch import PLACEHOLDER_KEY
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import load_config
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.pool.container import writer_spec
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image

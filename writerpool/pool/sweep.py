@@ -11,6 +11,7 @@ from pathlib import Path
 
 from writerpool.agent import launch as agent_launch
 from writerpool.config.paths import Paths
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.fence import remove_stale_egress
@@ -43,7 +44,7 @@ def _holds_credential(agent_dir: Path) -> bool:
     providers = document.get("providers") if isinstance(document, dict) else None
     if not isinstance(providers, dict):
         return True
-    unkeyed = (None, agent_launch.PLACEHOLDER_KEY)
+    unkeyed = (None, PLACEHOLDER_KEY)
     return any(
         not isinstance(entry, dict) or entry.get("apiKey") not in unkeyed
         for entry in providers.values()
