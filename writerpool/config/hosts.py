@@ -67,6 +67,9 @@ def parse_ssh_url(value: str) -> SshTarget:
 def _absolute(value: Path) -> Path:
     if not value.is_absolute():
         raise ValueError("must be an absolute path")
+    # ssh reads UserKnownHostsFile as a space-separated list: a space would split it.
+    if any(c.isspace() or not c.isprintable() for c in str(value)):
+        raise ValueError("must be a path without spaces or control characters")
     return value
 
 

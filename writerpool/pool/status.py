@@ -46,6 +46,7 @@ class WriterStatus:
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
     host: str = "local"  # its host's name (never its address)
+    allowlist: bool = False  # the workspace has an egress allowlist (limited-allowlist)
 
     @property
     def leasable(self) -> bool:
@@ -57,7 +58,7 @@ class WriterStatus:
             "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
-            "networkClass": classification(self.network),
+            "networkClass": classification(self.network, self.allowlist),
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
@@ -167,6 +168,7 @@ def status_of(
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
         host=state.host, code="", reason="",
         readiness=state.reason if state.phase != "ready" else None,
+        allowlist=bool(entry and entry.container and entry.container.allow),
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:

@@ -27,6 +27,7 @@ from writerpool.runtime.podman import (
 )
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
+from writerpool.runtime.volumes import create_volumes, remove_volumes
 
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -96,12 +97,11 @@ class RemotePodman(PodmanHost):
             )
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
-        # Storage on a remote host is made by a throwaway container there; until it is,
-        # nothing of the controller's file system may stand in for it.
-        raise NotImplementedError("writer storage on a remote host (docs/scale-out.md)")
+        # Named volumes of the host: nothing of the controller's file system stands in.
+        create_volumes(self, writer.name, cache=cache)
 
     def remove_storage(self, writer: Writer) -> None:
-        raise NotImplementedError("writer storage on a remote host (docs/scale-out.md)")
+        remove_volumes(self, writer.name)
 
     @contextlib.contextmanager
     def session_socket(self, local: Path, session: str) -> Iterator[PurePosixPath]:
