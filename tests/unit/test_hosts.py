@@ -42,6 +42,7 @@ def test_an_ssh_url_gives_user_address_port_and_socket() -> None:
         "ssh://u@h.test:22/run/../etc/passwd",
         "ssh://u@h.test:22relative",
         f"ssh://u@h.test:99999{SOCKET}",
+        f"ssh://u@h.test:0{SOCKET}",
         f"ssh://u@-h.test:22{SOCKET}",
         f"ssh://u@h.test:22{SOCKET}?x=1",
     ],

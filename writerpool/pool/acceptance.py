@@ -23,7 +23,7 @@ from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writ
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
@@ -49,8 +49,14 @@ def fingerprint_groups(
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    image_id = writer_image(paths, host, state.image)
-    facts = host.facts()
+    return groups_given(paths, state, pool, writer_image(paths, host, state.image), host.facts())
+
+
+def groups_given(
+    paths: Paths, state: WriterState, pool: Pool, image_id: str, facts: EngineFacts
+) -> dict[str, str]:
+    """The same with the image and the host's facts known (a warm writer's container
+    runs that image): no Podman call."""
     spec = writer_spec(paths, state, image_id, pool, facts, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
