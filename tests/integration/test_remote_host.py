@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -15,13 +16,16 @@ from typing import Any
 import pytest
 
 from writerpool.config.hosts import Host
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
 from writerpool.runtime.image_transfer import remote_image_id, transfer_image
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.podman import Podman, podman_env
 from writerpool.runtime.remote import connect
-from writerpool.runtime.spec import ContainerSpec, Mount
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.volumes import create_volumes, remove_volumes, writer_volumes
+from writerpool.state.images import BuiltImage, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
 
@@ -211,3 +215,90 @@ def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) 
     # A new connection works at once: nothing was left half-open on either side.
     with connect("th", testhost) as again:
         assert again.version()
+
+
+def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
+    testhost: Host,
+) -> None:
+    _configure_host(testhost)
+    code, plan = _cli("control", "--host", "th")
+    assert code == 0 and plan["findings"][0]["code"] == "isolation_control_planned"
+    code, report = _cli("control", "--host", "th", "--apply")
+    assert code == 0, report
+    [finding] = report["findings"]
+    assert (finding["code"], finding["target"]) == ("isolation_control_passed", "host/th/control")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "writerpool"
+    record = json.loads((state / "isolation-control-hosts" / "th.json").read_text())
+    assert record["passed"] is True and record["missed"] == []
+    # The host's own control is not this machine's.
+    assert not (state / "isolation-control.json").exists()
+    with connect("th", testhost) as remote:
+        left = remote.host.exec(["sh", "-c", "ls -a ~ | grep -c writerpool-canary || true"])
+    assert left.out.strip() == "0"
+
+
+def _tiny_image(tmp_path: Path) -> str:
+    """A one-file image made here by `podman import`, labelled for this test."""
+    root = tmp_path / "rootfs"
+    root.mkdir()
+    (root / "marker").write_text(secrets.token_hex(8))  # a fresh ID for every run
+    archive = tmp_path / "rootfs.tar"
+    run(["tar", "-C", str(root), "-cf", str(archive), "."])
+    done = run(["podman", "import", "--quiet", str(archive)], env=podman_env(), timeout=120)
+    return done.out.strip().removeprefix("sha256:")
+
+
+def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    _configure_host(testhost)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    old = _tiny_image(tmp_path)
+    try:
+        record_built(Paths.from_env(), [BuiltImage(id=old, kind="derived", base=pinned,
+                                                   name="old-tools")])  # fmt: skip
+        with connect("th", testhost) as remote:
+            assert transfer_image(Podman(), remote, old, lambda sent, total: None)
+            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+        code, plan = _cli("image", "prune", "--host", "th")
+        assert code == 0 and plan["data"]["prunable"] == [old], plan
+        with connect("th", testhost) as remote:
+            assert remote_image_id(remote, old) == old, "a plan removes nothing"
+        code, done = _cli("image", "prune", "--host", "th", "--apply")
+        assert code == 0 and "image_removed" in [f["code"] for f in done["findings"]], done
+        with connect("th", testhost) as remote:
+            assert remote_image_id(remote, old) is None
+            assert remote_image_id(remote, pinned) == pinned
+        # This machine's copy is not the host's: prune --host leaves it.
+        assert (
+            run(["podman", "image", "exists", old], env=podman_env(), check=False).returncode == 0
+        )
+    finally:
+        run(["podman", "image", "rm", "--force", old], env=podman_env(), check=False)
+
+
+@pytest.mark.image
+def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
+    testhost: Host, image_pin: Path
+) -> None:
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    writer = f"tvol{secrets.token_hex(3)}-w1"
+    with connect("th", testhost) as remote:
+        transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+        made = create_volumes(remote, writer, cache=False)
+        assert create_volumes(remote, writer, cache=False) == made  # idempotent
+        assert sorted(writer_volumes(remote, writer)) == sorted(made.values())
+        clone = VolumeMount(volume=made["clone"], target="/work")
+        spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-{writer}", volumes=(clone,))
+        # What an agent leaves: files of another id inside its own user namespace too.
+        wrote = remote.run(spec, ["sh", "-c", "echo work > /work/f && unshare -Ur sh -c "
+                                  "'mkdir /work/d && echo x > /work/d/g' && ls /work"])  # fmt: skip
+        assert wrote.returncode == 0, wrote.stderr[-1000:]
+        again = remote.run(spec, ["cat", "/work/f"])
+        assert again.out.strip() == "work"
+        where = remote.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", made["clone"]])
+        # In the host account's storage: this machine's account cannot even read it.
+        assert where.out.startswith("/") and not os.access(where.out.strip(), os.R_OK)
+        assert remove_volumes(remote, writer) == 3
+        assert writer_volumes(remote, writer) == []
+        assert not Podman().cli(["volume", "ls", "-q"]).out.count(writer)

@@ -46,6 +46,7 @@ class WriterStatus:
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
     host: str = "local"  # its host's name (never its address)
+    allowlist: bool = False  # the workspace has an egress allowlist (limited-allowlist)
 
     @property
     def leasable(self) -> bool:
@@ -57,11 +58,12 @@ class WriterStatus:
             "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
-            "networkClass": classification(self.network),
+            "networkClass": classification(self.network, self.allowlist),
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
             "atBaseline": None if self.code == "writer_busy" else not self.problems,
+            "warm": self.code == "writer_warm",
             "notAtBaseline": [sanitize(p) for p in self.problems],
             "behind": self.behind,
             "atLease": self.refresh.to_json() if self.refresh else None,
@@ -137,7 +139,7 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         f"with work, writerpool writer finish {name} --apply first)",
         "isolation_control_required": "writerpool control --apply",
     }
-    if code in (LEASABLE, "writer_busy"):
+    if code in (LEASABLE, "writer_busy", "writer_warm"):
         return None
     return commands.get(code, f"{mode_set} --apply (re-runs acceptance)")
 
@@ -148,13 +150,17 @@ def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
     if not lease_taken(paths.writer_dir(name)):
         return None
     holder = read_holder(paths.writer_dir(name))
-    return {"pid": holder.pid, "command": holder.command} if holder else {}
+    if holder is None:
+        return {}
+    return {"pid": holder.pid, "command": holder.command, "warm": holder.warm}
 
 
 def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
+    """writer_busy, or writer_warm when the holder is the pool service keeping it warm
+    (at its baseline: it was admitted when warmed, and nothing has run in it since)."""
     who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
-    reason = REASONS["writer_busy"] + who
-    return replace(common, code="writer_busy", reason=reason, holder=holder)
+    code = "writer_warm" if holder.get("warm") else "writer_busy"
+    return replace(common, code=code, reason=REASONS[code] + who, holder=holder)
 
 
 def status_of(
@@ -167,6 +173,7 @@ def status_of(
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
         host=state.host, code="", reason="",
         readiness=state.reason if state.phase != "ready" else None,
+        allowlist=bool(entry and entry.container and entry.container.allow),
     )  # fmt: skip
     holder = _busy(paths, state.name)
     if holder is not None:
@@ -249,7 +256,9 @@ def writer_statuses(
             continue  # a removed writer keeps only its lease file
         status = status_of(paths, podman, loaded, state)
         rows.append(status.to_json())
-        report.add(status.code, "ok" if status.leasable else "warning", target, status.text(),
+        fine = status.leasable or status.code == "writer_warm"
+        report.add(status.code, "ok" if fine else "warning", target, status.text(),
                    remedy=status.next or "")  # fmt: skip
     report.data["writers"] = rows
+    report.data["warm"] = sum(1 for row in rows if row["warm"])
     return report
