@@ -185,7 +185,10 @@ def baseline_problems(inspection: Inspection, baseline: Baseline) -> list[str]:
     if inspection.stash:
         problems.append("a stash exists")
     if inspection.extra_refs:
-        problems.append(f"{len(inspection.extra_refs)} ref(s) outside refs/heads and refs/tags")
+        problems.append(
+            f"{len(inspection.extra_refs)} ref(s) outside refs/heads (tags among them "
+            "only when they reach new history)"
+        )
     if inspection.dirty:
         problems.append("tracked files differ from the base or untracked files exist")
     for kind, label in KIND_LABELS.items():

@@ -43,15 +43,15 @@ class _Model(BaseModel):
 
 class CommitSeen(_Model):
     commit: str = Field(pattern=OID)
-    parents: tuple[str, ...]
+    parents: tuple[str, ...] = Field(max_length=64)
     author: str = Field(max_length=4096)
     email: str = Field(max_length=4096)
     date: str = Field(max_length=64)
-    subject: str = Field(max_length=65536)
+    subject: str = Field(max_length=4096)
 
 
 class FileSeen(_Model):
-    path: str = Field(max_length=8192)
+    path: str = Field(max_length=4096)
     binary: bool
     added: int = Field(ge=0)
     removed: int = Field(ge=0)
@@ -63,7 +63,8 @@ class ReviewReport(_Model):
     commits: tuple[CommitSeen, ...]
     tip: str = Field(pattern=OID)
     old: str = Field(pattern=OID)
-    files: tuple[FileSeen, ...]
+    files: tuple[FileSeen, ...] = Field(max_length=2000)
+    files_total: int = Field(default=0, ge=0)  # all changed files; `files` holds the first
     patch: str | None = None
     truncated: bool = False
 
@@ -133,7 +134,7 @@ def writer_log(
     return report, "\n".join(lines) or f"no commits on {_what(branch, False)} beyond the base"
 
 
-def _stat_lines(files: list[dict[str, Any]]) -> list[str]:
+def _stat_lines(files: list[dict[str, Any]], total: int) -> list[str]:
     width = max((len(f["path"]) for f in files), default=0)
     lines = []
     for f in files:
@@ -141,6 +142,11 @@ def _stat_lines(files: list[dict[str, Any]]) -> list[str]:
         lines.append(f" {f['path'].ljust(min(width, 60))} | {change}")
     added = sum(f["added"] for f in files)
     removed = sum(f["removed"] for f in files)
+    if total > len(files):
+        lines.append(f" ... and {total - len(files)} more file(s), not listed")
+        lines.append(f" {total} file(s) changed; {added} insertion(s), {removed} deletion(s) "
+                     f"in the {len(files)} listed")  # fmt: skip
+        return lines
     lines.append(f" {len(files)} file(s) changed, {added} insertion(s), {removed} deletion(s)")
     return lines
 
@@ -163,13 +169,15 @@ def writer_diff(
     seen = _review(paths, host, loaded, ref.load(), request)
     files = [{"path": terminal_safe(f.path), "binary": f.binary, "added": f.added,
               "removed": f.removed} for f in seen.files]  # fmt: skip
+    total = max(seen.files_total, len(files))
     report = Report("writer diff")
+    shown = "" if total == len(files) else f" (the first {len(files)} listed)"
     report.add("writer_diff", "ok", ref.target,
-               f"{len(files)} file(s) changed in {_what(branch, wip)}")  # fmt: skip
+               f"{total} file(s) changed in {_what(branch, wip)}{shown}")  # fmt: skip
     report.data.update(writer=name, branch=branch, wip=wip, old=seen.old, new=seen.tip,
-                       files=files)  # fmt: skip
+                       files=files, filesTotal=total)  # fmt: skip
     if stat:
-        return report, "\n".join(_stat_lines(files))
+        return report, "\n".join(_stat_lines(files, total))
     patch = terminal_safe(seen.patch or "", lines=True)
     report.data.update(patch=patch, truncated=seen.truncated)
     tail = "\n[the diff was cut at its size cap]" if seen.truncated else ""

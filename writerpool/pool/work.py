@@ -5,8 +5,8 @@ moved relative to the baseline (and branches that cannot be read at all), the tr
 uncommitted and untracked work (judged by content, never by the clone's index), HEAD,
 work collection cannot export (nested repositories, `.git` directories below the top,
 unreadable paths, files above the caps: each with its path and size) and refs outside
-refs/heads that reach new history. Tags the agent made are not work: they are never
-collected and do not change the digest. Ignored files, special files and empty
+refs/heads (tags too) that reach new history. Other tags the agent made are not work:
+they are never collected and do not change the digest. Ignored files, special files and empty
 directories are not work either (reset removes them without --discard). A stash is
 never collected, so it always counts as uncollected.
 """
