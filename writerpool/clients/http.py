@@ -89,8 +89,8 @@ def apply(paths: Paths, target: Target) -> Report:
         report.data.update({"token": token, "tokenEnv": TOKEN_ENV})
         report.add(
             "service_token_created", "ok", target.report_target,
-            f"Codex reads its token from the variable {TOKEN_ENV}: set it in the "
-            f"environment Codex starts from (your shell profile, say) to this token, "
+            f"Codex reads its token from the variable {TOKEN_ENV}; set that variable in "
+            f"the environment Codex starts from (your shell profile, say) to this token, "
             f"shown once: {token}",
         )  # fmt: skip
     return report

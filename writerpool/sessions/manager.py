@@ -23,6 +23,7 @@ from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.runtime.host import writer_at
 from writerpool.sessions.launch import Agent, Launched, Launcher
 from writerpool.sessions.placement import (
     SessionPlan,
@@ -288,7 +289,7 @@ class SessionManager:
             if launched.slot is not None and launched.slot.prepared:
                 progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
-            session.clone = self._paths.writer_dir(launched.writer) / "clone"
+            session.clone = writer_at(self._paths, launched.writer).clone
             session.start_refs = read_clone(session.clone)
         return session
 
