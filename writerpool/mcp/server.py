@@ -28,6 +28,7 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.limits import ANSWER_MAX_BYTES
 from writerpool.mcp.progress import Progress, report_while_running
 from writerpool.mcp.sessions import SessionManager
 from writerpool.mcp.stdio import checked_stdio_server
@@ -164,6 +165,7 @@ class ToolService:
         except Exception:  # the tool-call boundary: a bug must not kill the server
             log.exception("tool %s failed", spec.name if spec else "?")
             body = _error("internal_error", "an unexpected error inside writerpool")
+        body = _within_cap(spec.name if spec else "?", body)
         self._audit(spec.name if spec else "tool_unknown", arguments, body)
         return body
 
@@ -180,6 +182,16 @@ class ToolService:
         if self.manager is not None:
             self.manager.close_all()
             self.manager.shutdown()
+
+
+def _within_cap(name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Every answer is built to stay under ANSWER_MAX_BYTES; one that does not is a bug,
+    answered with a code rather than sent."""
+    size = len(json.dumps(body, sort_keys=True))
+    if size <= ANSWER_MAX_BYTES:
+        return body
+    log.error("tool %s built an answer of %d bytes, over the cap", name, size)
+    return _error("answer_too_large", f"the answer would exceed {ANSWER_MAX_BYTES} bytes")
 
 
 def _session_of(arguments: object, body: dict[str, Any]) -> str | None:

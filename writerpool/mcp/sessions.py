@@ -8,6 +8,7 @@ a path, a prompt, a credential or a provider error.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
@@ -22,6 +23,7 @@ from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
 from writerpool.mcp.launch import Agent, Launched, Launcher
 from writerpool.mcp.placement import (
     SessionPlan,
@@ -41,6 +43,10 @@ log = logging.getLogger(__name__)
 
 # Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
 MAX_TOMBSTONES = 256
+# pi_session_list names fewer changed branches per session than pi_session_get, and
+# leaves out the oldest closed sessions past its share of the answer cap.
+LIST_NAMED = 5
+LIST_BYTES = ANSWER_MAX_BYTES - 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ class Session:
             return "running"
         return "idle"
 
-    def view(self) -> dict[str, Any]:
+    def view(self, most: int = LIMITS.listed) -> dict[str, Any]:
         out: dict[str, Any] = {
             "sessionId": self.id,
             "workspace": self.plan.workspace,
@@ -123,15 +129,24 @@ class Session:
         if self.plan.placement == "container":
             out["writer"] = self.writer
             out["base"] = self.base
-        out["work"] = self.work()
+        out["work"] = self.work(most)
         return out
 
-    def work(self) -> dict[str, Any]:
+    def work(self, most: int = LIMITS.listed) -> dict[str, Any]:
         if self.final_work is not None:
-            return self.final_work
+            if len(self.final_work["branchesChanged"]) <= most:
+                return self.final_work
+            shown = self.final_work["branchesChanged"][:most]
+            return {**self.final_work, "branchesChanged": shown, "truncated": True}
         if self.clone is None or self.writer is None:
             return other_work(self.plan.read_only)
-        return clone_work(self.writer, self.start_refs, read_clone(self.clone))
+        return clone_work(self.writer, self.start_refs, read_clone(self.clone), most)
+
+    def keep_final_work(self) -> None:
+        """Keep the bounded summary only: the refs read at start go with the agent."""
+        self.final_work = self.work()
+        self.start_refs = None
+        self.clone = None
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():
@@ -169,7 +184,9 @@ class SessionManager:
     def list(self) -> dict[str, Any]:
         with self._lock:
             sessions = list(self._sessions.values())
-        return {"sessions": [s.view() for s in sessions]}
+        views = [s.view(LIST_NAMED) for s in sessions]
+        shown, omitted = fit_list(views, LIST_BYTES)
+        return {"sessions": shown, "omitted": omitted}
 
     def get(self, session_id: str) -> dict[str, Any]:
         return {"session": self._find(session_id).view()}
@@ -203,7 +220,8 @@ class SessionManager:
         if launched.writer is not None:
             progress.say(f"writer {launched.writer} started")
             session.clone = self._paths.writer_dir(launched.writer) / "clone"
-            session.start_refs = read_clone(session.clone)
+            refs = read_clone(session.clone)
+            session.start_refs = None if isinstance(refs, str) else refs
         with self._lock:
             late = self._shutting_down
             self._sessions[session_id] = session
@@ -226,7 +244,7 @@ class SessionManager:
                         self._launcher.stop(launched, self._close_seconds())
                     finally:
                         session.keep_final_turns(launched.agent)
-                        session.final_work = session.work()
+                        session.keep_final_work()
                         session.launched = None
         self._forget_old_tombstones()
         return {"session": session.view()}
@@ -330,6 +348,22 @@ class SessionManager:
             closed = [sid for sid, s in self._sessions.items() if s.closed_at is not None]
             for sid in closed[: max(0, len(closed) - MAX_TOMBSTONES)]:
                 del self._sessions[sid]
+
+
+def fit_list(views: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The views whose JSON text fits `budget`, oldest closed sessions left out first,
+    then the oldest of the rest; and how many were left out. Order is kept."""
+    sizes = [len(json.dumps(v)) for v in views]
+    total = sum(sizes)
+    closed = [i for i, v in enumerate(views) if v["state"] == "closed"]
+    others = [i for i, v in enumerate(views) if v["state"] != "closed"]
+    dropped: set[int] = set()
+    for index in closed + others:
+        if total <= budget:
+            break
+        dropped.add(index)
+        total -= sizes[index]
+    return [v for i, v in enumerate(views) if i not in dropped], len(dropped)
 
 
 def _starting_line(plan: SessionPlan, progress: Progress) -> str:

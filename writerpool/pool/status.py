@@ -15,6 +15,7 @@ from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.limits import LIMITS
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.inspect import Inspection
 from writerpool.pool.lease import Lease, read_holder
@@ -41,6 +42,8 @@ class WriterStatus:
     holder: dict[str, Any] | None = None
     work: dict[str, Any] | None = None
     problems: tuple[str, ...] = field(default=())
+    # Why the clone was not judged (None: it was): atBaseline is then null, never a guess.
+    unseen: str | None = None
 
     @property
     def leasable(self) -> bool:
@@ -55,7 +58,8 @@ class WriterStatus:
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
-            "atBaseline": None if self.code == "writer_busy" else not self.problems,
+            "atBaseline": None if self.unseen is not None else not self.problems,
+            "atBaselineUnknown": self.unseen,
             "notAtBaseline": [sanitize(p) for p in self.problems],
         }  # fmt: skip
 
@@ -74,8 +78,10 @@ def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] |
     if state.baseline is None:
         return None
     changed = changed_branches(inspection, state.baseline)
+    named = sorted(changed.items())[: LIMITS.listed]
     out: dict[str, Any] = {
-        "changedBranches": {sanitize(shown_name(k)): v for k, v in sorted(changed.items())},
+        "changedBranches": {sanitize(shown_name(k)): v for k, v in named},
+        "changedBranchCount": len(changed),
         "uncommitted": inspection.dirty,
         "stash": inspection.stash,
         "unexported": inspection.unexported_count,
@@ -97,7 +103,9 @@ def shown_name(name: str) -> str:
 def work_text(work: dict[str, Any]) -> str:
     parts = []
     if work["changedBranches"]:
-        parts.append("branches " + ", ".join(work["changedBranches"]))
+        more = work["changedBranchCount"] - len(work["changedBranches"])
+        parts.append("branches " + ", ".join(work["changedBranches"])
+                     + (f" and {more} more" if more > 0 else ""))  # fmt: skip
     if work["uncommitted"]:
         parts.append("uncommitted changes")
     if work["stash"]:
@@ -122,6 +130,9 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         f"writerpool writer reset {name} --base {shlex.quote(wbase or '')} --apply",
         "writer_settings_changed": f"writerpool writer remove {name}, then {mode_set} --apply",
         "isolation_control_required": "writerpool control --apply",
+        # The clone could not be judged: see what reset would lose, then reset.
+        "writer_inspect_failed": f"writerpool writer reset {name} --discard (shows what it "
+        "would lose), then the same with --apply; writerpool doctor if every writer fails",
     }
     if code in (LEASABLE, "writer_busy"):
         return None
@@ -156,12 +167,17 @@ def status_of(
     if holder is not None:
         who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
         reason = REASONS["writer_busy"] + who
-        return replace(common, code="writer_busy", reason=reason, holder=holder)
+        busy = "held by a session or command; its clone is not inspected meanwhile"
+        return replace(common, code="writer_busy", reason=reason, holder=holder, unseen=busy)
+    unseen: str | None = None
     try:
         verdict = admit(paths, podman, loaded.config.pool, state, full=True)
     except WriterpoolError as exc:
         why = f"the clone could not be inspected ({exc.code})"
         verdict = Admission(exc.code, why, phase=state.phase)
+        unseen = why
+    if verdict.inspection is None and unseen is None:
+        unseen = "the clone was not inspected: the writer has no baseline yet"
     code, reason = verdict.code, verdict.reason
     if verdict.leasable and wbase and state.base.name != wbase:
         code = "writer_on_other_base"
@@ -176,7 +192,7 @@ def status_of(
     return replace(
         common, code=code, reason=reason, next=following, phase=verdict.phase,
         readiness=verdict.readiness,
-        work=work, problems=verdict.problems,
+        work=work, problems=verdict.problems, unseen=unseen,
     )  # fmt: skip
 
 

@@ -31,7 +31,10 @@ def _tip(refs: dict[bytes, bytes], branch: str | None, head_commit: str | None) 
     return value.decode()
 
 
-def _log(tip: str, exclude: list[str], limit: int, env: dict[str, str]) -> list[dict[str, Any]]:
+def _log(
+    tip: str, exclude: list[str], limit: int, chars: int, env: dict[str, str]
+) -> list[dict[str, Any]]:
+    """At most `limit` commits; each text field cut at `chars` characters."""
     out = git(["log", "--no-color", f"--max-count={limit}", f"--format={FORMAT}", tip,
                "--not", *exclude, "--"], env)  # fmt: skip
     commits = []
@@ -39,8 +42,8 @@ def _log(tip: str, exclude: list[str], limit: int, env: dict[str, str]) -> list[
         fields = record.strip("\n").split(SEP)
         if len(fields) != 6:
             continue
-        commit, parents, author, email, date, subject = fields
-        commits.append({"commit": commit, "parents": parents.split(), "author": author,
+        commit, parents, author, email, date, subject = (f[:chars] for f in fields)
+        commits.append({"commit": commit, "parents": parents.split()[:64], "author": author,
                         "email": email, "date": date, "subject": subject})  # fmt: skip
     return commits
 
@@ -63,7 +66,7 @@ def _numstat(old: str, new: str, env: dict[str, str]) -> list[dict[str, Any]]:
 def review(request: dict[str, Any]) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="review-", dir="/tmp")
     env = read_env(scratch)
-    refs, _odd = read_refs()
+    refs, _odd = read_refs(request["limits"])
     head, head_commit = read_head(refs)
     exclude = existing_commits(list(request.get("exclude", [])), env)
     base = request["base"]
@@ -76,7 +79,8 @@ def review(request: dict[str, Any]) -> dict[str, Any]:
     else:
         new = _tip(refs, request.get("branch"), head_commit)
         limit = int(request.get("max_commits", 200))
-        result["commits"] = _log(new, exclude, limit, env)
+        chars = int(request["limits"]["message_chars"])
+        result["commits"] = _log(new, exclude, limit, chars, env)
         merge = git(["merge-base", base, new], env, allow=(0, 1)).decode().strip()
         old = merge or EMPTY_TREE
     result.update(tip=new, old=old, files=_numstat(old, new, env))

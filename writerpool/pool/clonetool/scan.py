@@ -111,7 +111,7 @@ def _extra_refs(
 def inspect(request: dict[str, Any]) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
     env = read_env(scratch)
-    refs, odd = read_refs()
+    refs, odd = read_refs(request["limits"])
     head, head_commit = read_head(refs)
     found = branches(refs, odd, env)
     baseline: dict[str, str] = request.get("baseline", {})
