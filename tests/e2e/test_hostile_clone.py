@@ -121,7 +121,7 @@ def test_a_clone_with_1_5_million_branches_gets_bounded_answers(
     print("\n" + "\n".join(lines))
     # Status does not claim a baseline it could not see, and names the way out.
     _, status = wp("writer", "status", name)
-    row = status["writers"][0]
+    row = status["data"]["writers"][0]
     assert (row["state"], row["atBaseline"]) == ("writer_inspect_failed", None)
     assert "could not be inspected" in row["atBaselineUnknown"]
     assert f"writerpool writer reset {name} --discard" in row["next"]
@@ -148,7 +148,7 @@ def test_files_planted_under_git_objects_and_description_are_refused_and_removed
     assert (git_dir / "objects" / "zz-channel" / "note").exists()
     assert refused == "writer_unavailable"  # not at its baseline: the guard names why
     _, status = wp("writer", "status", name)
-    row = status["writers"][0]
+    row = status["data"]["writers"][0]
     assert (row["state"], row["atBaseline"]) == ("writer_not_at_baseline", False)
     assert any("objects/zz-channel" in p and "description" in p for p in row["notAtBaseline"])
     # Not work: reset needs no --discard, and names what it removed.

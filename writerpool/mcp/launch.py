@@ -309,7 +309,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
             continue
         lease = Lease(writer_dir)
         try:
-            lease.acquire(wait=0)
+            lease.acquire(wait=0, judging=True)  # the agent directory only, not the clone
         except WriterpoolError:
             continue
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError
+from writerpool.pool.verdicts import advance
 from writerpool.state.atomic import ensure_private_dir
 
 
@@ -21,8 +22,10 @@ class Lease:
         self.path = writer_dir / "lease"
         self._fd: int | None = None
 
-    def acquire(self, wait: float) -> None:
-        """Take the lease, waiting at most `wait` seconds, else writer_busy."""
+    def acquire(self, wait: float, *, judging: bool = False) -> None:
+        """Take the lease, waiting at most `wait` seconds, else writer_busy. Unless the
+        holder only judges the writer (`judging`: it changes nothing in the clone), the
+        guard's recorded verdict stops being current (pool/verdicts.py)."""
         try:
             ensure_private_dir(self.path.parent.parent)  # the writers directory itself
             ensure_private_dir(self.path.parent)
@@ -47,6 +50,8 @@ class Lease:
                 continue
             self._fd = fd
             _record_holder(fd)
+            if not judging:
+                advance(self.path.parent)
             return
 
     def release(self) -> None:

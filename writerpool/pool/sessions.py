@@ -10,11 +10,12 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.admission import admit
+from writerpool.pool.admission import LEASABLE, admit
 from writerpool.pool.container import writer_layout, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease
 from writerpool.pool.provision import writer_name
+from writerpool.pool.verdicts import Verdict, advance, current, lease_count, remember
 from writerpool.report import sanitize
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
@@ -54,14 +55,41 @@ class WriterSlot:
 
 
 def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
-    """Why the writer cannot take a session now (None: it can). The lease is held. The
-    log keeps each reason the clone is not at its baseline; the client gets the words."""
-    verdict = admit(paths, podman, config.pool, state)
+    """Why the writer cannot take a session now (None: it can). The lease is held. A
+    current verdict stands in for the inspection; a new refusal is recorded. The log
+    keeps each reason the clone is not at its baseline; the client gets the words."""
+    wdir = paths.writer_dir(state.name)
+    count = lease_count(wdir)  # stable: the lease is held
+    verdict = admit(paths, podman, config.pool, state, known=current(wdir))
     if verdict.leasable:
+        advance(wdir)  # the session will change the clone
         return None
+    if verdict.readiness is None:
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     if verdict.problems:
         log.info("writer %s: %s", state.name, "; ".join(verdict.problems)[:500])
     return f"{verdict.reason} ({verdict.code})"
+
+
+def _candidates(paths: Paths, alias: str, writers: int, refusals: list[str]) -> list[str]:
+    """The workspace's writers in the order a start tries them: a current clean verdict
+    first, then those not judged since their last lease. One whose current verdict
+    refuses it is not tried at all (nothing leased it since; it is as it was judged).
+    Bounded by the workspace's writer count."""
+    clean, unknown = [], []
+    for index in range(1, writers + 1):
+        name = writer_name(alias, index)
+        wdir = paths.writer_dir(name)
+        if not (wdir / "state.json").exists():
+            continue
+        known = current(wdir)
+        if known is None:
+            unknown.append(name)
+        elif known.code == LEASABLE:
+            clean.append(name)
+        else:
+            refusals.append(f"{name} {known.reason} ({known.code})")
+    return clean + unknown
 
 
 def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
@@ -83,14 +111,11 @@ def lease_ready_writer(
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
     wanted = base or entry.container.base
     refusals: list[str] = []
-    for index in range(1, entry.container.writers + 1):
-        name = writer_name(alias, index)
+    for name in _candidates(paths, alias, entry.container.writers, refusals):
         wdir = paths.writer_dir(name)
-        if not (wdir / "state.json").exists():
-            continue
         lease = Lease(wdir)
         try:
-            lease.acquire(wait=0)
+            lease.acquire(wait=0, judging=True)
         except WriterpoolError as exc:
             refusals.append(f"{name} {exc.code}")  # busy with a session or a command
             continue

@@ -7,6 +7,7 @@ a busy lease, what work the clone holds, and the next command for each reason.
 from __future__ import annotations
 
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.inspect import Inspection
 from writerpool.pool.lease import Lease, read_holder
 from writerpool.pool.mode_show import reproduce_for
+from writerpool.pool.verdicts import Verdict, lease_count, remember
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
 from writerpool.runtime.podman import Podman
@@ -93,6 +95,8 @@ def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] |
 
 
 LEFTOVER_KINDS = ("ignored", "special", "directory")
+# Writers `writer status` inspects at once (each inspection is one throwaway container).
+PARALLEL = 4
 
 
 def shown_name(name: str) -> str:
@@ -143,7 +147,7 @@ def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
     """Who holds the lease ({} when unnamed), or None when it is free. Only tested."""
     lease = Lease(paths.writer_dir(name))
     try:
-        lease.acquire(wait=0)
+        lease.acquire(wait=0, judging=True)
     except WriterpoolError as exc:
         if exc.code != "writer_busy":
             raise
@@ -163,6 +167,8 @@ def status_of(
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
         code="", reason="", readiness=state.reason if state.phase != "ready" else None,
     )  # fmt: skip
+    wdir = paths.writer_dir(state.name)
+    count = lease_count(wdir)  # before the lease test: any later lease makes it stale
     holder = _busy(paths, state.name)
     if holder is not None:
         who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
@@ -178,6 +184,8 @@ def status_of(
         unseen = why
     if verdict.inspection is None and unseen is None:
         unseen = "the clone was not inspected: the writer has no baseline yet"
+    if verdict.inspection is not None and verdict.readiness is None:
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     code, reason = verdict.code, verdict.reason
     if verdict.leasable and wbase and state.base.name != wbase:
         code = "writer_on_other_base"
@@ -208,6 +216,7 @@ def writer_statuses(
     if name is not None and name not in {n for _, n in known}:
         raise unknown_writer(paths, name)
     rows = []
+    states = []
     for alias, each in known:
         if name is not None and each != name:
             continue
@@ -217,9 +226,12 @@ def writer_statuses(
         except WriterpoolError as exc:
             report.add(exc.code, "error", target, exc.message)
             continue
-        if state is None:
-            continue  # a removed writer keeps only its lease file
-        status = status_of(paths, podman, loaded, state)
+        if state is not None:  # a removed writer keeps only its lease file
+            states.append((target, state))
+    # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
+    with ThreadPoolExecutor(max_workers=PARALLEL) as workers:
+        statuses = list(workers.map(lambda s: status_of(paths, podman, loaded, s[1]), states))
+    for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
         report.add(status.code, "ok" if status.leasable else "warning", target, status.text(),
                    remedy=status.next or "")  # fmt: skip

@@ -1,0 +1,85 @@
+"""The session guard's last verdict on a writer's clone, kept with what it was computed from.
+
+A clone changes only while someone holds the writer's lease: a session or an operator
+command. Each such holder advances the writer's lease count when it takes the lease
+(Lease.acquire, unless it only judges the writer); a verdict records the count it was
+computed under and the digest of the writer's state, and is current only while both
+still match. So a current verdict is what an inspection would find now, and a session
+start can skip a writer whose clone it knows to be dirty, or take a clean one without
+inspecting it again. Readiness (settings, acceptance, control) is never cached: it is
+judged on every start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from writerpool.state.atomic import write_atomic
+
+COUNT = "lease-count"
+VERDICT = "verdict.json"
+_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str  # writer_leasable or why not (the clone's part of the guard only)
+    reason: str
+    problems: tuple[str, ...]
+
+
+def lease_count(writer_dir: Path) -> int:
+    """How many times a session or command has taken the writer's lease (0: never)."""
+    try:
+        return int((writer_dir / COUNT).read_text() or 0)
+    except (OSError, ValueError):
+        return -1  # unreadable: matches no verdict
+
+
+def advance(writer_dir: Path) -> None:
+    """The clone may change: every verdict recorded so far stops being current. The
+    caller holds the lease."""
+    count = lease_count(writer_dir)
+    write_atomic(writer_dir / COUNT, f"{max(count, 0) + 1}\n".encode())
+
+
+def _state_digest(writer_dir: Path) -> str:
+    try:
+        return hashlib.sha256((writer_dir / "state.json").read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def remember(writer_dir: Path, count: int, verdict: Verdict) -> None:
+    """Record `verdict`, computed while the lease count was `count`."""
+    record = {
+        "count": count,
+        "state": _state_digest(writer_dir),
+        "code": verdict.code,
+        "reason": verdict.reason,
+        "problems": list(verdict.problems)[:20],
+    }
+    write_atomic(writer_dir / VERDICT, json.dumps(record).encode())
+
+
+def current(writer_dir: Path) -> Verdict | None:
+    """The recorded verdict when nothing has leased the writer since, else None."""
+    try:
+        with open(writer_dir / VERDICT, "rb") as handle:
+            record = json.loads(handle.read(_LIMIT))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    if record.get("count") != lease_count(writer_dir) or record.get("state") != _state_digest(
+        writer_dir
+    ):
+        return None
+    problems = record.get("problems")
+    if not isinstance(problems, list) or not isinstance(record.get("code"), str):
+        return None
+    return Verdict(str(record["code"]), str(record.get("reason", "")), tuple(map(str, problems)))
+
