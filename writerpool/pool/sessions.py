@@ -10,17 +10,13 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.admission import LEASABLE, admit
+from writerpool.pool.choose import choose
 from writerpool.pool.container import writer_layout, writer_spec
-from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease
-from writerpool.pool.provision import writer_name
-from writerpool.pool.verdicts import Verdict, advance, current, lease_count, remember
 from writerpool.report import sanitize
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import ContainerSpec
-from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
 
@@ -54,44 +50,6 @@ class WriterSlot:
             self.lease.release()
 
 
-def _admit(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
-    """Why the writer cannot take a session now (None: it can). The lease is held. A
-    current verdict stands in for the inspection; a new refusal is recorded. The log
-    keeps each reason the clone is not at its baseline; the client gets the words."""
-    wdir = paths.writer_dir(state.name)
-    count = lease_count(wdir)  # stable: the lease is held
-    verdict = admit(paths, podman, config.pool, state, known=current(wdir))
-    if verdict.leasable:
-        advance(wdir)  # the session will change the clone
-        return None
-    if verdict.readiness is None:
-        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
-    if verdict.problems:
-        log.info("writer %s: %s", state.name, "; ".join(verdict.problems)[:500])
-    return f"{verdict.reason} ({verdict.code})"
-
-
-def _candidates(paths: Paths, alias: str, writers: int, refusals: list[str]) -> list[str]:
-    """The workspace's writers in the order a start tries them: a current clean verdict
-    first, then those not judged since their last lease. One whose current verdict
-    refuses it is not tried at all (nothing leased it since; it is as it was judged).
-    Bounded by the workspace's writer count."""
-    clean, unknown = [], []
-    for index in range(1, writers + 1):
-        name = writer_name(alias, index)
-        wdir = paths.writer_dir(name)
-        if not (wdir / "state.json").exists():
-            continue
-        known = current(wdir)
-        if known is None:
-            unknown.append(name)
-        elif known.code == LEASABLE:
-            clean.append(name)
-        else:
-            refusals.append(f"{name} {known.reason} ({known.code})")
-    return clean + unknown
-
-
 def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
     """writer_unavailable naming each writer's reason (codes and short words, no paths)."""
     detail = "; ".join(refusals) or "none is provisioned"
@@ -111,43 +69,23 @@ def lease_ready_writer(
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
     wanted = base or entry.container.base
     refusals: list[str] = []
-    for name in _candidates(paths, alias, entry.container.writers, refusals):
-        wdir = paths.writer_dir(name)
-        lease = Lease(wdir)
-        try:
-            lease.acquire(wait=0, judging=True)
-        except WriterpoolError as exc:
-            refusals.append(f"{name} {exc.code}")  # busy with a session or a command
-            continue
-        try:
-            state = load_state(wdir)
-            if state is None or state.base.name != wanted:
-                if state is not None:
-                    refusals.append(f"{name} is on base {state.base.name}")
-                lease.release()
-                continue
-            fence(podman, name, lease)
-            refusal = _admit(paths, podman, config, state)
-            if refusal is not None:
-                log.info("writer %s not leased: %s", name, refusal)
-                refusals.append(f"{name} {refusal}")
-                lease.release()
-                continue
-            image_id = resolve_image(paths, state.image)
-            return WriterSlot(
-                name=name,
-                base_ref=state.base.name,
-                base_commit=state.base.commit,
-                agent_dir=writer_layout(paths, name)["agent"],
-                egress_dir=writer_layout(paths, name)["egress"],
-                network=state.network,
-                spec=writer_spec(paths, state, image_id, config.pool),
-                podman=podman,
-                lease=lease,
-            )
-        except WriterpoolError as exc:
-            log.info("writer %s not leased: %s", name, exc.code)
-            refusals.append(f"{name} {exc.code}")
-            lease.release()
-            continue
-    raise _unavailable(wanted, refusals)
+    chosen = choose(paths, podman, config, alias, entry.container.writers, wanted, refusals)
+    if chosen is None or chosen.lease is None or chosen.state is None:
+        raise _unavailable(wanted, refusals)
+    state, lease = chosen.state, chosen.lease
+    try:
+        image_id = resolve_image(paths, state.image)
+        return WriterSlot(
+            name=state.name,
+            base_ref=state.base.name,
+            base_commit=state.base.commit,
+            agent_dir=writer_layout(paths, state.name)["agent"],
+            egress_dir=writer_layout(paths, state.name)["egress"],
+            network=state.network,
+            spec=writer_spec(paths, state, image_id, config.pool),
+            podman=podman,
+            lease=lease,
+        )
+    except WriterpoolError:
+        lease.release()
+        raise

@@ -31,19 +31,23 @@ class Verdict:
     problems: tuple[str, ...]
 
 
-def lease_count(writer_dir: Path) -> int:
-    """How many times a session or command has taken the writer's lease (0: never)."""
+def lease_count(writer_dir: Path) -> int | None:
+    """How many times a session or command has taken the writer's lease (0: never);
+    None when the count cannot be read, which no verdict matches."""
     try:
-        return int((writer_dir / COUNT).read_text() or 0)
-    except (OSError, ValueError):
-        return -1  # unreadable: matches no verdict
+        text = (writer_dir / COUNT).read_text()
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+    return int(text) if text.strip().isdigit() else None
 
 
 def advance(writer_dir: Path) -> None:
     """The clone may change: every verdict recorded so far stops being current. The
     caller holds the lease."""
-    count = lease_count(writer_dir)
-    write_atomic(writer_dir / COUNT, f"{max(count, 0) + 1}\n".encode())
+    count = lease_count(writer_dir) or 0
+    write_atomic(writer_dir / COUNT, f"{count + 1}\n".encode())
 
 
 def _state_digest(writer_dir: Path) -> str:
@@ -53,8 +57,10 @@ def _state_digest(writer_dir: Path) -> str:
         return ""
 
 
-def remember(writer_dir: Path, count: int, verdict: Verdict) -> None:
-    """Record `verdict`, computed while the lease count was `count`."""
+def remember(writer_dir: Path, count: int | None, verdict: Verdict) -> None:
+    """Record `verdict`, computed while the lease count was `count` (None: not recorded)."""
+    if count is None:
+        return
     record = {
         "count": count,
         "state": _state_digest(writer_dir),
@@ -74,9 +80,10 @@ def current(writer_dir: Path) -> Verdict | None:
         return None
     if not isinstance(record, dict):
         return None
-    if record.get("count") != lease_count(writer_dir) or record.get("state") != _state_digest(
-        writer_dir
-    ):
+    count = lease_count(writer_dir)
+    if count is None or record.get("count") != count:
+        return None
+    if record.get("state") != _state_digest(writer_dir):
         return None
     problems = record.get("problems")
     if not isinstance(problems, list) or not isinstance(record.get("code"), str):

@@ -1,0 +1,111 @@
+"""The guard's remembered verdicts: current until anything that may change the clone
+takes the writer's lease; a start skips a writer known dirty and tries a known clean
+one first."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.choose import Trial, _SideBySide, candidates
+from writerpool.pool.lease import Lease
+from writerpool.pool.verdicts import Verdict, current, lease_count, remember
+
+DIRTY = Verdict("writer_not_at_baseline", "not at its baseline", ("3 ignored file(s)",))
+CLEAN = Verdict("writer_leasable", "a session can have it", ())
+
+
+@pytest.fixture
+def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    paths = Paths.from_env()
+    for index in (1, 2, 3):
+        wdir = paths.writer_dir(f"ws-w{index}")
+        wdir.mkdir(parents=True)
+        (wdir / "state.json").write_text(f'{{"name": "ws-w{index}"}}')
+    return paths
+
+
+def _judge(wdir: Path, verdict: Verdict) -> None:
+    lease = Lease(wdir)
+    lease.acquire(0, judging=True)
+    try:
+        remember(wdir, lease_count(wdir), verdict)
+    finally:
+        lease.release()
+
+
+def test_a_verdict_is_current_until_a_session_or_command_takes_the_lease(paths: Paths) -> None:
+    wdir = paths.writer_dir("ws-w1")
+    _judge(wdir, DIRTY)
+    assert current(wdir) == DIRTY
+    _judge(wdir, DIRTY)  # judging again changes nothing
+    assert current(wdir) == DIRTY
+    lease = Lease(wdir)
+    lease.acquire(0)  # a command: the clone may change
+    lease.release()
+    assert current(wdir) is None
+
+
+def test_a_changed_state_file_makes_the_verdict_stale(paths: Paths) -> None:
+    wdir = paths.writer_dir("ws-w2")
+    _judge(wdir, CLEAN)
+    assert current(wdir) == CLEAN
+    (wdir / "state.json").write_text('{"name": "ws-w2", "phase": "provisioned"}')
+    assert current(wdir) is None
+
+
+def test_a_start_tries_known_clean_writers_first_and_skips_known_dirty_ones(
+    paths: Paths,
+) -> None:
+    _judge(paths.writer_dir("ws-w1"), DIRTY)
+    _judge(paths.writer_dir("ws-w3"), CLEAN)
+    refusals: list[str] = []
+    assert candidates(paths, "ws", 3, refusals) == (["ws-w3"], ["ws-w2"])
+    assert refusals == ["ws-w1 not at its baseline (writer_not_at_baseline)"]
+    # A forged or unreadable record is no verdict at all.
+    (paths.writer_dir("ws-w3") / "verdict.json").write_text("[]")
+    (paths.writer_dir("ws-w1") / "lease-count").write_text("many")
+    assert candidates(paths, "ws", 3, []) == ([], ["ws-w1", "ws-w2", "ws-w3"])
+
+
+def test_a_start_takes_the_first_writer_that_passes_without_waiting_for_the_rest(
+    paths: Paths,
+) -> None:
+    slow_may_end = threading.Event()
+
+    def run(name: str) -> Trial:
+        lease = Lease(paths.writer_dir(name))
+        lease.acquire(0, judging=True)
+        if name == "ws-w1":  # a large dirty clone: its judgement takes long
+            slow_may_end.wait(30)
+            lease.release()
+            return Trial(name, refusal="holds work (writer_holds_work)")
+        return Trial(name, lease)
+
+    refusals: list[str] = []
+    got = _SideBySide(run).first(["ws-w1", "ws-w2"], refusals)
+    assert got is not None and got.name == "ws-w2" and refusals == []
+    # The slow judgement still holds its writer; it frees it once done.
+    with pytest.raises(WriterpoolError):
+        Lease(paths.writer_dir("ws-w1")).acquire(0)
+    slow_may_end.set()
+    deadline = time.monotonic() + 30
+    freed = Lease(paths.writer_dir("ws-w1"))
+    while True:
+        try:
+            freed.acquire(0, judging=True)
+            break
+        except WriterpoolError:
+            assert time.monotonic() < deadline, "the judgement never freed its writer"
+            time.sleep(0.05)
+    freed.release()
+    assert got.lease is not None and got.lease.held
+    got.lease.release()
