@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import bench_dirty
 import bench_node
+from bench_dirty import DIRTY_FILES, dirty_figure
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
     POOL_SIZE,
@@ -46,6 +48,7 @@ REPS = {
     "contention": (1, 3),
     "collect": (3, 9),
     "guard": (5, 11),
+    "dirty": (3, 7),
     "proxy": (10, 30),
     "startup": (11, 31),
 }
@@ -58,7 +61,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,proxy,startup")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,startup")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -103,6 +106,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     env.add_workspace("pool", SMALL_COMMITS, writers=POOL_SIZE)
     if "guard" in groups:
         env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
+    if "dirty" in groups:
+        bench_dirty.add_workspaces(env, SMALL_COMMITS)
     before = bench_node.wanted() if "session" in groups else None
     if before:
         env.add_workspace(bench_node.ALIAS, SMALL_COMMITS, writers=bench_node.WRITERS)
@@ -125,14 +130,33 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     if "guard" in groups:
         say(f"setup: provisioning a writer of a {GUARD_FILES}-file repository")
         env.set_container_mode("wide")
+    if "dirty" in groups:
+        say(f"setup: two pools of two writers; {DIRTY_FILES} small files in one writer")
+        bench_dirty.prepare(env)
     say(f"setup took {time.perf_counter() - started:.0f} s")
+
+
+def say_figures(figures: list[Figure]) -> None:
+    """One line per figure, and the details some figures carry."""
+    for figure in figures:
+        say(figure.line())
+        if figure.name == "proxy_overhead":
+            say(first_byte_line(figure))
+        if figure.name == "session_start_dirty_writer":
+            say(f"  first start beside the dirty writer's one inspection: "
+                f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
+        if figure.name == "pool_contention":
+            spread = figure.extra["startSecondsByRound"][-1]
+            say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
+                f"distinct writers in every round: {figure.extra['distinctWriters']}; "
+                f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "proxy", "startup"
+        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "startup"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -166,6 +190,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "guard" in groups:
             say("measuring guard_5000_files")
             figures.append(guard_figure(env, reps["guard"]))
+        if "dirty" in groups:
+            say("measuring session_start_dirty_writer")
+            figures.append(anyio.run(dirty_figure, env, reps["dirty"]))
         if "proxy" in groups:
             say("measuring proxy_overhead")
             figures.append(proxy_figure(reps["proxy"]))
@@ -173,15 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         env.close()
     facts_after = host_facts()
     say("")
-    for figure in figures:
-        say(figure.line())
-        if figure.name == "proxy_overhead":
-            say(first_byte_line(figure))
-        if figure.name == "pool_contention":
-            spread = figure.extra["startSecondsByRound"][-1]
-            say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
-                f"distinct writers in every round: {figure.extra['distinctWriters']}; "
-                f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
+    say_figures(figures)
     say(f"load before/after: {' '.join(f'{x:.2f}' for x in facts['loadavg'])} / "
         f"{' '.join(f'{x:.2f}' for x in facts_after['loadavg'])}; "
         f"measured in {time.perf_counter() - began:.0f} s")  # fmt: skip

@@ -1,0 +1,75 @@
+"""session_start_dirty_writer: pi_session_start in a pool where one writer holds 300,000
+small files an earlier session left, against pi_session_start in a pool of clean writers.
+
+Both pools have two writers of the same small repository, and each start is closed at
+once, so every start takes a writer whose verdict its own last session made stale. In
+the dirty pool, writer 1 is judged beside writer 2 on the first start and known dirty
+from then on; the start never waits for it. The first start of the dirty pool is kept
+apart in the figure's extra (`firstStartSeconds`): it runs beside that one inspection.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bench_env import PROFILE, BenchEnv
+from bench_figures import Figure
+from bench_mcp import connect
+
+DIRTY_FILES = 300_000
+CLEAN, DIRTY = "twoclean", "twodirty"
+WRITERS = 2
+
+
+def add_workspaces(env: BenchEnv, commits: int) -> None:
+    env.add_workspace(CLEAN, commits, writers=WRITERS)
+    env.add_workspace(DIRTY, commits, writers=WRITERS)
+
+
+def prepare(env: BenchEnv) -> None:
+    """Both pools provisioned; writer 1 of the dirty one holds DIRTY_FILES small files."""
+    env.set_container_mode(CLEAN)
+    env.set_container_mode(DIRTY)
+    top = env.clone_dir(f"{DIRTY}-w1") / "left-behind"
+    for index in range(DIRTY_FILES):  # 300 directories of 1,000 files
+        folder = top / f"d{index // 1000:03d}"
+        if index % 1000 == 0:
+            folder.mkdir(parents=True)
+        (folder / f"f{index:06d}.txt").write_bytes(b"x\n")
+
+
+async def dirty_figure(env: BenchEnv, reps: int) -> Figure:
+    figure = Figure("session_start_dirty_writer", goal=1.1,
+                    ours_label=f"pi_session_start, {WRITERS} writers, one holding "
+                    f"{DIRTY_FILES} small files",
+                    baseline_label=f"pi_session_start, {WRITERS} clean writers")  # fmt: skip
+    taken: list[str] = []
+    async with connect(env.server_env(), env.root, env.root / "serve-dirty.log") as client:
+
+        async def start(alias: str) -> float:
+            seconds, session = await client.start_session(alias, PROFILE)
+            if alias == DIRTY:
+                taken.append(str(session.get("writer")))
+            await client.close_session(session["sessionId"])
+            return seconds
+
+        began = time.perf_counter()
+        figure.extra["firstStartSeconds"] = await start(DIRTY)
+        await start(CLEAN)
+        figure.load.append(_load())
+        for rep in range(reps):
+            order = [DIRTY, CLEAN] if rep % 2 == 0 else [CLEAN, DIRTY]
+            for alias in order:
+                seconds = await start(alias)
+                (figure.ours if alias == DIRTY else figure.baseline).append(seconds)
+        figure.load.append(_load())
+        figure.extra["measuredSeconds"] = time.perf_counter() - began
+    figure.extra["dirtyPoolWritersTaken"] = taken
+    if f"{DIRTY}-w1" in taken:
+        raise SystemExit("bench: a session took the dirty writer")
+    return figure
+
+
+def _load() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
