@@ -98,6 +98,7 @@ class Session:
     clone: Path | None = None
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
+    unread: str | None = None  # why the clone's refs could not be read, last time
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -140,7 +141,11 @@ class Session:
             return {**self.final_work, "branchesChanged": shown, "truncated": True}
         if self.clone is None or self.writer is None:
             return other_work(self.plan.read_only)
-        return clone_work(self.writer, self.start_refs, read_clone(self.clone), most)
+        now = read_clone(self.clone)
+        if isinstance(now, str) and now != self.unread:
+            log.warning("session %s: writer clone refs unreadable: %s", self.id, now)
+        self.unread = now if isinstance(now, str) else None  # logged once per change
+        return clone_work(self.writer, self.start_refs, now, most)
 
     def keep_final_work(self) -> None:
         """Keep the bounded summary only: the refs read at start go with the agent."""

@@ -10,7 +10,6 @@ says so and names nothing.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +18,6 @@ from writerpool.gitops.limits import LIMITS
 
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
-
-log = logging.getLogger(__name__)
 
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
 READ_ONLY_NOTE = "A read-only session changes no files."
@@ -34,14 +31,13 @@ def collect_note(writer: str) -> str:
 
 
 def read_clone(clone: Path) -> CloneRefs | str:
-    """The clone's refs, or the code saying why they cannot be read now (logged once
-    per read, not raised)."""
+    """The clone's refs, or the code saying why they cannot be read now (not raised;
+    the session logs it once)."""
     from writerpool.gitops.clone_read import read_refs  # noqa: PLC0415 - dulwich on use
 
     try:
         return read_refs(clone)
     except WriterpoolError as exc:
-        log.warning("writer clone refs unreadable: %s", exc.code)
         return exc.code
 
 
