@@ -96,6 +96,9 @@ def trial(paths: Paths, podman: Podman, config: Config, name: str, wanted: str) 
         refusal = _judge(paths, podman, config, state)
     except WriterpoolError as exc:
         refusal = exc.code
+    except BaseException:
+        lease.release()  # a bug: never leave the writer held by a forgotten lease
+        raise
     if refusal is not None:
         log.info("writer %s not leased: %s", name, refusal)
         lease.release()
@@ -114,19 +117,25 @@ class _SideBySide:
         self._done: queue.Queue[Trial] = queue.Queue()
 
     def _body(self, name: str) -> None:
+        got = Trial(name, refusal="writer_inspect_failed")  # unless judged below
+        try:
+            got = self._judged(name)
+        finally:
+            self._done.put(got)  # the waiting start counts every writer, whatever happened
+
+    def _judged(self, name: str) -> Trial:
         with self._slots:
             with self._lock:
                 if self._taken:  # another writer was taken: this one is not judged now
-                    self._done.put(Trial(name, refusal=None))
-                    return
+                    return Trial(name, refusal=None)
             got = self._run(name)
         with self._lock:
             handed = got.lease is not None and not self._taken
             self._taken = self._taken or handed
         if got.lease is not None and not handed:
             got.lease.release()  # judged clean (and recorded so), but not needed now
-            got = Trial(name, refusal=None)
-        self._done.put(got)
+            return Trial(name, refusal=None)
+        return got
 
     def first(self, names: list[str], refusals: list[str]) -> Trial | None:
         """The first writer of `names` that passes, or None when none does. Bounded by
