@@ -4,15 +4,12 @@ one first."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from writerpool.config.paths import Paths
-from writerpool.errors import WriterpoolError
-from writerpool.pool.choose import Trial, _SideBySide, candidates
+from writerpool.pool.choose import candidates
 from writerpool.pool.lease import Lease
 from writerpool.pool.verdicts import Verdict, current, lease_count, remember
 
@@ -76,36 +73,7 @@ def test_a_start_tries_known_clean_writers_first_and_skips_known_dirty_ones(
     assert candidates(paths, "ws", 3, []) == ([], ["ws-w1", "ws-w2", "ws-w3"])
 
 
-def test_a_start_takes_the_first_writer_that_passes_without_waiting_for_the_rest(
-    paths: Paths,
-) -> None:
-    slow_may_end = threading.Event()
-
-    def run(name: str) -> Trial:
-        lease = Lease(paths.writer_dir(name))
-        lease.acquire(0, judging=True)
-        if name == "ws-w1":  # a large dirty clone: its judgement takes long
-            slow_may_end.wait(30)
-            lease.release()
-            return Trial(name, refusal="holds work (writer_holds_work)")
-        return Trial(name, lease)
-
+def test_writers_judged_in_the_background_are_tried_last(paths: Paths) -> None:
     refusals: list[str] = []
-    got = _SideBySide(run).first(["ws-w1", "ws-w2"], refusals)
-    assert got is not None and got.name == "ws-w2" and refusals == []
-    # The slow judgement still holds its writer; it frees it once done.
-    with pytest.raises(WriterpoolError):
-        Lease(paths.writer_dir("ws-w1")).acquire(0)
-    slow_may_end.set()
-    deadline = time.monotonic() + 30
-    freed = Lease(paths.writer_dir("ws-w1"))
-    while True:
-        try:
-            freed.acquire(0, judging=True)
-            break
-        except WriterpoolError:
-            assert time.monotonic() < deadline, "the judgement never freed its writer"
-            time.sleep(0.05)
-    freed.release()
-    assert got.lease is not None and got.lease.held
-    got.lease.release()
+    got = candidates(paths, "ws", 3, refusals, later={"ws-w1"})
+    assert got == ([], ["ws-w2", "ws-w3", "ws-w1"]) and refusals == []

@@ -1,20 +1,22 @@
-"""Which writer a session start takes: known verdicts first, the others judged side by side.
+"""Which writer a session start takes: known verdicts first, writers being judged last.
 
-A start tries the writers whose current verdict (pool/verdicts.py) is clean first, one
-after the other (no inspection: only readiness and the fence), and does not try those
-whose current verdict refuses them. Writers not judged since their last lease are then
-judged at once, each in its own thread under its own lease, at most JUDGES at a time:
-the first to pass is taken, and the start returns without waiting for the others. A
-judgement still running goes on, records its verdict and frees its writer, so later
-starts know that writer without inspecting it.
+A start tries the writers whose current verdict (pool/verdicts.py) is clean first (no
+inspection: only readiness and the fence), does not try those whose current verdict
+refuses them, and judges the others in index order, the ones a background judgement is
+already looking at last. Each writer is judged under its own lease, one at a time, so
+concurrent starts spread over the writers as before.
+
+After a session, the server judges its writer in the background without taking the
+lease (`judge_unleased`, as `writer status` does): the verdict records the lease count
+read before the writer was seen free, so any session or command that leases the writer
+meanwhile makes it stale. The next start then knows the writer without inspecting it.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from writerpool.config.models import Config
@@ -30,9 +32,6 @@ from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
 
-JUDGES = 4  # inspections one start runs at once (each is a throwaway container)
-
-
 @dataclass
 class Trial:
     """One writer tried: its lease and state when it passed, else why not."""
@@ -44,11 +43,12 @@ class Trial:
 
 
 def candidates(
-    paths: Paths, alias: str, writers: int, refusals: list[str]
+    paths: Paths, alias: str, writers: int, refusals: list[str], later: Collection[str] = ()
 ) -> tuple[list[str], list[str]]:
-    """(writers known clean, writers not judged since their last lease), in index order.
-    A writer whose current verdict refuses it is only named in `refusals`: nothing has
-    leased it since, so it is as it was judged. Bounded by the workspace's writer count."""
+    """(writers known clean, writers not judged since their last lease), in index order,
+    those in `later` (being judged in the background) last. A writer whose current verdict
+    refuses it is only named in `refusals`: nothing has leased it since, so it is as it
+    was judged. Bounded by the workspace's writer count."""
     clean, unknown = [], []
     for index in range(1, writers + 1):
         name = writer_name(alias, index)
@@ -62,7 +62,7 @@ def candidates(
             clean.append(name)
         else:
             refusals.append(f"{name} {known.reason} ({known.code})")
-    return clean, unknown
+    return clean, sorted(unknown, key=lambda n: n in later)
 
 
 def _judge(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
@@ -106,70 +106,71 @@ def trial(paths: Paths, podman: Podman, config: Config, name: str, wanted: str) 
     return Trial(name, lease, state)
 
 
-class _SideBySide:
-    """Judges writers in threads; hands the first that passes to the one waiting start."""
-
-    def __init__(self, run: Callable[[str], Trial]) -> None:
-        self._run = run
-        self._lock = threading.Lock()
-        self._taken = False
-        self._slots = threading.BoundedSemaphore(JUDGES)
-        self._done: queue.Queue[Trial] = queue.Queue()
-
-    def _body(self, name: str) -> None:
-        got = Trial(name, refusal="writer_inspect_failed")  # unless judged below
-        try:
-            got = self._judged(name)
-        finally:
-            self._done.put(got)  # the waiting start counts every writer, whatever happened
-
-    def _judged(self, name: str) -> Trial:
-        with self._slots:
-            with self._lock:
-                if self._taken:  # another writer was taken: this one is not judged now
-                    return Trial(name, refusal=None)
-            got = self._run(name)
-        with self._lock:
-            handed = got.lease is not None and not self._taken
-            self._taken = self._taken or handed
-        if got.lease is not None and not handed:
-            got.lease.release()  # judged clean (and recorded so), but not needed now
-            return Trial(name, refusal=None)
-        return got
-
-    def first(self, names: list[str], refusals: list[str]) -> Trial | None:
-        """The first writer of `names` that passes, or None when none does. Bounded by
-        len(names) threads; the call returns as soon as one passes."""
-        for name in names:
-            threading.Thread(target=self._body, args=(name,), daemon=True).start()
-        for _ in names:
-            got = self._done.get()
-            if got.lease is not None:
-                return got
-            if got.refusal is not None:
-                refusals.append(f"{got.name} {got.refusal}")
-        return None
-
-
 def choose(
     paths: Paths, podman: Podman, config: Config, alias: str, writers: int, wanted: str,
-    refusals: list[str],
+    refusals: list[str], later: Collection[str] = (),
 ) -> Trial | None:  # fmt: skip
     """The writer a start takes, leased and judged (its clone may change from now on),
     or None with every writer's reason in `refusals`."""
-    clean, unknown = candidates(paths, alias, writers, refusals)
-    chosen = None
-    for name in clean:
+    clean, unknown = candidates(paths, alias, writers, refusals, later)
+    for name in clean + unknown:
         got = trial(paths, podman, config, name, wanted)
         if got.lease is not None:
-            chosen = got
-            break
+            advance(paths.writer_dir(name))  # a session will change the clone
+            return got
         if got.refusal is not None:
             refusals.append(f"{name} {got.refusal}")
-    if chosen is None and unknown:
-        chosen = _SideBySide(lambda n: trial(paths, podman, config, n, wanted)).first(
-            unknown, refusals
-        )
-    if chosen is not None:
-        advance(paths.writer_dir(chosen.name))  # a session will change the clone
-    return chosen
+    return None
+
+
+def judge_unleased(paths: Paths, podman: Podman, config: Config, name: str) -> None:
+    """Judge a writer nobody holds and record the verdict, without taking its lease (so
+    no start finds it busy meanwhile). Nothing is recorded when it is held, not ready,
+    or its clone cannot be inspected."""
+    wdir = paths.writer_dir(name)
+    count = lease_count(wdir)  # before the lease test: any later lease makes it stale
+    probe = Lease(wdir)
+    try:
+        probe.acquire(wait=0, judging=True)
+    except WriterpoolError:
+        return
+    probe.release()
+    try:
+        state = load_state(wdir)
+        if state is None or current(wdir) is not None:
+            return
+        verdict = admit(paths, podman, config.pool, state)
+    except WriterpoolError as exc:
+        log.info("writer %s not judged after its session: %s", name, exc.code)
+        return
+    if verdict.readiness is None:
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
+
+
+class AfterSessions:
+    """Background judgements of writers whose sessions ended, one thread per writer at
+    most (so bounded by the pool's writers); `busy()` names those still running."""
+
+    def __init__(self, paths: Paths, config: Config) -> None:
+        self._paths = paths
+        self._config = config
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+
+    def busy(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._running)
+
+    def judge(self, name: str) -> None:
+        with self._lock:
+            if name in self._running:
+                return
+            self._running.add(name)
+        threading.Thread(target=self._run, args=(name,), daemon=True).start()
+
+    def _run(self, name: str) -> None:
+        try:
+            judge_unleased(self._paths, Podman(), self._config, name)
+        finally:
+            with self._lock:
+                self._running.discard(name)

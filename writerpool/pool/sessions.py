@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,15 +62,23 @@ def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
 
 
 def lease_ready_writer(
-    paths: Paths, config: Config, alias: str, base: str | None, podman: Podman | None = None
+    paths: Paths,
+    config: Config,
+    alias: str,
+    base: str | None,
+    podman: Podman | None = None,
+    later: Collection[str] = (),
 ) -> WriterSlot:
+    """A ready writer at its baseline, leased; `later` names writers a background
+    judgement is looking at (tried last, so a start rarely waits on one)."""
     podman = podman or Podman()
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
     wanted = base or entry.container.base
     refusals: list[str] = []
-    chosen = choose(paths, podman, config, alias, entry.container.writers, wanted, refusals)
+    writers = entry.container.writers
+    chosen = choose(paths, podman, config, alias, writers, wanted, refusals, later)
     if chosen is None or chosen.lease is None or chosen.state is None:
         raise _unavailable(wanted, refusals)
     state, lease = chosen.state, chosen.lease
