@@ -1,11 +1,12 @@
 """session_start_dirty_writer: pi_session_start in a pool where one writer holds 300,000
-small files an earlier session left, against pi_session_start in a pool of clean writers.
+small files its last session left, against pi_session_start in a pool of clean writers.
 
 Both pools have two writers of the same small repository, and each start is closed at
-once, so every start takes a writer whose verdict its own last session made stale. In
-the dirty pool, writer 1 is judged beside writer 2 on the first start and known dirty
-from then on; the start never waits for it. The first start of the dirty pool is kept
-apart in the figure's extra (`firstStartSeconds`): it runs beside that one inspection.
+once. In the dirty pool a first session takes writer 1 and, while it runs, 300,000
+small files appear in its clone (written from the host, as the agent would leave them);
+the server judges writer 1 in the background when that session closes, so the starts
+measured after it take writer 2 without waiting for that inspection. The first start
+after the dirtying session is kept apart (`firstStartSeconds`).
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ def add_workspaces(env: BenchEnv, commits: int) -> None:
 
 
 def prepare(env: BenchEnv) -> None:
-    """Both pools provisioned; writer 1 of the dirty one holds DIRTY_FILES small files."""
     env.set_container_mode(CLEAN)
     env.set_container_mode(DIRTY)
-    top = env.clone_dir(f"{DIRTY}-w1") / "left-behind"
-    for index in range(DIRTY_FILES):  # 300 directories of 1,000 files
+
+
+def leave_files(clone: Path) -> None:
+    """DIRTY_FILES small files in 300 directories, as an agent's build could leave them."""
+    top = clone / "left-behind"
+    for index in range(DIRTY_FILES):
         folder = top / f"d{index // 1000:03d}"
         if index % 1000 == 0:
             folder.mkdir(parents=True)
@@ -54,6 +58,11 @@ async def dirty_figure(env: BenchEnv, reps: int) -> Figure:
             await client.close_session(session["sessionId"])
             return seconds
 
+        _, dirtying = await client.start_session(DIRTY, PROFILE)
+        if dirtying.get("writer") != f"{DIRTY}-w1":
+            raise SystemExit(f"bench: the first session took {dirtying.get('writer')}")
+        leave_files(env.clone_dir(f"{DIRTY}-w1"))
+        await client.close_session(dirtying["sessionId"])
         began = time.perf_counter()
         figure.extra["firstStartSeconds"] = await start(DIRTY)
         await start(CLEAN)

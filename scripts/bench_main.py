@@ -131,7 +131,7 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
         say(f"setup: provisioning a writer of a {GUARD_FILES}-file repository")
         env.set_container_mode("wide")
     if "dirty" in groups:
-        say(f"setup: two pools of two writers; {DIRTY_FILES} small files in one writer")
+        say("setup: two pools of two writers")
         bench_dirty.prepare(env)
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
@@ -143,7 +143,7 @@ def say_figures(figures: list[Figure]) -> None:
         if figure.name == "proxy_overhead":
             say(first_byte_line(figure))
         if figure.name == "session_start_dirty_writer":
-            say(f"  first start beside the dirty writer's one inspection: "
+            say(f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
         if figure.name == "pool_contention":
             spread = figure.extra["startSecondsByRound"][-1]
