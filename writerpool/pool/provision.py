@@ -18,6 +18,7 @@ from writerpool.gitops.hostgit import git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
+from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, BaseRecord, WriterState, load_state, save_state
@@ -147,7 +148,7 @@ def existing_states(paths: Paths, alias: str) -> dict[int, WriterState | None]:
     found: dict[int, WriterState | None] = {}
     for index in range(1, MAX_WRITERS + 1):
         wdir = paths.writer_dir(writer_name(alias, index))
-        # A removed writer leaves its lease file only: that is no writer.
-        if wdir.is_dir() and any(p.name != "lease" for p in wdir.iterdir()):
+        # A removed writer leaves its lease files only: that is no writer.
+        if wdir.is_dir() and any(p.name not in BOOKKEEPING for p in wdir.iterdir()):
             found[index] = load_state(wdir)
     return found

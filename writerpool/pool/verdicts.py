@@ -21,6 +21,8 @@ from writerpool.state.atomic import write_atomic
 
 COUNT = "lease-count"
 VERDICT = "verdict.json"
+# Files of a writer's directory that do not make a writer (a removed writer may keep them).
+BOOKKEEPING = frozenset({"lease", COUNT, VERDICT})
 _LIMIT = 64 * 1024
 
 
