@@ -4,9 +4,9 @@ small files its last session left, against pi_session_start in a pool of clean w
 Both pools have two writers of the same small repository, and each start is closed at
 once. In the dirty pool a first session takes writer 1 and, while it runs, 300,000
 small files appear in its clone (written from the host, as the agent would leave them);
-the server judges writer 1 in the background when that session closes, so the starts
-measured after it take writer 2 without waiting for that inspection. The first start
-after the dirtying session is kept apart (`firstStartSeconds`).
+when that session closes, its writer is known changed, so the starts measured after it
+take writer 2 without inspecting writer 1. The first start after the dirtying session
+is kept apart too (`firstStartSeconds`).
 """
 
 from __future__ import annotations

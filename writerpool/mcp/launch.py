@@ -30,7 +30,6 @@ from writerpool.pool.fence import remove_stale_egress
 if TYPE_CHECKING:
     from writerpool.egress.model import EgressRecord
     from writerpool.egress.proxy import EgressHost
-    from writerpool.pool.choose import AfterSessions
     from writerpool.pool.sessions import WriterSlot
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,6 @@ class Launcher:
         self._scratch: ScratchRoot | None = None
         self._egress: EgressHost | None = None
         self._lock = threading.Lock()
-        self._after: AfterSessions | None = None  # made with the first writer session
         # Credentials and proxy sockets left by a server that was killed go now, not
         # at the next session.
         try:
@@ -113,7 +111,6 @@ class Launcher:
                 try:
                     if launched.slot is not None:
                         launched.slot.release()
-                        self._after_sessions().judge(launched.slot.name)
                     if launched.container is not None:
                         remove_session_containers(launched.container)
                 finally:
@@ -128,14 +125,6 @@ class Launcher:
             if self._scratch is not None:
                 self._scratch.close()
                 self._scratch = None
-
-    def _after_sessions(self) -> AfterSessions:
-        from writerpool.pool.choose import AfterSessions  # noqa: PLC0415 - writers only
-
-        with self._lock:
-            if self._after is None:
-                self._after = AfterSessions(self._paths, self._config)
-            return self._after
 
     def _egress_host(self) -> EgressHost:
         with self._lock:
@@ -242,10 +231,7 @@ class Launcher:
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
         from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
-        later = self._after_sessions().busy()
-        slot = lease_ready_writer(
-            self._paths, self._config, plan.workspace, plan.base, later=later
-        )
+        slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
         try:
             held = self._grant(
                 plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name

@@ -1,23 +1,19 @@
-"""Which writer a session start takes: known verdicts first, writers being judged last.
+"""Which writer a session start takes: known verdicts first, writers known changed last.
 
 A start tries the writers whose current verdict (pool/verdicts.py) is clean first (no
 inspection: only readiness and the fence), does not try those whose current verdict
-refuses them, and judges the others in index order, the ones a background judgement is
-already looking at last. Each writer is judged under its own lease, one at a time, so
-concurrent starts spread over the writers as before.
-
-After a session, the server judges its writer in the background without taking the
-lease (`judge_unleased`, as `writer status` does): the verdict records the lease count
-read before the writer was seen free, so any session or command that leases the writer
-meanwhile makes it stale. The next start then knows the writer without inspecting it.
+refuses them, and judges the others in index order, one at a time under each one's
+lease (so concurrent starts spread over the writers). Among those, a writer whose
+session is known to have changed the shape of its work tree (verdicts.mark_changed)
+goes last: it would be refused, so a start judges it only when no other writer passes.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Collection
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from writerpool.config.models import Config
 from writerpool.config.paths import Paths
@@ -26,11 +22,23 @@ from writerpool.pool.admission import LEASABLE, admit
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease
 from writerpool.pool.provision import writer_name
-from writerpool.pool.verdicts import Verdict, advance, current, lease_count, remember
+from writerpool.pool.verdicts import (
+    Verdict,
+    advance,
+    current,
+    known_changed,
+    lease_count,
+    remember,
+)
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
+
+# Entries of a work tree counted to tell whether a session changed its shape; past this
+# the shape is unknown (both counts capped).
+SHAPE_CAP = 20_000
+
 
 @dataclass
 class Trial:
@@ -43,12 +51,12 @@ class Trial:
 
 
 def candidates(
-    paths: Paths, alias: str, writers: int, refusals: list[str], later: Collection[str] = ()
+    paths: Paths, alias: str, writers: int, refusals: list[str]
 ) -> tuple[list[str], list[str]]:
     """(writers known clean, writers not judged since their last lease), in index order,
-    those in `later` (being judged in the background) last. A writer whose current verdict
-    refuses it is only named in `refusals`: nothing has leased it since, so it is as it
-    was judged. Bounded by the workspace's writer count."""
+    those known changed last. A writer whose current verdict refuses it is only named in
+    `refusals`: nothing has leased it since, so it is as it was judged. Bounded by the
+    workspace's writer count."""
     clean, unknown = [], []
     for index in range(1, writers + 1):
         name = writer_name(alias, index)
@@ -62,7 +70,30 @@ def candidates(
             clean.append(name)
         else:
             refusals.append(f"{name} {known.reason} ({known.code})")
-    return clean, sorted(unknown, key=lambda n: n in later)
+    return clean, sorted(unknown, key=lambda n: known_changed(paths.writer_dir(n)))
+
+
+def tree_entries(top: Path, cap: int = SHAPE_CAP) -> int:
+    """Entries below `top` (its `.git` aside), counted up to `cap`: links not followed,
+    an unreadable directory counted as `cap` (the shape is then unknown). Bounded by
+    `cap` entries."""
+    seen = 0
+    pending = [top]
+    while pending:
+        current_dir = pending.pop()
+        try:
+            with os.scandir(current_dir) as listing:
+                for entry in listing:
+                    if current_dir == top and entry.name == ".git":
+                        continue
+                    seen += 1
+                    if seen >= cap:
+                        return cap
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+        except OSError:
+            return cap
+    return seen
 
 
 def _judge(paths: Paths, podman: Podman, config: Config, state: WriterState) -> str | None:
@@ -108,11 +139,11 @@ def trial(paths: Paths, podman: Podman, config: Config, name: str, wanted: str) 
 
 def choose(
     paths: Paths, podman: Podman, config: Config, alias: str, writers: int, wanted: str,
-    refusals: list[str], later: Collection[str] = (),
+    refusals: list[str],
 ) -> Trial | None:  # fmt: skip
     """The writer a start takes, leased and judged (its clone may change from now on),
     or None with every writer's reason in `refusals`."""
-    clean, unknown = candidates(paths, alias, writers, refusals, later)
+    clean, unknown = candidates(paths, alias, writers, refusals)
     for name in clean + unknown:
         got = trial(paths, podman, config, name, wanted)
         if got.lease is not None:
@@ -121,56 +152,3 @@ def choose(
         if got.refusal is not None:
             refusals.append(f"{name} {got.refusal}")
     return None
-
-
-def judge_unleased(paths: Paths, podman: Podman, config: Config, name: str) -> None:
-    """Judge a writer nobody holds and record the verdict, without taking its lease (so
-    no start finds it busy meanwhile). Nothing is recorded when it is held, not ready,
-    or its clone cannot be inspected."""
-    wdir = paths.writer_dir(name)
-    count = lease_count(wdir)  # before the lease test: any later lease makes it stale
-    probe = Lease(wdir)
-    try:
-        probe.acquire(wait=0, judging=True)
-    except WriterpoolError:
-        return
-    probe.release()
-    try:
-        state = load_state(wdir)
-        if state is None or current(wdir) is not None:
-            return
-        verdict = admit(paths, podman, config.pool, state)
-    except WriterpoolError as exc:
-        log.info("writer %s not judged after its session: %s", name, exc.code)
-        return
-    if verdict.readiness is None:
-        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
-
-
-class AfterSessions:
-    """Background judgements of writers whose sessions ended, one thread per writer at
-    most (so bounded by the pool's writers); `busy()` names those still running."""
-
-    def __init__(self, paths: Paths, config: Config) -> None:
-        self._paths = paths
-        self._config = config
-        self._lock = threading.Lock()
-        self._running: set[str] = set()
-
-    def busy(self) -> frozenset[str]:
-        with self._lock:
-            return frozenset(self._running)
-
-    def judge(self, name: str) -> None:
-        with self._lock:
-            if name in self._running:
-                return
-            self._running.add(name)
-        threading.Thread(target=self._run, args=(name,), daemon=True).start()
-
-    def _run(self, name: str) -> None:
-        try:
-            judge_unleased(self._paths, Podman(), self._config, name)
-        finally:
-            with self._lock:
-                self._running.discard(name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,9 +10,10 @@ from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.choose import choose
+from writerpool.pool.choose import choose, tree_entries
 from writerpool.pool.container import writer_layout, writer_spec
 from writerpool.pool.lease import Lease
+from writerpool.pool.verdicts import mark_changed
 from writerpool.report import sanitize
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
@@ -36,6 +36,8 @@ class WriterSlot:
     podman: Podman
     lease: Lease
     refused: list[str] = field(default_factory=list)
+    # Entries of the work tree when it was taken at its baseline (choose.tree_entries).
+    shape: int | None = None
 
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.podman.run_argv(self.spec, ["pi", *pi_args], interactive=True)
@@ -47,8 +49,16 @@ class WriterSlot:
         try:
             for container in self.podman.writer_containers(self.name):
                 self.podman.remove(container.id)
+            self._note_shape()
         finally:
             self.lease.release()
+
+    def _note_shape(self) -> None:
+        """With the agent gone and the lease still held: a work tree whose entry count
+        changed is certainly not at its baseline, so starts try this writer last."""
+        clone = self.agent_dir.parent / "clone"
+        if self.shape is not None and tree_entries(clone) != self.shape:
+            mark_changed(self.lease.path.parent)
 
 
 def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
@@ -62,15 +72,9 @@ def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
 
 
 def lease_ready_writer(
-    paths: Paths,
-    config: Config,
-    alias: str,
-    base: str | None,
-    podman: Podman | None = None,
-    later: Collection[str] = (),
+    paths: Paths, config: Config, alias: str, base: str | None, podman: Podman | None = None
 ) -> WriterSlot:
-    """A ready writer at its baseline, leased; `later` names writers a background
-    judgement is looking at (tried last, so a start rarely waits on one)."""
+    """A ready writer at its baseline, leased (pool/choose.py says which)."""
     podman = podman or Podman()
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
@@ -78,12 +82,13 @@ def lease_ready_writer(
     wanted = base or entry.container.base
     refusals: list[str] = []
     writers = entry.container.writers
-    chosen = choose(paths, podman, config, alias, writers, wanted, refusals, later)
+    chosen = choose(paths, podman, config, alias, writers, wanted, refusals)
     if chosen is None or chosen.lease is None or chosen.state is None:
         raise _unavailable(wanted, refusals)
     state, lease = chosen.state, chosen.lease
     try:
         image_id = resolve_image(paths, state.image)
+        clone = writer_layout(paths, state.name)["clone"]
         return WriterSlot(
             name=state.name,
             base_ref=state.base.name,
@@ -94,6 +99,7 @@ def lease_ready_writer(
             spec=writer_spec(paths, state, image_id, config.pool),
             podman=podman,
             lease=lease,
+            shape=tree_entries(clone),
         )
     except WriterpoolError:
         lease.release()

@@ -21,8 +21,9 @@ from writerpool.state.atomic import write_atomic
 
 COUNT = "lease-count"
 VERDICT = "verdict.json"
+CHANGED = "changed"
 # Files of a writer's directory that do not make a writer (a removed writer may keep them).
-BOOKKEEPING = frozenset({"lease", COUNT, VERDICT})
+BOOKKEEPING = frozenset({"lease", COUNT, VERDICT, CHANGED})
 _LIMIT = 64 * 1024
 
 
@@ -92,3 +93,19 @@ def current(writer_dir: Path) -> Verdict | None:
         return None
     return Verdict(str(record["code"]), str(record.get("reason", "")), tuple(map(str, problems)))
 
+
+def mark_changed(writer_dir: Path) -> None:
+    """The holder saw its session change the shape of the work tree: the guard will
+    refuse the writer, so starts try it last until it is leased again. Holds the lease."""
+    count = lease_count(writer_dir)
+    if count is not None:
+        write_atomic(writer_dir / CHANGED, f"{count}\n".encode())
+
+
+def known_changed(writer_dir: Path) -> bool:
+    """Whether a mark_changed is still current (nothing leased the writer since)."""
+    try:
+        text = (writer_dir / CHANGED).read_text()
+    except OSError:
+        return False
+    return text.strip().isdigit() and int(text) == lease_count(writer_dir)
