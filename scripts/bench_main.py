@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import bench_dirty
 import bench_node
+from bench_connect import connect_figure
 from bench_dirty import DIRTY_FILES, dirty_figure
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
@@ -50,6 +51,7 @@ REPS = {
     "guard": (5, 11),
     "dirty": (3, 7),
     "proxy": (10, 30),
+    "connect": (5, 15),
     "startup": (11, 31),
 }
 
@@ -61,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,startup")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "startup"
+        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "connect", "startup"
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -166,8 +168,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures: list[Figure] = []
     began = time.perf_counter()
     try:
-        # proxy_overhead and serve_startup need no writers.
-        if groups - {"proxy", "startup"}:
+        # proxy_overhead, connect_overhead and serve_startup need no writers.
+        if groups - {"proxy", "connect", "startup"}:
             setup(env, groups)
         elif "startup" in groups:
             env.add_workspace("small", SMALL_COMMITS, writers=1)
@@ -196,6 +198,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "proxy" in groups:
             say("measuring proxy_overhead")
             figures.append(proxy_figure(reps["proxy"]))
+        if "connect" in groups:
+            say("measuring connect_overhead")
+            figures.append(connect_figure(reps["connect"]))
     finally:
         env.close()
     facts_after = host_facts()

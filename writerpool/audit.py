@@ -22,6 +22,7 @@ from writerpool.config.paths import Paths
 from writerpool.state.atomic import ensure_private_dir
 
 if TYPE_CHECKING:
+    from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.model import EgressRecord
 
 # What may appear in a field: tool and command names, session ids, writer names, codes.
@@ -29,6 +30,8 @@ _FIELD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}$")
 # A provider request's path (relative to the proxy's prefix) and method.
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._~:/-]{0,200}$")
 _METHOD_RE = re.compile(r"^[A-Z]{1,16}$")
+# An allowlist proxy's destination (host:port or [v6]:port), entry and address.
+_DEST_RE = re.compile(r"^[A-Za-z0-9.:\[\]*/_-]{1,300}$")
 _LOCK_TIMEOUT = 10.0
 
 
@@ -91,6 +94,33 @@ def egress_line(record: EgressRecord) -> bytes:
         "pid": os.getpid(),
     }
     return (json.dumps(line, sort_keys=True) + "\n").encode()
+
+
+def connect_line(record: ConnectRecord) -> bytes:
+    """The exact bytes appended for one connection through a session's allowlist proxy."""
+    line = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "action": "egress_connect",
+        "session": _field(record.session),
+        "writer": _field(record.writer),
+        "method": _checked(record.method, _METHOD_RE),
+        "destination": _checked(record.destination, _DEST_RE),
+        "decision": "allowed" if record.allowed else "denied",
+        "reason": _field(record.reason),
+        "entry": None if record.entry is None else _checked(record.entry, _DEST_RE),
+        "address": None if record.address is None else _checked(record.address, _DEST_RE),
+        "bytesUp": _count(record.bytes_up),
+        "bytesDown": _count(record.bytes_down),
+        "durationMs": _count(record.duration_ms),
+        "uid": os.getuid(),
+        "pid": os.getpid(),
+    }
+    return (json.dumps(line, sort_keys=True) + "\n").encode()
+
+
+def audit_connect(paths: Paths, record: ConnectRecord) -> None:
+    """Append one allowlist-proxy connection's line to the audit log."""
+    _append(paths, connect_line(record))
 
 
 def audit_egress(paths: Paths, record: EgressRecord) -> None:

@@ -173,6 +173,18 @@ CODES: dict[str, str] = {
     "egress_cap_bytes_down": "The session's download byte cap was reached (429, or the stream cut)",
     "egress_upstream_failed": "The provider could not be reached or its TLS did not verify (502)",
     "egress_cancelled": "A proxy request ended early: client gone or session stopped",
+    # the egress allowlist (`mode set --allow`, the per-session CONNECT proxy)
+    "allow_entry_invalid": (
+        "An allowlist entry is not a host, *.domain, host:port, http:// or a range"
+    ),
+    "allow_set_unknown": "An allowlist word names no configured or derived set",
+    "allow_set_empty": "An allowlist set names no host (a derived set of an unconfigured tool)",
+    "allow_too_many": "The allowlist has more entries than the proxy accepts (64)",
+    "allow_network_unsupported": "An allowlist needs the provider network",
+    "egress_check_allowed": "The destination is allowed, by the named allowlist entry",
+    "egress_check_denied": "The destination is not allowed (with the reason)",
+    "egress_log_shown": "Recent decisions of a writer's allowlist proxy",
+    "egress_log_empty": "The writer's allowlist proxy has decided nothing yet",
     # image
     "uninstall_planned": "uninstall would remove this (plan only)",
     "uninstall_removed": "uninstall removed this",

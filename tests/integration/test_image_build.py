@@ -78,12 +78,14 @@ def test_rebuild_with_nothing_changed_reuses_the_image_and_pins_it() -> None:
     assert labels["io.writerpool.version"] == pin.writerpool_version
 
 
-def test_image_holds_node_git_search_tools_python_and_pi() -> None:
+def test_image_holds_node_git_search_tools_python_pip_venv_and_pi() -> None:
     _, second = _build_twice()
     image_id = second["data"]["imageId"]
     script = (
         "node --version; git --version; rg --version | head -n 1; fdfind --version; "
-        "python3 -c 'import json, sys; print(sys.version_info[:2])'; pi --version 2>&1"
+        "python3 -c 'import json, sys; print(sys.version_info[:2])'; pi --version 2>&1; "
+        "python3 -m pip --version | cut -d' ' -f1; python3 -m venv --without-pip /tmp/v && "
+        "/tmp/v/bin/python -c 'import sys; print(sys.prefix)'"
     )
     done = _podman("run", "--rm", "--network", "none", image_id, "sh", "-ec", script)
     assert done.returncode == 0, done.stderr
@@ -95,6 +97,7 @@ def test_image_holds_node_git_search_tools_python_and_pi() -> None:
     assert lines[3].startswith("fdfind ")
     assert lines[4].startswith("(3, ")
     assert lines[5].strip() == PI_VERSION
+    assert lines[6:8] == ["pip", "/tmp/v"]
 
 
 def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Path) -> None:

@@ -29,23 +29,27 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def make_ca(directory: Path, name: str) -> tuple[Path, Path, Path]:
-    """A CA and a certificate for 127.0.0.1 it signed: (ca.pem, cert.pem, key.pem).
+def make_ca(
+    directory: Path, name: str, names: tuple[str, ...] = ()
+) -> tuple[Path, Path, Path]:
+    """A CA and a certificate for 127.0.0.1 (and the DNS `names`) it signed:
+    (ca.pem, cert.pem, key.pem).
 
     With the `cryptography` package when it is installed, else with the openssl CLI.
     """
     try:
         import cryptography  # noqa: F401
     except ImportError:
-        return _make_ca_openssl(directory, name)
-    return _make_ca_cryptography(directory, name)
+        return _make_ca_openssl(directory, name, names)
+    return _make_ca_cryptography(directory, name, names)
 
 
-def _make_ca_openssl(directory: Path, name: str) -> tuple[Path, Path, Path]:
+def _make_ca_openssl(directory: Path, name: str, names: tuple[str, ...]) -> tuple[Path, Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     ca_pem, cert_pem, key_pem = (directory / f"{name}-{part}.pem" for part in ("ca", "cert", "key"))
     ca_key, csr, ext = (directory / f"{name}-{part}" for part in ("ca.key", "csr", "ext"))
-    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n")
+    alt = ",".join(["IP:127.0.0.1", *(f"DNS:{n}" for n in names)])
+    ext.write_text(f"subjectAltName={alt}\nbasicConstraints=critical,CA:FALSE\n")
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     for argv in (
         ["openssl", "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_pem),
@@ -61,7 +65,9 @@ def _make_ca_openssl(directory: Path, name: str) -> tuple[Path, Path, Path]:
     return ca_pem, cert_pem, key_pem
 
 
-def _make_ca_cryptography(directory: Path, name: str) -> tuple[Path, Path, Path]:
+def _make_ca_cryptography(
+    directory: Path, name: str, names: tuple[str, ...]
+) -> tuple[Path, Path, Path]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -99,7 +105,10 @@ def _make_ca_cryptography(directory: Path, name: str) -> tuple[Path, Path, Path]
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                 *(x509.DNSName(n) for n in names)]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

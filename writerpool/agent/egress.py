@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.allow import open_allowlist
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
@@ -24,6 +26,8 @@ from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.state.atomic import ensure_private_dir
 
 if TYPE_CHECKING:
+    from writerpool.egress.connect import ConnectSession
+    from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.proxy import EgressHost, EgressSession
 
 
@@ -31,6 +35,7 @@ class Grant(Protocol):
     """What a session holds of its egress until it ends."""
 
     def revoke(self) -> None: ...
+    def denied(self) -> list[dict[str, str]]: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class EgressRequest:
     session: str
     writer: str | None
     port: int  # where the forwarder listens inside the container
+    allow: tuple[str, ...] | None = None  # the workspace's allowlist words
+    connect_audit: Callable[[ConnectRecord], None] | None = None
 
 
 @dataclass
@@ -55,6 +62,9 @@ class RenderedDir:
     def revoke(self) -> None:
         agent_launch.remove_credential(self.agent_dir)
 
+    def denied(self) -> list[dict[str, str]]:
+        return []
+
 
 @dataclass
 class Proxied:
@@ -62,12 +72,23 @@ class Proxied:
 
     agent_dir: Path
     proxy: EgressSession
+    connect: ConnectSession | None = None  # the allowlist proxy, when the workspace has one
 
     def revoke(self) -> None:
         try:
-            self.proxy.stop()
+            if self.connect is not None:
+                self.connect.stop()
         finally:
-            agent_launch.remove_credential(self.agent_dir)
+            try:
+                self.proxy.stop()
+            finally:
+                agent_launch.remove_credential(self.agent_dir)
+
+    def denied(self) -> list[dict[str, str]]:
+        """Destinations the allowlist proxy refused in this session, and why."""
+        if self.connect is None:
+            return []
+        return [{"destination": d, "reason": r} for d, r in self.connect.denied.items()]
 
 
 def resolve(config: Config, name: str) -> tuple[ResolvedProvider, str]:
@@ -110,14 +131,21 @@ def grant_key(
             credential=key,
             caps=request.config.pool.caps(),
         )
+        connect = None
         try:
             agent_launch.point_at_proxy(
                 request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
             )
+            if request.allow:
+                connect = open_allowlist(
+                    host, request.config, request.allow, session=request.session,
+                    writer=request.writer, egress_dir=request.egress_dir,
+                    audit=request.connect_audit,
+                )  # fmt: skip
         except BaseException:
             proxy.stop()
             raise
-        return Proxied(request.agent_dir, proxy)
+        return Proxied(request.agent_dir, proxy, connect)
     if info is not None and not info.egress and info.limited:
         return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
     agent_launch.install_credential(request.agent_dir, request.provider, key)

@@ -72,6 +72,7 @@ COMMANDS = {
     "serve": "writerpool.cli.serve_cmd:serve",
     "control": "writerpool.cli.control_cmd:control",
     "mode": "writerpool.cli.mode_cmd:mode",
+    "egress": "writerpool.cli.egress_cmd:egress",
     "writer": "writerpool.cli.writer_cmd:writer",
     "register": "writerpool.cli.register_cmd:register",
     "uninstall": "writerpool.cli.uninstall_cmd:uninstall_cmd",

@@ -8,6 +8,7 @@ from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
+from writerpool.egress.allowlist import split_words
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.pool.mode_show import show_modes
 from writerpool.runtime.podman import Podman
@@ -21,6 +22,7 @@ CONTAINER_OPTIONS = (
     "tags",
     "cache",
     "base",
+    "allow",
 )
 
 
@@ -61,6 +63,12 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
 @click.option("--tags", type=click.Choice(["none", "reachable"]))
 @click.option("--cache", type=click.Choice(["none", "go", "uv"]))
 @click.option("--base", help="A named local or remote branch to provision writers from.")
+@click.option(
+    "--allow",
+    help="Hosts the agent may reach through the allowlist proxy (provider network): "
+    "host, *.domain, host:port, http://host, an address range, or a set name; "
+    "comma-separated.",
+)
 @click.option("--discard", is_flag=True, help="Allow losing surplus writers' uncollected work.")
 @click.option("--apply", is_flag=True, help="Make the change (default: plan only).")
 @json_option
@@ -76,6 +84,7 @@ def set_cmd(
     tags: str | None,
     cache: str | None,
     base: str | None,
+    allow: str | None,
     discard: bool,
     apply: bool,
     as_json: bool,
@@ -90,6 +99,7 @@ def set_cmd(
         "tags": tags,
         "cache": cache,
         "base": base,
+        "allow": allow,
     }
     req = ModeRequest(
         alias=alias,
@@ -103,6 +113,7 @@ def set_cmd(
         tags=tags or "none",
         cache=cache or "none",
         base=base,
+        allow=split_words(allow or ""),
         discard=discard,
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),

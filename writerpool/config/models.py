@@ -111,11 +111,59 @@ class Pool(Strict):
         )
 
 
+class EgressSet(Strict):
+    hosts: tuple[str, ...] = Field(min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _entries(self) -> EgressSet:
+        from writerpool.egress.allowlist import parse_entry  # noqa: PLC0415 - light, pure
+
+        for host in self.hosts:
+            try:
+                parse_entry(host)
+            except WriterpoolError as exc:
+                raise ValueError(exc.message) from None
+        return self
+
+
+class Egress(Strict):
+    """The allowlist proxy (`mode set --allow`): named sets, names it resolves itself,
+    and its per-session caps."""
+
+    sets: dict[Alias, EgressSet] = {}
+    # Names the proxy resolves to these addresses instead of asking DNS: test hosts and
+    # names only an internal resolver knows. The addresses are judged like DNS answers.
+    resolve: dict[str, tuple[str, ...]] = {}
+    # The CA bundle whose certificates writers with an allowlist trust (a network that
+    # intercepts TLS, a company mirror); default: SSL_CERT_FILE, else the system's.
+    ca_bundle: Annotated[Path, AfterValidator(_absolute)] | None = None
+    connect_concurrent: int = Field(default=32, ge=1, le=1024)
+    connect_total: int = Field(default=5000, ge=1)
+    header_bytes: int = Field(default=16384, ge=1024, le=1048576)
+    header_seconds: float = Field(default=10.0, gt=0, le=300)
+    idle_seconds: float = Field(default=300.0, gt=0, le=86400)
+
+    @model_validator(mode="after")
+    def _names(self) -> Egress:
+        from writerpool.egress.allowlist import DERIVED_SETS, normalize_host, parse_address  # noqa: PLC0415
+
+        for name in self.sets:
+            if name in DERIVED_SETS:
+                raise ValueError(f"set {name} is derived from this host; choose another name")
+        for name, addresses in self.resolve.items():
+            if normalize_host(name) != name or parse_address(name) is not None:
+                raise ValueError("resolve: each key is a lower-case host name")
+            if not addresses or any(parse_address(a) is None for a in addresses):
+                raise ValueError(f"resolve.{name}: give one or more IP addresses")
+        return self
+
+
 class Config(Strict):
     workspaces: dict[Alias, Annotated[Path, AfterValidator(_absolute)]] = {}
     profiles: dict[Alias, Profile] = {}
     providers: dict[Alias, Provider] = {}
     pool: Pool = Pool()
+    egress: Egress = Egress()
 
     @model_validator(mode="after")
     def _one_read_only_default(self) -> Config:

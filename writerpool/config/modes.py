@@ -37,11 +37,16 @@ class ContainerSettings(Strict):
     tags: Literal["none", "reachable"] = "none"
     cache: Literal["none", "go", "uv"] = "none"
     base: str
+    # The egress allowlist's words as given (hosts, ranges, set names); sets are expanded
+    # when a session starts. None: no allowlist, no CONNECT proxy.
+    allow: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=64)
 
     @model_validator(mode="after")
     def _image(self) -> ContainerSettings:
         if self.image != "default" and not IMAGE_ID_RE.fullmatch(self.image):
             raise ValueError("image must be 'default' or a 64-hex local image id")
+        if self.allow is not None and self.network != "provider":
+            raise ValueError("an allowlist needs the provider network")
         return self
 
 

@@ -48,9 +48,12 @@ def network_info(kind: str) -> NetworkInfo:
     )
 
 
-def classification(kind: str) -> str:
-    """`limited` or `not_limited`, as the acceptance harness reports it."""
-    return "limited" if network_info(kind).limited else "not_limited"
+def classification(kind: str, allowlist: bool = False) -> str:
+    """`limited`, `limited-allowlist` (a `provider` writer whose workspace has an egress
+    allowlist) or `not_limited`, as the acceptance harness reports it."""
+    if not network_info(kind).limited:
+        return "not_limited"
+    return "limited-allowlist" if allowlist and network_info(kind).egress else "limited"
 
 
 def describe(kind: str) -> str:

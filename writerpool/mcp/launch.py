@@ -16,7 +16,7 @@ from writerpool.agent import launch as agent_launch
 from writerpool.agent.egress import EgressRequest, Grant, grant
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
-from writerpool.audit import audit_egress
+from writerpool.audit import audit_connect, audit_egress
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
@@ -28,6 +28,7 @@ from writerpool.pool.container import EGRESS_PORT, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
 
 if TYPE_CHECKING:
+    from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.model import EgressRecord
     from writerpool.egress.proxy import EgressHost
     from writerpool.pool.sessions import WriterSlot
@@ -149,11 +150,12 @@ class Launcher:
         egress_dir: Path,
         session_id: str,
         writer: str | None,
+        allow: tuple[str, ...] | None = None,
     ) -> Grant:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT,
+            port=EGRESS_PORT, allow=allow, connect_audit=connect_auditor(self._paths),
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -234,8 +236,9 @@ class Launcher:
         slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
         try:
             held = self._grant(
-                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name
-            )
+                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
+                slot.allow,
+            )  # fmt: skip
             try:
                 args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
                 # Podman needs the account's real home (its storage), whatever HOME says.
@@ -270,6 +273,16 @@ def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
             audit_egress(paths, entry)
         except OSError as exc:
             log.warning("an egress audit line was not written: %s", exc.strerror)
+
+    return record
+
+
+def connect_auditor(paths: Paths) -> Callable[[ConnectRecord], None]:
+    def record(entry: ConnectRecord) -> None:
+        try:
+            audit_connect(paths, entry)
+        except OSError as exc:
+            log.warning("an allowlist audit line was not written: %s", exc.strerror)
 
     return record
 

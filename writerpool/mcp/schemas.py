@@ -104,6 +104,18 @@ TURN: Schema = {
         "startedAt": nullable("string", "ISO 8601 UTC time."),
         "updatedAt": nullable("string", "ISO 8601 UTC time."),
         "endedAt": nullable("string", "ISO 8601 UTC time, or null while running."),
+        "egressDenied": {
+            "type": "array",
+            "description": "Destinations the workspace's allowlist proxy refused in this "
+            "session so far, and why (present only when there are some).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "destination": string("host:port as the agent asked for it."),
+                    "reason": string("not_listed, port_not_listed, address_loopback, ..."),
+                },
+            },
+        },
     },
 }
 

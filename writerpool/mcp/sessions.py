@@ -316,6 +316,11 @@ class SessionManager:
                 progress.follow(lambda: progress_line(agent.turn(agent_turn), time.time()))
             snapshot = agent.wait(agent_turn, wait_seconds)
         view = turn_view(turn_id, snapshot, offset, limit)
+        denied = launched.grant.denied()
+        if denied:
+            # What the allowlist proxy refused in this session so far: the agent's
+            # client sees why an install failed without reading the audit log.
+            view["egressDenied"] = denied
         return {"sessionId": session_id, "turn": view, "work": session.work()}
 
     def abort(self, session_id: str) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from writerpool import __version__
 from writerpool.agent.egress import EgressRequest, Grant, grant_key
-from writerpool.config.models import Config, Pool, Provider
+from writerpool.config.models import Config, Egress, Pool, Provider
+from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
@@ -34,14 +35,23 @@ if TYPE_CHECKING:
 HARNESS_IN_CONTAINER = "/pi/harness.py"
 ACCEPTANCE_PROVIDER = "acceptance"
 DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
+CLASSES = ("limited", "limited-allowlist", "not_limited")
+
+
+def has_allowlist(paths: Paths, state: WriterState) -> bool:
+    """Whether the writer's workspace has an egress allowlist (its sessions get the
+    allowlist proxy and the proxy variables)."""
+    entry = load_modes(paths).workspaces.get(state.alias)
+    return bool(entry and entry.container and entry.container.allow)
 
 
 def fingerprint_groups(
     paths: Paths, podman: Podman, state: WriterState, pool: Pool
 ) -> dict[str, str]:
-    """Everything readiness is bound to, by group (so a change can be named)."""
+    """Everything readiness is bound to, by group (so a change can be named). Adding or
+    removing an allowlist changes the container spec; its entries do not."""
     image_id = resolve_image(paths, state.image)
-    spec = writer_spec(paths, state, image_id, pool)
+    spec = writer_spec(paths, state, image_id, pool, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
         "podman": podman.version(),
@@ -90,22 +100,45 @@ def _token_list(names: object) -> list[str]:
     return [n for n in names if isinstance(n, str) and n.replace("_", "").isalnum() and len(n) < 40]
 
 
-def _acceptance_config(pool: Pool) -> Config:
+def _acceptance_config(pool: Pool, allow_port: int | None) -> Config:
     # A provider that leads nowhere: the harness never makes an allowed request, and
     # if one got through, the discard port on the host's loopback would take it.
-    return Config(pool=pool, providers={ACCEPTANCE_PROVIDER: Provider(base_url=DEAD_UPSTREAM)})
+    egress = Egress()
+    if allow_port is not None:
+        egress = Egress(resolve=ACCEPTANCE_RESOLVE)
+    return Config(pool=pool, egress=egress,
+                  providers={ACCEPTANCE_PROVIDER: Provider(base_url=DEAD_UPSTREAM)})  # fmt: skip
+
+
+# The allowlist acceptance checks: names only the acceptance's own proxy resolves (the
+# harness asks for them; "unlisted" is left out of the list). Nothing leaves the host:
+# the listed name leads to the host listener, the others are refused before any connect.
+ACCEPTANCE_RESOLVE = {
+    "listed.acceptance.test": ("127.0.0.1",),
+    "private.acceptance.test": ("10.255.255.1",),
+    "loopback.acceptance.test": ("127.0.0.2",),
+    "unlisted.acceptance.test": ("127.0.0.1",),
+}
+
+
+def acceptance_allowlist(port: int) -> tuple[str, ...]:
+    """The allowlist acceptance gives a writer's proxy: three names and the one address
+    the listed name may reach."""
+    names = ("listed", "private", "loopback")
+    return (*(f"{n}.acceptance.test:{port}" for n in names), f"127.0.0.1/32:{port}")
 
 
 def _plant_canary(
-    paths: Paths, state: WriterState, pool: Pool, host: EgressHost | None
+    paths: Paths, state: WriterState, pool: Pool, host: EgressHost | None, allow_port: int | None
 ) -> tuple[Grant, str]:
     """Send a canary credential through the session's real egress path."""
     lay = writer_layout(paths, state.name)
-    config = _acceptance_config(pool)
+    config = _acceptance_config(pool, allow_port)
     request = EgressRequest(
         config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
         agent_dir=lay["agent"], egress_dir=lay["egress"], session="acceptance",
         writer=state.name, port=EGRESS_PORT,
+        allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
     )  # fmt: skip
     resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
     assert resolved is not None
@@ -117,7 +150,8 @@ def _run_harness(
     podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
 ) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
-    spec = writer_spec(paths, state, image_id, pool)
+    allowlist = has_allowlist(paths, state)
+    spec = writer_spec(paths, state, image_id, pool, allow=allowlist)
     home = Path.home()
     canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
     canary_dir.mkdir(mode=0o700)
@@ -130,8 +164,8 @@ def _run_harness(
 
         host = EgressHost()
     try:
-        held, _ = _plant_canary(paths, state, pool, host)
         with host_listener() as port:
+            held, _ = _plant_canary(paths, state, pool, host, port if allowlist else None)
             try:
                 spec = spec.model_copy(
                     update={
@@ -148,6 +182,7 @@ def _run_harness(
                             "WRITERPOOL_HARNESS_WORK": "/work",
                             "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
                             "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+                            **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
                         },
                     }
                 )
@@ -188,7 +223,7 @@ def accept(
     failed = report.with_status("fail") if report else []
     inconclusive = report.with_status("inconclusive") if report else []
     network = report.network if report else None
-    expected = classification(state.network)
+    expected = classification(state.network, has_allowlist(paths, state))
     ok = (
         exit_code == 0
         and report is not None
@@ -201,7 +236,7 @@ def accept(
     changed: list[str] = []
     if not ok:
         code = "acceptance_harness_failed"
-        if report is not None and network in ("limited", "not_limited") and network != expected:
+        if report is not None and network in CLASSES and network != expected:
             failed += report.network_not_passed() or ["network"]
         message = "the contained harness did not pass: " + (
             ", ".join(failed + inconclusive) or f"network {network}, expected {expected}"
@@ -224,7 +259,7 @@ def accept(
                 exitCode=exit_code,
                 report="absent" if not out.strip() else ("present" if report else "invalid"),
                 verdict=report.verdict if report else None,
-                network=network if network in ("limited", "not_limited") else None,
+                network=network if network in CLASSES else None,
                 failedChecks=_token_list(failed),
                 inconclusiveChecks=_token_list(inconclusive),
                 changedDigestGroups=_token_list(changed),
@@ -247,5 +282,7 @@ def accept(
             }
         ),
     )
-    return state, Finding(code, "ok", target, f"accepted; network {describe(state.network)}")
+    return state, Finding(
+        code, "ok", target, f"accepted as {expected}; network {describe(state.network)}"
+    )
 

@@ -26,6 +26,11 @@ AGENT_DIR = "/pi/agent"
 EGRESS_DIR = "/pi/egress"
 EGRESS_SOCKET = "proxy.sock"
 EGRESS_PORT = 41480
+# The allowlist proxy (`mode set --allow`): its socket beside the provider proxy's, the
+# forwarder's second port, and the host's public certificates the writer's tools trust.
+CONNECT_SOCKET = "connect.sock"
+CONNECT_PORT = 41481
+EGRESS_CA = "ca.pem"
 CACHE_ENV = {
     "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
     "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
@@ -50,7 +55,12 @@ def limits_supported() -> bool:
 
 
 def writer_spec(
-    paths: Paths, state: WriterState, image_id: str, pool: Pool, role: str = "session"
+    paths: Paths,
+    state: WriterState,
+    image_id: str,
+    pool: Pool,
+    role: str = "session",
+    allow: bool = False,
 ) -> ContainerSpec:
     """The exact container of a session on this writer (acceptance reuses it)."""
     lay = writer_layout(paths, state.name)
@@ -88,6 +98,8 @@ def writer_spec(
     if network_info(state.network).egress:
         mounts.append(egress_mount(lay["egress"]))
         env.update(EGRESS_ENV)
+        if allow:
+            env.update(ALLOW_ENV)
     return ContainerSpec(
         image_id=image_id,
         name=f"writerpool-{state.name}",
@@ -107,6 +119,27 @@ def writer_spec(
 EGRESS_ENV = {
     "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",
     "WRITERPOOL_EGRESS_PORT": str(EGRESS_PORT),
+}
+
+
+_PROXY = f"http://127.0.0.1:{CONNECT_PORT}"
+_CA = f"{EGRESS_DIR}/{EGRESS_CA}"
+# Set only in writers whose workspace has an allowlist: the usual proxy variables (both
+# cases; git, pip, uv and npm read them), loopback exempt (pi's provider forwarder), and
+# the host's public certificates for every tool that verifies TLS on its own.
+ALLOW_ENV = {
+    "WRITERPOOL_CONNECT_SOCKET": f"{EGRESS_DIR}/{CONNECT_SOCKET}",
+    "WRITERPOOL_CONNECT_PORT": str(CONNECT_PORT),
+    **{name: _PROXY for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")},
+    **{name: "127.0.0.1,localhost,::1" for name in ("NO_PROXY", "no_proxy")},
+    "npm_config_proxy": _PROXY,
+    "npm_config_https_proxy": _PROXY,
+    "npm_config_cafile": _CA,
+    "SSL_CERT_FILE": _CA,
+    "REQUESTS_CA_BUNDLE": _CA,
+    "PIP_CERT": _CA,
+    "NODE_EXTRA_CA_CERTS": _CA,
+    "GIT_SSL_CAINFO": _CA,
 }
 
 

@@ -30,8 +30,10 @@ EXPECTED_ESCAPES = (
     "host_canary", "host_home", "root_readonly", "no_new_privs", "pid_namespace",
     "user_namespace", "provider_credential",
 )  # fmt: skip
-# Network checks an uncontained process always fails: the host's loopback answers.
-EXPECTED_NETWORK_ESCAPES = ("net_host_loopback",)
+# Network checks an uncontained process always fails: the host's loopback answers; and,
+# through an open relay in place of an allowlist proxy, every name passes.
+EXPECTED_NETWORK_ESCAPES = ("net_host_loopback", "allow_unlisted", "allow_private",
+                            "allow_loopback")  # fmt: skip
 
 
 class ControlRecord(BaseModel):
@@ -41,6 +43,32 @@ class ControlRecord(BaseModel):
     at: str
     harness_digest: str = Field(alias="harnessDigest")
     missed: tuple[str, ...] = ()
+
+
+@contextmanager
+def open_relay(directory: Path, port: int) -> Iterator[Path]:
+    """What an allowlist proxy must not be: a relay to every `*.acceptance.test` name
+    (all on the host listener's port), so the harness's allowlist checks see an escape."""
+    from writerpool.egress.allowlist import Allowlist, expand  # noqa: PLC0415
+    from writerpool.egress.connect import ConnectLimits, ConnectSession  # noqa: PLC0415
+    from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+
+    names = [f"{n}.acceptance.test" for n in ("listed", "unlisted", "private", "loopback")]
+    words = (*(f"{n}:{port}" for n in names), f"127.0.0.0/8:{port}")
+    host = EgressHost()
+    relay = ConnectSession(
+        host, session="control", writer=None, socket_path=directory / "connect.sock",
+        allowlist=Allowlist(expand(words, {})[0]),
+        resolve={n: ("127.0.0.1",) for n in names},
+        limits=ConnectLimits(concurrent=8, total=64, header_bytes=4096, header_seconds=10,
+                             idle_seconds=30),
+    )  # fmt: skip
+    try:
+        relay.start()
+        yield relay.socket_path
+    finally:
+        relay.stop()
+        host.close()
 
 
 @contextmanager
@@ -101,13 +129,15 @@ def run_control(
         canary_dir.mkdir(mode=0o700)
         canary = canary_dir / "secret"
         canary.write_text("writerpool canary\n")
-        with host_listener() as port:
+        with host_listener() as port, open_relay(work / ".relay", port) as relay:
             env = {
                 "WRITERPOOL_HARNESS_CANARIES": str(canary),
                 "WRITERPOOL_HARNESS_HOST_HOME": str(home),
                 "WRITERPOOL_HARNESS_WORK": str(work),
                 "WRITERPOOL_HARNESS_CANARY": "scan",
                 "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+                "WRITERPOOL_CONNECT_SOCKET": str(relay),
+                "WRITERPOOL_HARNESS_ALLOW_PORT": str(port),
                 # As an uncontained agent would hold a provider key: it must be found.
                 "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
             }

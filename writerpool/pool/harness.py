@@ -10,7 +10,11 @@ WRITERPOOL_HARNESS_ALLOWED_KEYS (credential variables deliberately given),
 WRITERPOOL_HARNESS_CANARY ("scan": a canary credential was sent through the real path
 and must be found nowhere; "skip": an open network kind, where the key is copied in),
 WRITERPOOL_HARNESS_HOST_PORT (a port listening on the host's loopback), and the
-proxy socket WRITERPOOL_EGRESS_SOCKET of a `provider` network.
+proxy socket WRITERPOOL_EGRESS_SOCKET of a `provider` network. A writer with an
+allowlist also has WRITERPOOL_CONNECT_SOCKET (its allowlist proxy) and
+WRITERPOOL_HARNESS_ALLOW_PORT: the `*.acceptance.test` names below are resolved by that
+proxy (listed → the host port, private → a private address, loopback → another
+loopback address; unlisted is not listed), and only the listed one may pass.
 
 The network checks decide the classification and are reported apart from the verdict:
 an open network kind is accepted as `not_limited`, never as `limited`. Active probes
@@ -369,6 +373,46 @@ NETWORK_CHECKS = {
     "net_host_loopback": net_host_loopback,
     "net_proxy": net_proxy,
 }
+ALLOW_NAMES = ("listed", "unlisted", "private", "loopback")
+
+
+def _tunnel_status(name: str) -> str:
+    """The allowlist proxy's answer to CONNECT <name>.acceptance.test:<port>."""
+    path = os.environ.get("WRITERPOOL_CONNECT_SOCKET", "")
+    port = os.environ.get("WRITERPOOL_HARNESS_ALLOW_PORT", "")
+    target = f"{name}.acceptance.test:{port}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(15)
+        try:
+            s.connect(path)
+            s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            head = s.recv(512)
+        except OSError:
+            return "unreachable"
+    parts = head.split(b" ", 2)
+    return parts[1].decode("ascii", "replace") if len(parts) > 1 else "empty"
+
+
+def allow_listed() -> Result:
+    status = _tunnel_status("listed")
+    if status == "200":
+        return "pass", "the listed test host is reached through the allowlist proxy"
+    return "fail", f"the listed test host is not reached (proxy answered {status})"
+
+
+def _refused(name: str, what: str) -> Result:
+    status = _tunnel_status(name)
+    if status == "403":
+        return "pass", f"{what} is refused by the allowlist proxy"
+    return "fail", f"{what} was not refused (proxy answered {status})"
+
+
+ALLOW_CHECKS = {
+    "allow_listed": allow_listed,
+    "allow_unlisted": lambda: _refused("unlisted", "an unlisted host"),
+    "allow_private": lambda: _refused("private", "a listed name resolving to a private address"),
+    "allow_loopback": lambda: _refused("loopback", "a listed name resolving to loopback"),
+}
 
 
 def _run(probes: dict[str, Callable[[], Result]]) -> dict[str, dict[str, str]]:
@@ -399,13 +443,15 @@ CHECKS = {
 
 def main() -> int:
     checks = _run(CHECKS)
-    network = _run(NETWORK_CHECKS)
+    allowlist = bool(os.environ.get("WRITERPOOL_HARNESS_ALLOW_PORT"))
+    network = _run({**NETWORK_CHECKS, **(ALLOW_CHECKS if allowlist else {})})
     verdict = "pass" if all(c["status"] == "pass" for c in checks.values()) else "fail"
     limited = all(c["status"] == "pass" for c in network.values())
+    kind = "limited-allowlist" if allowlist else "limited"
     report = {
         "schemaVersion": SCHEMA_VERSION,
         "verdict": verdict,
-        "network": "limited" if limited else "not_limited",
+        "network": kind if limited else "not_limited",
         "checks": checks,
         "networkChecks": network,
     }

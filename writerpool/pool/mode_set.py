@@ -54,6 +54,7 @@ class ModeRequest:
     tags: str = "none"
     cache: str = "none"
     base: str | None = None
+    allow: tuple[str, ...] = ()
     discard: bool = False
     apply: bool = False
     container_options_given: bool = False
@@ -89,6 +90,19 @@ def check_profiles(config: Config, names: tuple[str, ...]) -> None:
             )
 
 
+def check_allow(config: Config, req: ModeRequest) -> None:
+    """Every --allow word is a valid entry or a known, non-empty set (nothing stored else)."""
+    from writerpool.egress.derived import resolve_allowlist  # noqa: PLC0415
+
+    if req.network != "provider":
+        raise WriterpoolError(
+            "allow_network_unsupported",
+            f"--allow needs --network provider (the allowlist proxy sits beside the "
+            f"provider proxy), not {req.network}",
+        )
+    resolve_allowlist(config, req.allow)
+
+
 def choose_base(
     paths: Paths, repo_base: str | None, recorded: str | None, alias: str, repo: object
 ) -> str:
@@ -107,7 +121,9 @@ def choose_base(
     return default_base_name(repo)  # type: ignore[arg-type]
 
 
-def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
+def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
+    if req.allow:
+        check_allow(config, req)
     if mode == "host":
         return ModeEntry(mode="host", accept_host_writes=True)
     if mode == "read-only":
@@ -122,6 +138,7 @@ def _entry(req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
             tags=req.tags,
             cache=req.cache,
             base=base or "",
+            allow=req.allow or None,
         )
     except ValidationError as exc:
         raise UsageError(f"invalid container settings: {describe_validation(exc)}") from exc
@@ -167,7 +184,7 @@ def set_mode(
         repo = config.workspaces[req.alias]
         recorded = current.container.base if current and current.container else None
         base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
-    entry = _entry(req, mode, base.name if base else None)
+    entry = _entry(config, req, mode, base.name if base else None)
     if not req.apply:
         report_changes(report, req.alias, current, entry, apply=False)
     if current == entry:

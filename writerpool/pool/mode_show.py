@@ -21,6 +21,8 @@ def reproduce(alias: str, entry: ModeEntry) -> str:
         words += ["--lifecycle", settings.lifecycle, "--image", settings.image]
         words += ["--network", settings.network, "--tags", settings.tags]
         words += ["--cache", settings.cache, "--base", settings.base]
+        if settings.allow:
+            words += ["--allow", ",".join(settings.allow)]
     return shlex.join(words)
 
 
@@ -30,7 +32,7 @@ def intent(entry: ModeEntry) -> dict[str, object]:
     if entry.mode == "host":
         out["acceptHostWrites"] = True
     if entry.container is not None:
-        out.update(entry.container.model_dump(mode="json"))
+        out.update(entry.container.model_dump(mode="json", exclude_none=True))
     return out
 
 

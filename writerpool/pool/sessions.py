@@ -32,6 +32,7 @@ class WriterSlot:
     agent_dir: Path
     egress_dir: Path
     network: str  # the writer's network kind
+    allow: tuple[str, ...] | None  # the workspace's allowlist words, when it has one
     spec: ContainerSpec
     podman: Podman
     lease: Lease
@@ -96,7 +97,10 @@ def lease_ready_writer(
             agent_dir=writer_layout(paths, state.name)["agent"],
             egress_dir=writer_layout(paths, state.name)["egress"],
             network=state.network,
-            spec=writer_spec(paths, state, image_id, config.pool),
+            allow=entry.container.allow,
+            spec=writer_spec(
+                paths, state, image_id, config.pool, allow=entry.container.allow is not None
+            ),
             podman=podman,
             lease=lease,
             shape=tree_entries(clone),

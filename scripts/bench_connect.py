@@ -1,0 +1,133 @@
+"""connect_overhead: a 10 MB download through a workspace's allowlist path vs directly.
+
+Ours: a client on loopback TCP -> the in-writer forwarder (images/egress-forwarder, run
+on the host, its second port) -> the session's Unix socket -> the allowlist proxy
+(CONNECT, allowlist decision, its own resolution, address judgement, audit) -> a file
+server on loopback. Baseline: the same request straight to the file server. Each
+request opens a fresh connection on both sides. The bytes are not TLS: a tunnel relays
+TLS records unopened, so encryption would cost both sides the same. The file server
+runs in a process of its own, as a real registry is elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_figures import Figure
+
+from writerpool.egress.allowlist import Allowlist, expand
+from writerpool.egress.connect import ConnectLimits, ConnectSession
+from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.proxy import EgressHost
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR
+
+SIZE = 10 * 1024 * 1024
+NAME = "files.bench.test"
+SERVER = """
+import socket, sys, threading
+body = b"x" * int(sys.argv[1])
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(64)
+print(listener.getsockname()[1], flush=True)
+def serve(conn):
+    with conn:
+        seen = b""
+        while b"\\r\\n\\r\\n" not in seen:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            seen += chunk
+        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
+while True:
+    conn, _ = listener.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _download(port: int, tunnel: str | None) -> float:
+    """Seconds to fetch the whole file (through a CONNECT tunnel when `tunnel` is set)."""
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        if tunnel is not None:
+            conn.sendall(f"CONNECT {tunnel} HTTP/1.1\r\nHost: {tunnel}\r\n\r\n".encode())
+            head = conn.recv(4096)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"bench: connect_overhead tunnel refused: {head[:120]!r}")
+        conn.sendall(b"GET /file HTTP/1.1\r\nHost: bench\r\n\r\n")
+        got = 0
+        while chunk := conn.recv(262144):
+            got += len(chunk)
+    if got < SIZE:
+        raise SystemExit(f"bench: connect_overhead got {got} of {SIZE} bytes")
+    return time.perf_counter() - start
+
+
+def connect_figure(reps: int) -> Figure:
+    figure = Figure("connect_overhead", goal=1.1, unit="ms",
+                    ours_label="10 MB via forwarder, allowlist socket and CONNECT proxy",
+                    baseline_label="the same download straight from the file server")  # fmt: skip
+    records: list[ConnectRecord] = []
+    directory = Path(tempfile.mkdtemp(prefix="wpbench-", dir="/tmp"))
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    host = EgressHost()
+    try:
+        assert server.stdout is not None
+        file_port = int(server.stdout.readline())
+        words = (f"{NAME}:{file_port}", f"127.0.0.1/32:{file_port}")
+        proxy = ConnectSession(
+            host, session="bench", writer=None, socket_path=directory / "connect.sock",
+            allowlist=Allowlist(expand(words, {})[0]), resolve={NAME: ("127.0.0.1",)},
+            limits=ConnectLimits(concurrent=8, total=10**6, header_bytes=16384,
+                                 header_seconds=10, idle_seconds=60),
+            audit=records.append,
+        )  # fmt: skip
+        proxy.start()
+        port, provider_port = _free_port(), _free_port()
+        env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(provider_port),
+               "WRITERPOOL_EGRESS_SOCKET": str(directory / "unused.sock"),
+               "WRITERPOOL_CONNECT_PORT": str(port),
+               "WRITERPOOL_CONNECT_SOCKET": str(proxy.socket_path)}  # fmt: skip
+        forwarder = subprocess.Popen(
+            ["/usr/bin/python3", str(DEFAULT_IMAGES_DIR / "egress-forwarder"), "--background"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            if forwarder.wait(timeout=10) != 0:
+                raise SystemExit("bench: the egress forwarder did not start")
+            tunnel = f"{NAME}:{file_port}"
+            _download(port, tunnel)  # warm both paths once
+            _download(file_port, None)
+            figure.load.append(list(os.getloadavg()))
+            for rep in range(reps):
+                sides = [(port, tunnel, figure.ours), (file_port, None, figure.baseline)]
+                for target, via, samples in sides if rep % 2 == 0 else sides[::-1]:
+                    samples.append(_download(target, via))
+            figure.load.append(list(os.getloadavg()))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(forwarder.pid, 15)
+            proxy.stop()
+    finally:
+        host.close()
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stdout is not None:
+            server.stdout.close()
+        for child in directory.iterdir():
+            child.unlink()
+        directory.rmdir()
+    figure.extra.update({"bytes": SIZE, "auditRecords": len(records)})
+    return figure

@@ -1,0 +1,113 @@
+"""A workspace with an egress allowlist, through the operator's commands on real
+rootless Podman: mode set validates and stores the allowlist, acceptance classifies its
+writers `limited-allowlist` (the harness's allowlist checks pass inside, and the
+isolation control sees the same checks fail uncontained), and egress check names the
+entry that allows a destination."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.writers_support import codes, make_checkout, wp, write_config
+from writerpool.config.paths import Paths
+from writerpool.pool.control import EXPECTED_NETWORK_ESCAPES, run_control
+from writerpool.runtime.probe import run_harness_on_host
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
+
+ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp"
+EGRESS = """
+[egress.sets.corp]
+hosts = ["npm.corp.test"]
+
+[egress.resolve]
+"mirror.corp.test" = ["10.9.8.7"]
+"""
+
+
+@pytest.fixture
+def configured(tmp_path: Path, image_pin: Path) -> Path:
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    write_config(checkout)
+    config = Paths.from_env().config_file
+    config.write_text(config.read_text() + EGRESS)
+    return checkout
+
+
+def finding(report: dict[str, object], code: str) -> dict[str, object]:
+    found = [f for f in report["findings"] if f["code"] == code]  # type: ignore[index,union-attr]
+    assert found, report
+    return found[0]  # type: ignore[no-any-return]
+
+
+def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
+    configured: Path,
+) -> None:
+    paths = Paths.from_env()
+    cases = {
+        "localhost": "allow_set_unknown",
+        "x_y.corp.test": "allow_entry_invalid",
+        "mirror.corp.test,https://x.corp.test": "allow_entry_invalid",
+        "nosuchset": "allow_set_unknown",
+        "host-npm": "allow_set_empty",
+    }
+    for words, code in cases.items():
+        exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
+                               "--allow", words, "--apply")  # fmt: skip
+        assert (exit_code, codes(report)) == (1, [code]), report
+    exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
+                           "--network", "none", "--allow", "a.corp.test", "--apply")  # fmt: skip
+    assert (exit_code, codes(report)) == (1, ["allow_network_unsupported"])
+    assert not paths.modes_file.exists()
+
+
+def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) -> None:
+    wp("control", "--apply", check=True)
+    _, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--allow", ALLOW,
+                   "--apply", check=True)  # fmt: skip
+    accepted = finding(report, "writer_accepted")
+    print("mode set --apply:", accepted["message"])
+    assert str(accepted["message"]).startswith("accepted as limited-allowlist; network provider")
+    _, shown = wp("mode", "show", "demo", check=True)
+    stored = finding(shown, "mode_stored")
+    assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(
+        stored["data"]["command"]  # type: ignore[index]
+    )
+    checks = {
+        "mirror.corp.test": ("egress_check_denied", "address_private"),
+        "a.cdn.corp.test:8443": ("egress_check_allowed", "*.cdn.corp.test:8443"),
+        "npm.corp.test": ("egress_check_allowed", "npm.corp.test"),
+        "http://plain.corp.test": ("egress_check_allowed", "http://plain.corp.test"),
+        "plain.corp.test": ("egress_check_denied", "scheme_not_listed"),
+        "other.corp.test": ("egress_check_denied", "not_listed"),
+    }
+    for target, (code, detail) in checks.items():
+        exit_code, checked = wp("egress", "check", "demo", target)
+        [only] = checked["findings"]
+        print(f"egress check demo {target}:", only["message"])
+        assert (only["code"], exit_code) == (code, 0 if code == "egress_check_allowed" else 1)
+        assert detail in (only["data"].get("entry"), only["data"].get("reason"))
+    assert "(from set corp)" in json.dumps(wp("egress", "check", "demo", "npm.corp.test")[1])
+    # Without an allowlist again: the writer is made limited (and re-accepted as such).
+    _, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply",
+                   check=True)  # fmt: skip
+    assert "accepted as limited;" in finding(report, "writer_accepted")["message"]  # type: ignore[operator]
+    assert "egress_check_denied" in codes(wp("egress", "check", "demo", "npm.corp.test")[1])
+
+
+def test_the_control_sees_the_allowlist_checks_fail_uncontained(tmp_path: Path) -> None:
+    outputs: list[bytes] = []
+
+    def runner(program: Path, env: dict[str, str], cwd: Path) -> bytes:
+        outputs.append(run_harness_on_host(program, env, cwd))
+        return outputs[-1]
+
+    report = run_control(Paths.from_env(), apply=True, runner=runner)
+    assert report.codes() == ["isolation_control_passed"]
+    network = json.loads(outputs[0])["networkChecks"]
+    assert network["allow_listed"]["status"] == "pass"
+    for name in EXPECTED_NETWORK_ESCAPES:
+        assert network[name]["status"] == "fail", (name, network[name])

@@ -1,0 +1,283 @@
+"""The allowlist proxy against a registry-like test host on loopback, through its Unix
+socket as the in-writer forwarder connects: TLS passes through (the test CA verifies
+the host's name end to end), refusals name the host, every connection is audited."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.support.registry import NAME, Registry, registry
+from writerpool.egress.allowlist import Allowlist, expand
+from writerpool.egress.connect import ConnectLimits, ConnectSession
+from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.proxy import EgressHost
+
+LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
+                       idle_seconds=30.0)  # fmt: skip
+
+
+class Records:
+    def __init__(self) -> None:
+        self.items: list[ConnectRecord] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, record: ConnectRecord) -> None:
+        with self._cond:
+            self.items.append(record)
+            self._cond.notify_all()
+
+    def wait(self, count: int) -> list[ConnectRecord]:
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.items) >= count, timeout=20)
+            return list(self.items)
+
+
+@pytest.fixture
+def host() -> Iterator[EgressHost]:
+    egress = EgressHost()
+    yield egress
+    egress.close()
+
+
+@pytest.fixture
+def test_host(tmp_path: Path) -> Iterator[Registry]:
+    with registry(tmp_path / "registry") as served:
+        yield served
+
+
+def open_proxy(
+    host: EgressHost, tmp_path: Path, words: tuple[str, ...], records: Records,
+    resolve: dict[str, tuple[str, ...]], limits: ConnectLimits = LIMITS,
+) -> ConnectSession:  # fmt: skip
+    proxy = ConnectSession(
+        host, session="s-0123456789abcdef", writer="ws-w1",
+        socket_path=tmp_path / "egress" / "connect.sock",
+        allowlist=Allowlist(expand(words, {})[0]), resolve=resolve, limits=limits,
+        audit=records,
+    )  # fmt: skip
+    proxy.start()
+    return proxy
+
+
+def dial(proxy: ConnectSession) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(20)
+    sock.connect(str(proxy.socket_path))
+    return sock
+
+
+def head_of(sock: socket.socket) -> str:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("latin-1")
+
+
+def connect(proxy: ConnectSession, target: str) -> tuple[socket.socket, str]:
+    sock = dial(proxy)
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    return sock, head_of(sock)
+
+
+def fetch_over_tls(sock: socket.socket, ca: Path, name: str, path: str) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca))
+    with context.wrap_socket(sock, server_hostname=name) as tls:
+        tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := tls.recv(65536):
+            data += chunk
+    return data
+
+
+def test_a_listed_host_is_reached_through_tls_the_proxy_never_opens(
+    host: EgressHost, tmp_path: Path, test_host: Registry
+) -> None:
+    records = Records()
+    words = (test_host.entry, "127.0.0.1/32")
+    proxy = open_proxy(host, tmp_path, words, records, {NAME: ("127.0.0.1",)})
+    try:
+        sock, head = connect(proxy, test_host.entry)
+        assert head.startswith("HTTP/1.1 200 ")
+        page = fetch_over_tls(sock, test_host.ca, NAME, "/simple/wptiny/")
+        assert b"200 OK" in page.split(b"\r\n")[0] and b"wptiny-0.1-py3-none-any.whl" in page
+    finally:
+        proxy.stop()
+    [record] = records.wait(1)
+    assert (record.allowed, record.reason, record.entry) == (True, "allowed", test_host.entry)
+    assert record.address == "127.0.0.1" and record.bytes_down > len(page) // 2
+    assert not proxy.socket_path.exists()
+
+
+def test_refusals_name_the_host_and_reason_and_are_audited(
+    host: EgressHost, tmp_path: Path, test_host: Registry
+) -> None:
+    records = Records()
+    resolve = {NAME: ("127.0.0.1",), "rebind.test": ("127.0.0.2",),
+               "inside.test": ("10.20.30.40",), "meta.test": ("169.254.169.254",)}  # fmt: skip
+    words = (test_host.entry, "127.0.0.1/32", f"rebind.test:{test_host.port}",
+             "inside.test", "meta.test")  # fmt: skip
+    proxy = open_proxy(host, tmp_path, words, records, resolve)
+    cases = {
+        "unlisted.test:443": "not_listed",
+        f"{NAME}:8443": "port_not_listed",
+        f"rebind.test:{test_host.port}": "address_loopback",
+        "inside.test:443": "address_private",
+        "meta.test:443": "address_metadata",
+        "10.0.0.1:443": "not_listed",
+        "127.0.0.1:22": "port_not_listed",
+        "[::1]:443": "not_listed",
+    }
+    try:
+        for target, reason in cases.items():
+            sock, head = connect(proxy, target)
+            with sock:
+                status = head.split("\r\n")[0]
+                assert status.startswith("HTTP/1.1 403 writerpool: "), status
+                assert f"is not allowed ({reason})" in status and target in status
+                assert f"{target} is not allowed" in head.partition("\r\n\r\n")[2]
+                assert sock.recv(1) == b""  # closed after the answer
+    finally:
+        proxy.stop()
+    seen = {r.destination: (r.allowed, r.reason) for r in records.wait(len(cases))}
+    assert seen == {t: (False, r) for t, r in cases.items()}
+    assert proxy.denied == cases
+
+
+def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
+    host: EgressHost, tmp_path: Path
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append((self.path, self.headers.get("Host", "")))
+            body = b"plain answer"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    records = Records()
+    words = (f"http://plain.test:{port}", "127.0.0.1/32", f"tls-only.test:{port}")
+    resolve = {"plain.test": ("127.0.0.1",), "tls-only.test": ("127.0.0.1",)}
+    proxy = open_proxy(host, tmp_path, words, records, resolve)
+    try:
+        sock = dial(proxy)
+        sock.sendall(f"GET http://plain.test:{port}/a?b=1 HTTP/1.1\r\nHost: evil.test\r\n"
+                     "Proxy-Authorization: Basic eDp5\r\n\r\n".encode())  # fmt: skip
+        with sock:
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"plain answer")
+        assert asked == [("/a?b=1", f"plain.test:{port}")]
+        for target in (f"http://tls-only.test:{port}/", f"http://unlisted.test:{port}/"):
+            sock = dial(proxy)
+            sock.sendall(f"GET {target} HTTP/1.1\r\n\r\n".encode())
+            with sock:
+                assert head_of(sock).startswith("HTTP/1.1 403 writerpool: ")
+        sock, head = connect(proxy, f"plain.test:{port}")  # an http:// entry: no CONNECT
+        sock.close()
+        assert "(scheme_not_listed)" in head.split("\r\n")[0]
+    finally:
+        proxy.stop()
+        server.shutdown()
+        server.server_close()
+    reasons = sorted(r.reason for r in records.wait(4))
+    assert reasons == ["allowed", "not_listed", "scheme_not_listed", "scheme_not_listed"]
+
+
+def test_caps_bound_headers_time_and_connections(host: EgressHost, tmp_path: Path) -> None:
+    records = Records()
+    limits = ConnectLimits(concurrent=2, total=6, header_bytes=1024, header_seconds=1.0,
+                           idle_seconds=30.0)  # fmt: skip
+    proxy = open_proxy(host, tmp_path, ("a.example.test",), records, {}, limits)
+    try:
+        big = dial(proxy)
+        big.sendall(b"CONNECT a.example.test:443 HTTP/1.1\r\nX: " + b"y" * 4000 + b"\r\n\r\n")
+        assert "(header_too_large)" in head_of(big)
+        big.close()
+        silent = dial(proxy)  # sends nothing: cut at the header deadline
+        assert silent.recv(1) == b""
+        silent.close()
+        held = [dial(proxy) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while len(records.items) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        third = dial(proxy)
+        assert "(cap_concurrent)" in head_of(third)
+        third.close()
+        for sock in held:
+            sock.close()
+        records.wait(5)
+        later = [dial(proxy) for _ in range(2)]
+        answers = [head_of(s) for s in later[1:]]
+        assert all("(cap_connections)" in a for a in answers)
+        for sock in later:
+            sock.close()
+    finally:
+        proxy.stop()
+    reasons = sorted(r.reason for r in records.wait(7))
+    assert {"header_too_large", "header_timeout", "cap_concurrent", "cap_connections"} <= set(
+        reasons
+    )
+
+
+def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path: Path) -> None:
+    """A download keeps its tunnel open past the idle timeout though the client sends
+    nothing; a tunnel with no byte either way is cut."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    records = Records()
+    limits = ConnectLimits(concurrent=4, total=10, header_bytes=4096, header_seconds=5.0,
+                           idle_seconds=2.5)  # fmt: skip
+    words = (f"idle.test:{port}", f"127.0.0.1/32:{port}")
+    proxy = open_proxy(host, tmp_path, words, records, {"idle.test": ("127.0.0.1",)}, limits)
+
+    def trickle() -> None:
+        upstream, _ = listener.accept()
+        with upstream:
+            for _ in range(10):  # 3 s, longer than the idle timeout, a byte every 0.3 s
+                upstream.sendall(b"x")
+                time.sleep(0.3)
+        idle, _ = listener.accept()
+        with idle:
+            idle.recv(1)  # sends nothing; returns when the proxy cuts the tunnel
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    try:
+        busy, head = connect(proxy, f"idle.test:{port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with busy:
+            got = b""
+            while chunk := busy.recv(16):
+                got += chunk
+        assert got == b"x" * 10
+        quiet, head = connect(proxy, f"idle.test:{port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with quiet:
+            assert quiet.recv(1) == b""  # cut after the idle timeout
+        server.join(timeout=20)
+        assert not server.is_alive()
+    finally:
+        proxy.stop()
+        listener.close()
+    assert sorted(r.bytes_down for r in records.wait(2)) == [0, 10]

@@ -1,0 +1,185 @@
+"""The allowlist's entries, decisions, address judgements and derived sets (pure)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from writerpool.config.models import Config, parse_config
+from writerpool.egress.allowlist import Allowlist, address_refusal, expand, parse_entry
+from writerpool.egress.connect_model import origin_head, parse_head, refusal_head
+from writerpool.egress.derived import derived_sets, resolve_allowlist, url_entry
+from writerpool.errors import WriterpoolError
+
+
+def allow(*words: str, sets: dict[str, tuple[str, ...]] | None = None) -> Allowlist:
+    return Allowlist(expand(words, sets or {})[0])
+
+
+@pytest.mark.parametrize(
+    ("word", "text", "port", "scheme"),
+    [
+        ("Mirror.Example.test", "mirror.example.test", 443, "https"),
+        ("mirror.example.test:8443", "mirror.example.test:8443", 8443, "https"),
+        ("*.example.test", "*.example.test", 443, "https"),
+        ("http://plain.example.test", "http://plain.example.test", 80, "http"),
+        ("http://plain.example.test:8080/", "http://plain.example.test:8080", 8080, "http"),
+        ("10.1.0.0/16", "10.1.0.0/16", 443, "https"),
+        ("192.0.2.7", "192.0.2.7/32", 443, "https"),
+        ("[fd00::/8]:8443", "[fd00::/8]:8443", 8443, "https"),
+    ],
+)
+def test_entries_parse_to_one_canonical_spelling(
+    word: str, text: str, port: int, scheme: str
+) -> None:
+    entry = parse_entry(word)
+    assert (entry.text, entry.port, entry.scheme) == (text, port, scheme)
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["", "localhost", "https://x.example.test", "ftp://x.example.test", "user@x.example.test",
+     "x.example.test:0", "x.example.test:99999", "x.example.test:https", "10.1.0.1/16",
+     "http://10.0.0.0/8", "-x.example.test", "x_y.example.test", "*.*.example.test",
+     "x.example.test/path"],
+)  # fmt: skip
+def test_bad_entries_are_refused_with_a_stable_code(word: str) -> None:
+    with pytest.raises(WriterpoolError) as caught:
+        expand((word,), {"pypi-mirror": ("mirror.example.test",)})
+    assert caught.value.code in {"allow_entry_invalid", "allow_set_unknown"}
+
+
+def test_decisions_name_the_entry_and_the_reason() -> None:
+    listed = allow("mirror.example.test", "*.cdn.example.test:8443", "http://plain.example.test")
+    assert listed.decide("MIRROR.example.test.", 443).entry == "mirror.example.test"
+    assert listed.decide("mirror.example.test", 80).reason == "port_not_listed"
+    assert listed.decide("mirror.example.test", 80, "http").reason == "scheme_not_listed"
+    assert listed.decide("a.cdn.example.test", 8443).entry == "*.cdn.example.test:8443"
+    assert listed.decide("cdn.example.test", 8443).reason == "not_listed"
+    assert listed.decide("evil-mirror.example.test", 443).reason == "not_listed"
+    assert listed.decide("plain.example.test", 80, "http").allowed
+    assert listed.decide("plain.example.test", 443).reason == "scheme_not_listed"
+    assert listed.decide("a b", 443).reason == "name_invalid"
+    assert listed.decide("10.0.0.1", 443).reason == "not_listed"
+
+
+def test_a_range_entry_admits_literal_addresses_and_private_answers() -> None:
+    listed = allow("10.1.0.0/16", "mirror.example.test")
+    assert listed.decide("10.1.2.3", 443).entry == "10.1.0.0/16"
+    assert listed.decide("10.1.2.3", 80).reason == "port_not_listed"
+    assert listed.decide("10.2.0.1", 443).reason == "not_listed"
+    assert address_refusal(ipaddress.ip_address("10.1.9.9"), listed.ranges) is None
+    assert address_refusal(ipaddress.ip_address("10.2.9.9"), listed.ranges) == "address_private"
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "address_loopback"),
+        ("127.8.9.10", "address_loopback"),
+        ("::1", "address_loopback"),
+        ("::ffff:127.0.0.1", "address_loopback"),
+        ("10.0.0.1", "address_private"),
+        ("192.168.1.1", "address_private"),
+        ("fd12::1", "address_private"),
+        ("169.254.169.254", "address_metadata"),
+        ("169.254.1.1", "address_link_local"),
+        ("fe80::1", "address_link_local"),
+        ("100.64.0.1", "address_shared"),
+        ("224.0.0.1", "address_multicast"),
+        ("0.0.0.0", "address_private"),
+        ("192.0.2.1", "address_private"),
+        ("198.51.100.1", "address_private"),
+        ("240.0.0.1", "address_private"),
+        ("8.8.8.8", None),
+        ("2001:4860::1", None),
+    ],
+)
+def test_addresses_are_judged_after_resolution(address: str, reason: str | None) -> None:
+    assert address_refusal(ipaddress.ip_address(address), ()) == reason
+
+
+def test_sets_expand_in_order_without_repeats_and_unknown_or_empty_sets_are_refused() -> None:
+    sets = {"corp": ("mirror.example.test", "npm.example.test"), "host-npm": ()}
+    entries, origin = expand(("mirror.example.test", "corp"), sets)
+    assert [e.text for e in entries] == ["mirror.example.test", "npm.example.test"]
+    assert origin["npm.example.test"] == ("corp",)
+    with pytest.raises(WriterpoolError) as unknown:
+        expand(("nosuchset",), sets)
+    assert unknown.value.code == "allow_set_unknown"
+    with pytest.raises(WriterpoolError) as empty:
+        expand(("host-npm",), sets)
+    assert empty.value.code == "allow_set_empty"
+    with pytest.raises(WriterpoolError) as many:
+        expand(tuple(f"h{i}.example.test" for i in range(65)), {})
+    assert many.value.code == "allow_too_many"
+
+
+def test_sets_derive_from_the_hosts_pip_uv_and_npm_configuration(tmp_path: Path) -> None:
+    (tmp_path / ".config" / "pip").mkdir(parents=True)
+    (tmp_path / ".config" / "pip" / "pip.conf").write_text(
+        "[global]\nindex-url = https://user:token@pypi.corp.test/simple\n"
+        "extra-index-url = http://extra.corp.test:8080/simple https://pypi.corp.test/x\n"
+    )
+    (tmp_path / ".config" / "uv").mkdir()
+    (tmp_path / ".config" / "uv" / "uv.toml").write_text(
+        '[[index]]\nname = "corp"\nurl = "https://uv.corp.test:8443/simple"\n'
+    )
+    (tmp_path / ".npmrc").write_text(
+        "registry=https://npm.corp.test/\n@scope:registry=https://scoped.corp.test\n"
+    )
+    sets = derived_sets({"HOME": str(tmp_path)})
+    assert sets["host-pip"] == ("pypi.corp.test", "http://extra.corp.test:8080")
+    assert sets["host-uv"] == ("uv.corp.test:8443",)
+    assert sets["host-npm"] == ("npm.corp.test", "scoped.corp.test")
+    assert derived_sets({"HOME": str(tmp_path / "empty")})["host-pip"] == ()
+    assert url_entry("file:///srv/wheels") is None
+
+
+def test_config_sets_are_validated_and_combine_with_derived_ones(tmp_path: Path) -> None:
+    config = parse_config(
+        b'[egress.sets.corp]\nhosts = ["mirror.corp.test", "*.cdn.corp.test"]\n'
+        b'[egress.resolve]\n"mirror.corp.test" = ["192.0.2.10"]\n'
+    )
+    entries, origin = resolve_allowlist(config, ("corp",), {"HOME": str(tmp_path)})
+    assert [e.text for e in entries] == ["mirror.corp.test", "*.cdn.corp.test"]
+    assert origin["*.cdn.corp.test"] == ("corp",)
+    for bad in (b'[egress.sets.corp]\nhosts = ["localhost"]\n',
+                b'[egress.sets.host-pip]\nhosts = ["a.corp.test"]\n',
+                b'[egress.resolve]\n"a.corp.test" = ["not-an-address"]\n'):  # fmt: skip
+        with pytest.raises(WriterpoolError) as caught:
+            parse_config(bad)
+        assert caught.value.code == "config_invalid"
+    assert Config().egress.sets == {}
+
+
+def test_request_heads_parse_and_plain_requests_go_upstream_in_origin_form() -> None:
+    connect = parse_head(b"CONNECT mirror.example.test:8443 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert connect is not None and (connect.host, connect.port, connect.scheme) == (
+        "mirror.example.test", 8443, "https")  # fmt: skip
+    v6 = parse_head(b"CONNECT [2001:db8::1]:443 HTTP/1.1\r\n\r\n")
+    assert v6 is not None and (v6.host, v6.destination) == ("2001:db8::1", "[2001:db8::1]:443")
+    plain = parse_head(
+        b"GET http://plain.example.test/simple/?x=1 HTTP/1.1\r\nHost: other.test\r\n"
+        b"Proxy-Authorization: Basic eA==\r\nAccept: */*\r\n\r\n"
+    )
+    assert plain is not None and (plain.port, plain.path) == (80, "/simple/?x=1")
+    head = origin_head(plain).decode()
+    assert head.startswith("GET /simple/?x=1 HTTP/1.1\r\nHost: plain.example.test\r\n")
+    assert "Proxy-Authorization" not in head and "other.test" not in head
+    assert head.endswith("Accept: */*\r\nConnection: close\r\n\r\n")
+    for bad in (b"GET /relative HTTP/1.1\r\n\r\n", b"CONNECT host:x HTTP/1.1\r\n\r\n",
+                b"CONNECT a.test:443 HTTP/2\r\n\r\n", b"CONNECT a.test:443 HTTP/1.1\r\nbad\r\n\r\n",
+                "CONNECT ü.test:443 HTTP/1.1\r\n\r\n".encode()):  # fmt: skip
+        assert parse_head(bad) is None
+
+
+def test_a_refusal_names_the_host_in_its_status_line_and_body() -> None:
+    answer = refusal_head(403, "evil.example.test:443", "not_listed").decode()
+    status, _, rest = answer.partition("\r\n")
+    assert status == "HTTP/1.1 403 writerpool: evil.example.test:443 is not allowed (not_listed)"
+    body = rest.partition("\r\n\r\n")[2]
+    assert "evil.example.test:443 is not allowed" in body
+    assert f"Content-Length: {len(body)}" in rest

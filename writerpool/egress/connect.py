@@ -1,0 +1,381 @@
+"""The per-session allowlist proxy: a Unix socket in, listed hosts out.
+
+It answers `CONNECT host:port` (TLS passes through untouched: no interception) and,
+for `http://` entries only, plain HTTP requests in absolute form (one request per
+connection). A name is checked against the session's allowlist, resolved here (the
+configured `[egress.resolve]` names first, then DNS), every address judged
+(allowlist.address_refusal), and the proxy connects to an address it checked, so a
+name that resolves elsewhere later changes nothing. A refusal is answered with a 403
+whose status line names the host. One audit record per connection.
+
+Caps per session: connections in total and at once, header bytes, a deadline for the
+header block, an idle timeout on open tunnels. The class has the start/stop shape of
+`EgressSession` and runs on the loop of whatever hosts the session's proxies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from writerpool.config.models import Egress
+from writerpool.egress import connect_model as cm
+from writerpool.egress.allowlist import (
+    Address,
+    Allowlist,
+    Decision,
+    address_refusal,
+    normalize_host,
+    parse_address,
+)
+from writerpool.egress.connect_model import ConnectRecord, Request
+from writerpool.egress.sockets import listening_socket, unlink_socket
+from writerpool.errors import WriterpoolError
+
+__all__ = ["ConnectLimits", "ConnectSession"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CHUNK = 65536
+CONNECT_TIMEOUT = 10.0
+RESOLVE_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+AUDIT_PAST_CAP = 100
+DENIED_KEPT = 32  # distinct denied destinations a session remembers for its turns
+
+
+class LoopRunner(Protocol):
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T: ...
+
+
+@dataclass(frozen=True)
+class ConnectLimits:
+    concurrent: int
+    total: int
+    header_bytes: int
+    header_seconds: float
+    idle_seconds: float
+
+    @classmethod
+    def of(cls, egress: Egress) -> ConnectLimits:
+        return cls(egress.connect_concurrent, egress.connect_total, egress.header_bytes,
+                   egress.header_seconds, egress.idle_seconds)  # fmt: skip
+
+
+@dataclass
+class _Connection:
+    started: float = field(default_factory=time.monotonic)
+    method: str = "?"
+    destination: str = "<refused>"
+    decision: Decision = field(default_factory=lambda: Decision(False, cm.BAD_REQUEST))
+    address: str | None = None
+    up: int = 0
+    down: int = 0
+    last: float = field(default_factory=time.monotonic)  # the tunnel's last byte, either way
+
+
+class ConnectSession:
+    """One session's allowlist proxy on its own socket."""
+
+    def __init__(
+        self,
+        runner: LoopRunner,
+        *,
+        session: str,
+        writer: str | None,
+        socket_path: Path,
+        allowlist: Allowlist,
+        resolve: Mapping[str, tuple[str, ...]],
+        limits: ConnectLimits,
+        audit: Callable[[ConnectRecord], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.writer = writer
+        self.socket_path = socket_path
+        self.allowlist = allowlist
+        self.limits = limits
+        self._runner = runner
+        self._resolve = dict(resolve)
+        self._audit = audit
+        self._server: asyncio.AbstractServer | None = None
+        self._inode: int | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._count = 0
+        self._active = 0
+        self._denied: dict[str, str] = {}
+        self._stopped = False
+
+    @property
+    def denied(self) -> dict[str, str]:
+        """Destinations refused so far (at most DENIED_KEPT) and why."""
+        return dict(self._denied)
+
+    def start(self) -> None:
+        self._runner.run(self._start(), STOP_TIMEOUT)
+
+    def stop(self) -> None:
+        """Stop listening, end open tunnels, remove the socket. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._runner.run(self._stop(), STOP_TIMEOUT)
+        except (WriterpoolError, TimeoutError):
+            log.warning("egress: a session's allowlist proxy did not stop cleanly")
+        finally:
+            unlink_socket(self.socket_path, self._inode)
+
+    async def _start(self) -> None:
+        sock, self._inode = listening_socket(self.socket_path)
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._accept, sock=sock, limit=self.limits.header_bytes
+            )
+        except BaseException:
+            sock.close()
+            unlink_socket(self.socket_path, self._inode)
+            raise
+
+    async def _stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=STOP_TIMEOUT / 2)
+        self._server = None
+
+    # -- one connection ----------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        self._count += 1
+        self._active += 1
+        conn = _Connection()
+        try:
+            await self._serve(reader, writer, conn)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass  # the agent's side went away; the record says how far it got
+        finally:
+            self._active -= 1
+            await _close(writer)
+            if task is not None:
+                self._tasks.discard(task)
+            self._emit(conn)
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
+    ) -> None:
+        cap = self._cap_refusal()
+        if cap is not None:
+            conn.decision = Decision(False, cap)
+            await _answer(writer, cm.refusal_head(429, "-", cap))
+            return
+        request = await self._read_head(reader, writer, conn)
+        if request is None:
+            return
+        conn.method = request.method
+        name = normalize_host(request.host)
+        conn.destination = request.destination if name is not None else "<refused>"
+        conn.decision = self.allowlist.decide(request.host, request.port, request.scheme)
+        if not conn.decision.allowed:
+            await self._refuse(writer, conn, 403)
+            return
+        body = cm.body_length(request) if request.scheme == "http" else 0
+        if body is None:
+            conn.decision = Decision(False, cm.BODY_REFUSED)
+            await self._refuse(writer, conn, 400)
+            return
+        upstream = await self._open(name or request.host, request.port, conn)
+        if upstream is None:
+            unreachable = conn.decision.reason in (cm.UPSTREAM_FAILED, cm.RESOLVE_FAILED)
+            await self._refuse(writer, conn, 502 if unreachable else 403)
+            return
+        await self._relay(request, body, reader, writer, upstream, conn)
+
+    def _cap_refusal(self) -> str | None:
+        if self._count > self.limits.total:
+            return cm.CAP_CONNECTIONS
+        if self._active > self.limits.concurrent:
+            return cm.CAP_CONCURRENT
+        return None
+
+    async def _read_head(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
+    ) -> Request | None:
+        try:
+            head = await asyncio.wait_for(
+                reader.readuntil(b"\r\n\r\n"), self.limits.header_seconds
+            )
+        except asyncio.LimitOverrunError:
+            conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
+            await _answer(writer, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
+            return None
+        except TimeoutError:
+            conn.decision = Decision(False, cm.HEADER_TIMEOUT)
+            return None
+        request = cm.parse_head(head)
+        if request is None:
+            await _answer(writer, cm.refusal_head(400, "-", cm.BAD_REQUEST))
+        return request
+
+    async def _refuse(self, writer: asyncio.StreamWriter, conn: _Connection, status: int) -> None:
+        reason = conn.decision.reason
+        if conn.destination not in self._denied and len(self._denied) < DENIED_KEPT:
+            self._denied[conn.destination] = reason
+        await _answer(writer, cm.refusal_head(status, conn.destination, reason))
+
+    async def _addresses(self, host: str, port: int) -> list[Address]:
+        literal = parse_address(host)
+        if literal is not None:
+            return [literal]
+        mapped = self._resolve.get(host)
+        if mapped is not None:
+            return [a for a in map(parse_address, mapped) if a is not None]
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
+        )
+        found = (parse_address(str(info[4][0]).partition("%")[0]) for info in infos)
+        return list(dict.fromkeys(a for a in found if a is not None))
+
+    async def _open(
+        self, host: str, port: int, conn: _Connection
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        entry = conn.decision.entry
+        try:
+            addresses = await self._addresses(host, port)
+        except (OSError, TimeoutError):
+            addresses = []
+        if not addresses:
+            conn.decision = Decision(False, cm.RESOLVE_FAILED, entry)
+            return None
+        refusals = [address_refusal(a, self.allowlist.ranges) for a in addresses]
+        usable = [a for a, why in zip(addresses, refusals, strict=True) if why is None]
+        if not usable:
+            conn.decision = Decision(False, next(r for r in refusals if r), entry)
+            return None
+        for address in usable:  # bounded: one resolution's answers
+            try:
+                opened = await asyncio.wait_for(
+                    asyncio.open_connection(str(address), port, limit=CHUNK), CONNECT_TIMEOUT
+                )
+            except (OSError, TimeoutError):
+                continue
+            conn.address = str(address)
+            return opened
+        conn.decision = Decision(False, cm.UPSTREAM_FAILED, entry)
+        return None
+
+    async def _relay(
+        self,
+        request: Request,
+        body: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        conn: _Connection,
+    ) -> None:
+        up_reader, up_writer = upstream
+        try:
+            if request.scheme == "https":
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await writer.drain()
+                await asyncio.gather(
+                    self._pipe(reader, up_writer, conn, "up", None),
+                    self._pipe(up_reader, writer, conn, "down", None),
+                )
+            else:
+                up_writer.write(cm.origin_head(request))
+                await self._pipe(reader, up_writer, conn, "up", body)
+                await self._pipe(up_reader, writer, conn, "down", None)
+        finally:
+            up_writer.transport.abort()
+
+    async def _pipe(
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        conn: _Connection,
+        direction: str,
+        limit: int | None,
+    ) -> None:
+        """Copy until end of input (or `limit` bytes), then half-close. A tunnel with no
+        byte either way for the idle timeout is cut (a long download keeps it alive)."""
+        left = limit
+        idle = self.limits.idle_seconds
+        try:
+            while left is None or left > 0:
+                size = CHUNK if left is None else min(CHUNK, left)
+                try:
+                    data = await asyncio.wait_for(source.read(size), idle)
+                except TimeoutError:
+                    if time.monotonic() - conn.last < idle:
+                        continue  # the other direction is busy
+                    raise
+                if not data:
+                    break
+                conn.last = time.monotonic()
+                if left is not None:
+                    left -= len(data)
+                if direction == "up":
+                    conn.up += len(data)
+                else:
+                    conn.down += len(data)
+                sink.write(data)
+                await sink.drain()
+            if sink.can_write_eof():
+                sink.write_eof()
+        except (TimeoutError, ConnectionError, OSError):
+            sink.transport.abort()
+
+    def _emit(self, conn: _Connection) -> None:
+        # Past the connection cap only so many refusals are audited: an agent cannot
+        # grow the audit log without bound.
+        if self._audit is None or self._count > self.limits.total + AUDIT_PAST_CAP:
+            return
+        record = ConnectRecord(
+            session=self.session,
+            writer=self.writer,
+            method=conn.method,
+            destination=conn.destination,
+            allowed=conn.decision.allowed,
+            reason=conn.decision.reason,
+            entry=conn.decision.entry,
+            address=conn.address,
+            bytes_up=conn.up,
+            bytes_down=conn.down,
+            duration_ms=int((time.monotonic() - conn.started) * 1000),
+        )
+        future = asyncio.get_running_loop().run_in_executor(None, self._audit, record)
+        future.add_done_callback(_log_audit_failure)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    """Close after what was written is sent; a peer that does not read is cut."""
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), 2.0)
+    except (TimeoutError, ConnectionError, OSError):
+        writer.transport.abort()
+
+
+async def _answer(writer: asyncio.StreamWriter, data: bytes) -> None:
+    with contextlib.suppress(ConnectionError, OSError):
+        writer.write(data)
+        await writer.drain()
+
+
+def _log_audit_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("egress: an allowlist audit record could not be written")

@@ -1,0 +1,152 @@
+"""What the allowlist proxy decides and reports: records and parsed requests, no I/O."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from writerpool.egress.allowlist import Scheme
+
+# Reasons beyond the allowlist's own (allowlist.py) and the address judgements.
+OK = "allowed"
+BAD_REQUEST = "bad_request"
+HEADER_TOO_LARGE = "header_too_large"
+HEADER_TIMEOUT = "header_timeout"
+CAP_CONNECTIONS = "cap_connections"
+CAP_CONCURRENT = "cap_concurrent"
+RESOLVE_FAILED = "resolve_failed"
+UPSTREAM_FAILED = "upstream_failed"
+BODY_REFUSED = "body_refused"
+
+REQUEST_LINE = re.compile(r"^([A-Z]{1,16}) (\S{1,2048}) HTTP/1\.[01]$")
+ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request's head as the proxy needs it: where to, which scheme, what to send on."""
+
+    method: str
+    host: str
+    port: int
+    scheme: Scheme
+    path: str  # origin-form target of a plain HTTP request; "" for CONNECT
+    headers: tuple[tuple[str, str], ...]
+
+    @property
+    def destination(self) -> str:
+        return f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
+
+
+@dataclass(frozen=True)
+class ConnectRecord:
+    """One connection through a session's allowlist proxy. Never a body or a header."""
+
+    session: str
+    writer: str | None
+    method: str
+    destination: str  # host:port as asked (sanitized), or "<refused>"
+    allowed: bool
+    reason: str
+    entry: str | None
+    address: str | None  # the address connected to
+    bytes_up: int
+    bytes_down: int
+    duration_ms: int
+
+
+def _split_authority(authority: str, default: int) -> tuple[str, int] | None:
+    host, port = authority, default
+    if authority.startswith("["):
+        inner, _, rest = authority[1:].partition("]")
+        host = inner
+        if rest:
+            if not rest.startswith(":") or not rest[1:].isdigit():
+                return None
+            port = int(rest[1:])
+    elif ":" in authority:
+        host, _, text = authority.rpartition(":")
+        if not text.isdigit():
+            return None
+        port = int(text)
+    if not host or not 1 <= port <= 65535:
+        return None
+    return host, port
+
+
+def parse_head(head: bytes) -> Request | None:
+    """The request in a header block (through the blank line); None when malformed."""
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\r\n")
+    matched = REQUEST_LINE.fullmatch(lines[0])
+    if matched is None:
+        return None
+    method, target = matched.groups()
+    headers: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name):
+            return None
+        headers.append((name, value.strip()))
+    if method == "CONNECT":
+        parts = _split_authority(target, 443)
+        if parts is None:
+            return None
+        return Request(method, parts[0], parts[1], "https", "", tuple(headers))
+    absolute = ABSOLUTE.fullmatch(target)
+    if absolute is None:
+        return None
+    parts = _split_authority(absolute.group(1), 80)
+    if parts is None:
+        return None
+    path = absolute.group(2) or "/"
+    return Request(method, parts[0], parts[1], "http", path, tuple(headers))
+
+
+# Headers a plain HTTP request does not carry upstream: the proxy's own and hop-by-hop.
+_DROPPED = frozenset(
+    {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "te",
+     "trailer", "upgrade", "host", "transfer-encoding"}
+)  # fmt: skip
+
+
+def origin_head(request: Request) -> bytes:
+    """The request head sent upstream for plain HTTP: origin-form, one request only."""
+    host = request.destination if request.port != 80 else request.host
+    lines = [f"{request.method} {request.path} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{n}: {v}" for n, v in request.headers if n.lower() not in _DROPPED]
+    lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def body_length(request: Request) -> int | None:
+    """The request body's declared length (0 when none); None when it cannot be relayed
+    as one bounded request (chunked or several lengths)."""
+    lengths = [v for n, v in request.headers if n.lower() == "content-length"]
+    if any(n.lower() == "transfer-encoding" for n, _ in request.headers) or len(lengths) > 1:
+        return None
+    if not lengths:
+        return 0
+    return int(lengths[0]) if lengths[0].isdigit() else None
+
+
+def refusal_head(status: int, destination: str, reason: str) -> bytes:
+    """The answer to a refused request: the status line itself names the host (clients
+    often show only that), the body says it again in words."""
+    words = {
+        403: f"writerpool: {destination} is not allowed ({reason})",
+        400: f"writerpool: a malformed proxy request ({reason})",
+        429: f"writerpool: the session's allowlist proxy cap is reached ({reason})",
+        502: f"writerpool: {destination} could not be reached ({reason})",
+    }[status]
+    body = (words + "; `writerpool egress check` names what is allowed\n").encode("ascii")
+    head = (
+        f"HTTP/1.1 {status} {words}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode("ascii")
+    return head + body
