@@ -7,6 +7,10 @@ server on loopback. Baseline: the same request straight to the file server. Each
 request opens a fresh connection on both sides. The bytes are not TLS: a tunnel relays
 TLS records unopened, so encryption would cost both sides the same. The file server
 runs in a process of its own, as a real registry is elsewhere.
+
+The direct side is a kernel-only loopback copy (about 1-2 GB/s here), so the figure is
+the relays' whole cost. A second pair of samples paces the server at 50 MB/s, a fast
+registry mirror, and shows what that cost is next to a real transfer.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,9 +35,11 @@ from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 SIZE = 10 * 1024 * 1024
 NAME = "files.bench.test"
+PACED_MB_S = 50
 SERVER = """
-import socket, sys, threading
+import socket, sys, threading, time
 body = b"x" * int(sys.argv[1])
+rate = float(sys.argv[2])  # bytes a second for paced requests
 listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(64)
 print(listener.getsockname()[1], flush=True)
 def serve(conn):
@@ -43,7 +50,14 @@ def serve(conn):
             if not chunk:
                 return
             seen += chunk
-        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
+        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body))
+        if b"paced" not in seen:
+            conn.sendall(body)
+            return
+        start, step = time.monotonic(), 1 << 20
+        for offset in range(0, len(body), step):
+            conn.sendall(body[offset:offset + step])
+            time.sleep(max(0.0, start + (offset + step) / rate - time.monotonic()))
 while True:
     conn, _ = listener.accept()
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
@@ -56,7 +70,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _download(port: int, tunnel: str | None) -> float:
+def _download(port: int, tunnel: str | None, paced: bool = False) -> float:
     """Seconds to fetch the whole file (through a CONNECT tunnel when `tunnel` is set)."""
     start = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
@@ -65,7 +79,7 @@ def _download(port: int, tunnel: str | None) -> float:
             head = conn.recv(4096)
             if not head.startswith(b"HTTP/1.1 200"):
                 raise SystemExit(f"bench: connect_overhead tunnel refused: {head[:120]!r}")
-        conn.sendall(b"GET /file HTTP/1.1\r\nHost: bench\r\n\r\n")
+        conn.sendall(b"GET /%s HTTP/1.1\r\nHost: bench\r\n\r\n" % (b"paced" if paced else b"file"))
         got = 0
         while chunk := conn.recv(262144):
             got += len(chunk)
@@ -80,7 +94,8 @@ def connect_figure(reps: int) -> Figure:
                     baseline_label="the same download straight from the file server")  # fmt: skip
     records: list[ConnectRecord] = []
     directory = Path(tempfile.mkdtemp(prefix="wpbench-", dir="/tmp"))
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE)],
+    paced: dict[str, list[float]] = {"ours": [], "baseline": []}
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE), str(PACED_MB_S * 1e6)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
     host = EgressHost()
     try:
@@ -115,6 +130,10 @@ def connect_figure(reps: int) -> Figure:
                 sides = [(port, tunnel, figure.ours), (file_port, None, figure.baseline)]
                 for target, via, samples in sides if rep % 2 == 0 else sides[::-1]:
                     samples.append(_download(target, via))
+            for rep in range(max(3, reps // 3)):
+                pairs = [(port, tunnel, "ours"), (file_port, None, "baseline")]
+                for target, via, side in pairs if rep % 2 == 0 else pairs[::-1]:
+                    paced[side].append(_download(target, via, paced=True))
             figure.load.append(list(os.getloadavg()))
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -129,5 +148,14 @@ def connect_figure(reps: int) -> Figure:
         for child in directory.iterdir():
             child.unlink()
         directory.rmdir()
-    figure.extra.update({"bytes": SIZE, "auditRecords": len(records)})
+    figure.extra.update({"bytes": SIZE, "auditRecords": len(records),
+                         "pacedMBs": PACED_MB_S, "pacedOurs": paced["ours"],
+                         "pacedBaseline": paced["baseline"]})  # fmt: skip
     return figure
+
+
+def paced_line(figure: Figure) -> str:
+    ours = statistics.median(figure.extra["pacedOurs"]) * 1000
+    base = statistics.median(figure.extra["pacedBaseline"]) * 1000
+    return (f"  at {figure.extra['pacedMBs']} MB/s from the server: {ours / base:.2f} "
+            f"(ours {ours:.1f} ms / baseline {base:.1f} ms)")

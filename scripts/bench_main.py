@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import bench_dirty
 import bench_node
-from bench_connect import connect_figure
+from bench_connect import connect_figure, paced_line
 from bench_dirty import DIRTY_FILES, dirty_figure
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
@@ -138,20 +138,29 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
 
-def say_figures(figures: list[Figure]) -> None:
-    """One line per figure, and the details some figures carry."""
-    for figure in figures:
-        say(figure.line())
-        if figure.name == "proxy_overhead":
-            say(first_byte_line(figure))
-        if figure.name == "session_start_dirty_writer":
-            say(f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
+def _detail(figure: Figure) -> str:
+    """A figure's second line, for those that have one."""
+    if figure.name == "proxy_overhead":
+        return first_byte_line(figure)
+    if figure.name == "connect_overhead":
+        return paced_line(figure)
+    if figure.name == "session_start_dirty_writer":
+        return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
-        if figure.name == "pool_contention":
-            spread = figure.extra["startSecondsByRound"][-1]
-            say(f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
+    if figure.name == "pool_contention":
+        spread = figure.extra["startSecondsByRound"][-1]
+        return (f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
                 f"distinct writers in every round: {figure.extra['distinctWriters']}; "
                 f"audit shows a writer leased twice: {figure.extra['auditLeasedTwice'] or 'never'}")  # fmt: skip
+    return ""
+
+
+def say_figures(figures: list[Figure]) -> None:
+    for figure in figures:
+        say(figure.line())
+        detail = _detail(figure)
+        if detail:
+            say(detail)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class Client:
         if not body["ok"]:
             assert set(body) == {"ok", "error"}
             assert set(body["error"]) == {"code", "message"}
-        return body
+        return dict(body)
 
     async def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         body = await self.call(name, arguments)

@@ -268,6 +268,7 @@ class AnthropicStandIn(StandIn):
         self, message: dict[str, Any], block: dict[str, Any], stop: str
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "message_start", {"type": "message_start", "message": message}
+        start: dict[str, Any]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}

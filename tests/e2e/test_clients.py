@@ -157,18 +157,6 @@ def _codex_config(home: Path, base_url: str) -> None:
     )
 
 
-def _codex_approval(home: Path) -> None:
-    """The one setting docs/clients.md asks a Codex user for: approve pi_session_prompt
-    (it reaches the model provider: openWorldHint), which `codex exec` refuses otherwise."""
-    path = home / ".codex" / "config.toml"
-    path.write_text(path.read_text() + "\n" + CODEX_APPROVAL)
-
-
-CODEX_APPROVAL = """[mcp_servers.writerpool.tools.pi_session_prompt]
-approval_mode = "approve"
-"""
-
-
 def test_codex_runs_a_coding_session_in_a_writer(
     coding: tuple[ServerEnv, Path], tmp_path: Path
 ) -> None:
@@ -176,8 +164,16 @@ def test_codex_runs_a_coding_session_in_a_writer(
     driver = SessionDriver("boxed", PROMPT)
     with ResponsesStandIn(driver) as model:
         _codex_config(Path(os.environ["HOME"]), model.base_url)
-        wp("register", "codex:user", "--apply", check=True)
-        _codex_approval(Path(os.environ["HOME"]))
+        # Without the choice, the plan says why prompts would ask (and be refused here).
+        _, plan = wp("register", "codex:user")
+        [note] = [f for f in plan["findings"] if f["code"] == "prompt_approval"]
+        assert "refused under `codex exec`" in note["message"] and note["remedy"], note
+        # The explicit choice: pi_session_prompt approved, so `codex exec` can prompt.
+        _, done = wp("register", "codex:user", "--approve-prompts", "--apply", check=True)
+        [note] = [f for f in done["findings"] if f["code"] == "prompt_approval"]
+        assert "without asking" in note["message"], note
+        code, _ = wp("register", "codex:user", "--approve-prompts", "--verify")
+        assert code == 0
         env = _client_env(server)
         argv = ["codex", "exec", "--skip-git-repo-check", "--json", USER_PROMPT]
         out = _run(argv, env, tmp_path, tmp_path / "codex.log")

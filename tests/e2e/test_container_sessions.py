@@ -41,7 +41,8 @@ def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
                 "container", 1, "main",
             )  # fmt: skip
             no_base = {**code, "base": "no-such-branch"}
-            assert await client.code("pi_session_start", no_base) == "writer_unavailable"
+            # A base the checkout lacks is named as such, not as a shortage of writers.
+            assert await client.code("pi_session_start", no_base) == "writer_base_unavailable"
             session = (await client.ok("pi_session_start", {**code, "base": "main"}))["session"]
             assert session["placement"] == "container"
             assert session["writer"] == WRITER
@@ -84,7 +85,7 @@ def test_container_coding_session_leases_a_writer_and_works_in_its_clone(
     audit = server.audit_lines()
     starts = [line for line in audit if line["action"] == "pi_session_start"]
     assert [line["outcome"] for line in starts] == [
-        "writer_unavailable", "ok", "writer_unavailable", "writer_unavailable", "ok",
+        "writer_base_unavailable", "ok", "writer_unavailable", "writer_unavailable", "ok",
     ]  # fmt: skip
     assert {line["writer"] for line in audit if line["session"] == sid_of(starts[1])} == {WRITER}
     assert "ibis" not in server.paths.audit_log.read_text()

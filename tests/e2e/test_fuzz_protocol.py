@@ -2,8 +2,8 @@
 MCP client session, and malformed JSON-RPC lines on its stdin.
 
 Every tool call ends in {ok:true} or an error with a registered code that is never
-internal_error; every line that carries a request id gets exactly one reply; lines
-without an id get none, and the server keeps answering."""
+internal_error; every line that carries a request id gets exactly one reply; a line that is not
+JSON or is a batch gets an error even without one; and the server keeps answering."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ FUZZ = settings(
 CONFIGURED = {"demo", "hosted", "locked", "boxed"}
 
 # No lone surrogates: they cannot be sent as UTF-8 at all, by any client.
-CHARS = st.characters(blacklist_categories=("Cs",))
+CHARS = st.characters(blacklist_categories=["Cs"])
 junk = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(CHARS, max_size=30),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(CHARS, max_size=8),
@@ -46,6 +46,7 @@ junk = st.recursive(
 
 def value_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values near the schema (matching it or just off it) and plain junk."""
+    near: st.SearchStrategy[Any]
     if schema["type"] == "number":
         near = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 100)
     elif "pattern" in schema:
@@ -123,7 +124,7 @@ def line_with_id(draw: st.DrawFn) -> tuple[str, str]:
 
 lines_without_id = st.one_of(
     st.text(
-        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+        alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\n\r"),
         max_size=40,
     ),
     junk.map(json.dumps).filter(lambda s: '"id"' not in s),
@@ -188,3 +189,33 @@ def test_every_malformed_line_with_an_id_gets_one_reply(raw: RawServer) -> None:
     assert all(count == 1 for count in fuzzed.values()), "a line got more than one reply"
     print(f"\nmalformed lines: {sent['with_id']} with an id (each answered once), "
           f"{sent['without_id']} without")  # fmt: skip
+
+
+def _write(raw: RawServer, line: bytes) -> None:
+    assert raw.proc.stdin is not None
+    raw.proc.stdin.write(line + b"\n")
+    raw.proc.stdin.flush()
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_with_id_null(raw: RawServer) -> None:
+    _write(raw, b"this is not json")
+    frame = raw._next_frame(time.monotonic() + 20)
+    assert frame["id"] is None and frame["error"]["code"] == -32700, frame
+    _write(raw, b'{"jsonrpc": "2.0", "id": 7, "method": "ping", ')  # the id is still read
+    frame = raw._next_frame(time.monotonic() + 20)
+    assert frame["id"] == 7 and frame["error"]["code"] == -32700, frame
+    assert raw.request("ping", {}) == {}
+
+
+def test_a_batch_is_refused_with_an_error(raw: RawServer) -> None:
+    ping = {"jsonrpc": "2.0", "method": "ping"}
+    _write(raw, json.dumps([{**ping, "id": "b-1"}, {**ping, "id": "b-2"}, ping]).encode())
+    frames = [raw._next_frame(time.monotonic() + 20) for _ in range(2)]
+    assert [frame["id"] for frame in frames] == ["b-1", "b-2"]
+    assert {frame["error"]["code"] for frame in frames} == {-32600}
+    assert "batch" in frames[0]["error"]["message"]
+    for batch in ([], [ping]):  # nothing in it to answer by id: one error with id null
+        _write(raw, json.dumps(batch).encode())
+        frame = raw._next_frame(time.monotonic() + 20)
+        assert frame["id"] is None and frame["error"]["code"] == -32600, frame
+    assert raw.request("ping", {}) == {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,10 +38,10 @@ def configured(tmp_path: Path, image_pin: Path) -> Path:
     return checkout
 
 
-def finding(report: dict[str, object], code: str) -> dict[str, object]:
-    found = [f for f in report["findings"] if f["code"] == code]  # type: ignore[index,union-attr]
+def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
+    found = [f for f in report["findings"] if f["code"] == code]
     assert found, report
-    return found[0]  # type: ignore[no-any-return]
+    return dict(found[0])
 
 
 def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
@@ -71,10 +72,17 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     accepted = finding(report, "writer_accepted")
     print("mode set --apply:", accepted["message"])
     assert str(accepted["message"]).startswith("accepted as limited-allowlist; network provider")
+    probes = accepted["data"]["networkChecks"]
+    print("network checks:", probes)
+    assert {n: probes[n] for n in ("allow_listed", "allow_unlisted", "allow_private",
+                                   "allow_loopback", "net_host_loopback", "net_direct")} == {
+        n: "pass" for n in ("allow_listed", "allow_unlisted", "allow_private", "allow_loopback",
+                            "net_host_loopback", "net_direct")
+    }  # fmt: skip
     _, shown = wp("mode", "show", "demo", check=True)
     stored = finding(shown, "mode_stored")
     assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(
-        stored["data"]["command"]  # type: ignore[index]
+        stored["data"]["command"]
     )
     checks = {
         "mirror.corp.test": ("egress_check_denied", "address_private"),
@@ -94,7 +102,7 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     # Without an allowlist again: the writer is made limited (and re-accepted as such).
     _, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply",
                    check=True)  # fmt: skip
-    assert "accepted as limited;" in finding(report, "writer_accepted")["message"]  # type: ignore[operator]
+    assert "accepted as limited;" in finding(report, "writer_accepted")["message"]
     assert "egress_check_denied" in codes(wp("egress", "check", "demo", "npm.corp.test")[1])
 
 

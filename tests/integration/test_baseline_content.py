@@ -52,7 +52,7 @@ def admitted(alias: str) -> bool:
     """Whether the session guard would lease a writer of `alias` to a coding session."""
     paths = Paths.from_env()
     try:
-        slot = lease_ready_writer(paths, load_config(paths).config, alias, None)
+        slot = lease_ready_writer(paths, load_config(paths), alias, None)
     except WriterpoolError as exc:
         assert exc.code == "writer_unavailable", exc
         return False
@@ -87,26 +87,34 @@ def ready(alias: str, **kwargs: str) -> str:
 # -- ignored files --------------------------------------------------------------------
 
 
-def test_an_ignored_file_is_reported_and_keeps_the_writer_from_a_session(
+PLANT_IGNORED = "mkdir -p .pi && printf '*\\n' > .pi/.gitignore && echo '{}' > .pi/settings.json"
+
+
+def test_an_ignored_file_is_reported_and_removed_by_reset_or_the_next_lease(
     repo: Path, alias: str
 ) -> None:
     writer = ready(alias)
-    run_agent(writer, "mkdir -p .pi && printf '*\\n' > .pi/.gitignore && echo '{}' > "
-              ".pi/settings.json")  # fmt: skip
-    assert not admitted(alias)
+    run_agent(writer, PLANT_IGNORED)
     assert "ignored" in problems(writer)
     code, report = wp("writer", "list")
     row = next(r for r in report["data"]["writers"] if r["name"] == writer)
     assert row["atBaseline"] is False and any("ignored" in p for p in row["notAtBaseline"])
+    assert row["leasable"] and row["atLease"]["leftovers"], row
 
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_leftovers_present", "nothing_to_collect"]
+    leftovers = report["findings"][0]
+    assert leftovers["status"] == "ok" and "takes no session" not in leftovers["message"]
     assert collected(repo, writer) == {}, "ignored files are not exported"
     # Not work: reset removes them without --discard, and the writer is admitted again.
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
     assert not (clone_of(writer) / ".pi").exists()
     assert admitted(alias)
+    # Not work either for the session guard: the next lease removes them first.
+    run_agent(writer, PLANT_IGNORED)
+    assert admitted(alias)
+    assert not (clone_of(writer) / ".pi").exists() and problems(writer) == ""
 
 
 # -- a forged index -------------------------------------------------------------------
@@ -241,7 +249,7 @@ LEFTOVERS = {
 
 
 @pytest.mark.parametrize("case", sorted(LEFTOVERS))
-def test_a_leftover_that_is_not_work_blocks_admission_and_reset_removes_it(
+def test_a_leftover_that_is_not_work_is_removed_before_the_next_session(
     repo: Path, alias: str, case: str
 ) -> None:
     move, named, gone = LEFTOVERS[case]
@@ -249,14 +257,19 @@ def test_a_leftover_that_is_not_work_blocks_admission_and_reset_removes_it(
     run_agent(writer, move)
     found = problems(writer)
     assert named in found, found
-    assert not admitted(alias)
     code, report = wp("writer", "collect", writer, "--apply")
     # A worktree's gitdir file also fails the clone check (reported, collected anyway).
     assert code == 0 and "nothing_to_collect" in codes(report), report
-    code, report = wp("writer", "reset", writer, "--apply")
-    assert code == 0 and codes(report) == ["writer_reset"], report
-    assert not os.path.lexists(clone_of(writer) / gone)
+    if "unsafe clone" in found:
+        # A worktree's gitdir file fails the clone check: git state the clone check
+        # refuses is left for the operator to see, and reset repairs it.
+        assert not admitted(alias)
+        code, report = wp("writer", "reset", writer, "--apply")
+        assert code == 0 and codes(report) == ["writer_reset"], report
+    # Otherwise the lease resets the clone first (as `writer reset --apply` does).
     assert admitted(alias)
+    assert not os.path.lexists(clone_of(writer) / gone)
+    assert problems(writer) == ""
 
 
 def test_the_cache_is_cleared_by_reset_unless_the_operator_keeps_caches(
@@ -266,11 +279,13 @@ def test_the_cache_is_cleared_by_reset_unless_the_operator_keeps_caches(
     cache = Paths.from_env().writer_dir(writer) / "cache"
     plant = "mkdir -p /pi/uv/cache/wheels && echo poison > /pi/uv/cache/wheels/evil.whl"
     run_agent(writer, plant)
-    assert "cache" in problems(writer) and not admitted(alias)
+    assert "cache" in problems(writer)
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
     assert cache.is_dir() and list(cache.iterdir()) == []
-    assert admitted(alias)
+    run_agent(writer, plant)
+    assert admitted(alias), "the lease clears the cache first"
+    assert cache.is_dir() and list(cache.iterdir()) == []
 
     append_pool_setting("keep_caches = true")
     run_agent(writer, plant)
@@ -337,7 +352,7 @@ def test_recreate_and_remove_handle_any_tree_the_agent_can_make(repo: Path, alia
     assert code == 0 and "writer_recreated" in codes(report), report
     assert not (clone_of(writer) / "deep").exists() and admitted(alias)
     run_agent(writer, HOSTILE_TREE)
-    code, report = wp("writer", "remove", writer, "--discard")
+    code, report = wp("writer", "remove", writer, "--discard", "--apply")
     assert code == 0 and "writer_removed" in codes(report), report
     assert os.listdir(Paths.from_env().writer_dir(writer)) == ["lease"]
 
@@ -370,9 +385,9 @@ def test_a_clone_without_usable_state_is_never_overwritten(
     code, report = wp(*args, "--apply")
     assert code == 1 and refusal in codes(report), report
     assert (clone_of(writer) / ".git" / "refs" / "heads" / "precious").exists()
-    code, report = wp("writer", "remove", writer)
+    code, report = wp("writer", "remove", writer, "--apply")
     removal = "writer_state_missing" if damage == "missing" else "writer_uncollected"
     assert code == 1 and codes(report) == [removal]
     assert clone_of(writer).exists()
-    code, report = wp("writer", "remove", writer, "--discard")
+    code, report = wp("writer", "remove", writer, "--discard", "--apply")
     assert code == 0 and "writer_removed" in codes(report), report

@@ -3,6 +3,7 @@ and the next collect completes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,6 +27,8 @@ from tests.integration.test_collect_helpers import (
 from tests.integration.writers_support import codes, wp, writer_containers
 from tests.support.repos import git_out, make_repo
 from writerpool.config.paths import Paths
+from writerpool.crash import ENV as CRASH_ENV
+from writerpool.crash import POINTS as CRASH_POINTS
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -58,17 +61,31 @@ def _bundle_kept(name: str) -> Callable[[int], bool]:
     return lambda _pgid: bool(set(collections.glob("*.bundle")) - before)
 
 
-def _kill_when(name: str, trigger: Callable[[int], bool], timeout: float = 120) -> bool:
-    """Start `writer collect --apply`, SIGKILL its process group when trigger fires.
+def _kill_when(
+    name: str, trigger: Callable[[int], bool] | str, timeout: float = 120
+) -> bool:
+    """Start `writer collect --apply`, SIGKILL its process group when trigger fires, or
+    let it kill itself at a named crash point (writerpool/crash.py).
 
     Returns whether the kill hit a running collect (False: it had already finished).
     """
+    env = dict(os.environ)
+    if isinstance(trigger, str):
+        env[CRASH_ENV] = trigger
     proc = subprocess.Popen(
         [sys.executable, "-m", "writerpool", "writer", "collect", name, "--apply", "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env=env,
     )
+    if isinstance(trigger, str):
+        proc.wait(timeout)
+        if proc.returncode == -signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError):  # what it had started goes too
+                os.killpg(proc.pid, signal.SIGKILL)
+            return True
+        return False
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline and not trigger(proc.pid):
         time.sleep(0.005)
@@ -79,9 +96,8 @@ def _kill_when(name: str, trigger: Callable[[int], bool], timeout: float = 120) 
     return alive
 
 
-def _after(seconds: float) -> Callable[[int], bool]:
-    start = time.monotonic()
-    return lambda _pgid: time.monotonic() - start >= seconds
+def _named(point: str) -> Callable[[], str]:
+    return lambda: point
 
 
 def test_collect_killed_anywhere_then_the_next_collect_completes(
@@ -93,13 +109,13 @@ def test_collect_killed_anywhere_then_the_next_collect_completes(
     writer = ready_writer(alias)
     run_agent(writer, WORK)
     container = f"writerpool-{writer}-inspect".encode()
-    points: dict[str, Callable[[], Callable[[int], bool]]] = {
+    # What the collect is seen doing, and named points it kills itself at: never a delay,
+    # which would land elsewhere on a busier host.
+    points: dict[str, Callable[[], Callable[[int], bool] | str]] = {
         "inspecting": lambda: lambda pgid: _group_runs(pgid, container),
         "bundle kept": lambda: _bundle_kept(writer),
         "importing": lambda: lambda pgid: _group_runs(pgid, b"fetch"),
-        "after 0.3 s": lambda: _after(0.3),
-        "after 1 s": lambda: _after(1.0),
-        "after 2 s": lambda: _after(2.0),
+        **{point: _named(point) for point in CRASH_POINTS if point.startswith("collect.")},
     }
     hits = []
     for round_number, (point, trigger) in enumerate(points.items()):

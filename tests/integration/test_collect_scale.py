@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def _timed_collect(name: str) -> float:
 
 
 def test_one_commit_in_a_large_history_gives_a_tiny_bundle(
-    tmp_path: Path, image_pin: Path, record_property: pytest.RecordProperty
+    tmp_path: Path, image_pin: Path, record_property: Callable[[str, object], None]
 ) -> None:
     big = make_repo(tmp_path / "big", commits=10_000, files=50)
     tiny = make_repo(tmp_path / "tiny", commits=3, files=50)

@@ -123,7 +123,7 @@ def test_refusals_name_the_host_and_reason_and_are_audited(
     host: EgressHost, tmp_path: Path, test_host: Registry
 ) -> None:
     records = Records()
-    resolve = {NAME: ("127.0.0.1",), "rebind.test": ("127.0.0.2",),
+    resolve: dict[str, tuple[str, ...]] = {NAME: ("127.0.0.1",), "rebind.test": ("127.0.0.2",),
                "inside.test": ("10.20.30.40",), "meta.test": ("169.254.169.254",)}  # fmt: skip
     words = (test_host.entry, "127.0.0.1/32", f"rebind.test:{test_host.port}",
              "inside.test", "meta.test")  # fmt: skip
@@ -176,7 +176,9 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
     port = server.server_address[1]
     records = Records()
     words = (f"http://plain.test:{port}", "127.0.0.1/32", f"tls-only.test:{port}")
-    resolve = {"plain.test": ("127.0.0.1",), "tls-only.test": ("127.0.0.1",)}
+    resolve: dict[str, tuple[str, ...]] = {
+        "plain.test": ("127.0.0.1",), "tls-only.test": ("127.0.0.1",)
+    }
     proxy = open_proxy(host, tmp_path, words, records, resolve)
     try:
         sock = dial(proxy)

@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.test_pi_adapter import pi_bin  # noqa: F401 - a fixture
 from writerpool.agent import launch
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.pi import PiAgent
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Profile, Provider
@@ -109,7 +110,8 @@ def test_pi_works_through_the_forwarder_and_the_proxy_without_the_key(
             launch.install_credential(agent_dir, "scripted", proxy.token)
             profile = Profile(permission="coding", provider="scripted", model=MODEL)
             argv = [str(pi_bin), *launch.pi_args(profile, False, agent_dir)]
-            agent = PiAgent.start(argv, launch.host_env(agent_dir, tmp), work, ready_timeout=120)
+            env = pi_env(agent_dir, HOST, tmpdir=tmp)
+            agent = PiAgent.start(argv, env, work, ready_timeout=120)
             snap = agent.wait(agent.prompt("make a file please"), 120)
         finally:
             if agent is not None:

@@ -96,7 +96,7 @@ def upstream_of(base_url: str, api: str = "openai-completions") -> ResolvedProvi
         providers={
             "local": Provider(
                 base_url=base_url,
-                api=api,  # type: ignore[arg-type]
+                api=api,
                 api_key_env="LOCAL_KEY",
             )
         }

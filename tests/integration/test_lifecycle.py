@@ -101,6 +101,9 @@ def test_reset_recreate_and_remove_refuse_uncollected_work(repo: Path, alias: st
     code, report = wp("writer", "remove", writer)
     assert code == 1 and codes(report) == ["writer_uncollected"]
     code, report = wp("writer", "remove", writer, "--discard")
+    assert code == 0 and codes(report) == ["writer_uncollected", "writer_remove_planned"]
+    assert clone_of(writer).exists(), "remove plans until --apply"
+    code, report = wp("writer", "remove", writer, "--discard", "--apply")
     assert code == 0 and codes(report) == ["writer_uncollected", "writer_removed"], report
     assert not (Paths.from_env().writer_dir(writer) / "state.json").exists()
     assert not clone_of(writer).exists()
@@ -113,7 +116,7 @@ def test_a_clean_writer_needs_no_discard(repo: Path, alias: str) -> None:
     run_agent(writer, "git tag agent-made && git checkout -q --detach")
     code, report = wp("writer", "reset", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
-    code, report = wp("writer", "remove", writer)
+    code, report = wp("writer", "remove", writer, "--apply")
     assert code == 0 and codes(report) == ["writer_removed"], report
 
 
@@ -133,8 +136,14 @@ mkdir -p locked/sub && touch locked/sub/file && chmod 555 locked/sub locked
 git checkout -q --detach
 """,
     )
+    code, plan = wp("writer", "reset", writer, "--discard")
+    assert code == 0 and codes(plan) == ["writer_uncollected", "writer_reset_planned"], plan
+    # A plan discards nothing, and says so.
+    said = plan["findings"][0]["message"]
+    assert "--apply will discard" in said and "discarded as asked" not in said, said
     code, report = wp("writer", "reset", writer, "--discard", "--apply")
     assert code == 0 and codes(report) == ["writer_uncollected", "writer_reset"], report
+    assert "discarded as asked" in report["findings"][0]["message"]
     clone = clone_of(writer)
     assert _heads(writer) == ["main"]
     assert os.listdir(clone / ".git" / "refs" / "tags") == []
@@ -193,8 +202,8 @@ def test_fix_round_resets_onto_a_collected_branch(repo: Path, alias: str) -> Non
 
     run_agent(writer, "echo fixed >> f.txt && git commit -q -am 'fix it'")
     code, report = wp("writer", "finish", writer, "--apply")
-    # The new collection replaces the writer's earlier review ref (feature) with fix.
-    expected = ["writer_collected", "review_refs_replaced", "writer_reset"]
+    # The new collection adds fix; the writer's earlier review ref (feature) stays.
+    expected = ["writer_collected", "review_refs_kept", "writer_reset"]
     assert code == 0 and codes(report) == expected, report
     assert git_out(repo, "rev-parse", f"refs/remotes/writer-{writer}/fix^") == fix
     assert state_of(writer).base.name == "main", "finish returns to the workspace base"

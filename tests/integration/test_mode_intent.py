@@ -69,6 +69,11 @@ def test_mode_show_plan_and_apply_of_a_new_base_and_lifecycle(repo: Path, alias:
     code, plan = wp("mode", "set", alias, "container", *move)
     assert code == 0, plan
     assert _changes(plan) == {"lifecycle": ("persistent", "ephemeral"), "base": ("main", "dev2")}
+    # A lifecycle change is planned per kept writer, never as "settings match".
+    adopted = _messages(plan, "writer_settings_adopted")
+    assert set(adopted) == {f"writer/{alias}/{w1}", f"writer/{alias}/{w2}"}, plan
+    assert all("lifecycle persistent → ephemeral" in m for m in adopted.values()), adopted
+    assert "writer_unchanged" not in codes(plan), plan
     assert list(_messages(plan, "writer_base_kept")) == [f"writer/{alias}/{w1}"]
     assert list(_messages(plan, "writer_base_move_planned")) == [f"writer/{alias}/{w2}"]
     assert state_of(w2).base.name == "main", "a plan changes nothing"
@@ -83,9 +88,12 @@ def test_mode_show_plan_and_apply_of_a_new_base_and_lifecycle(repo: Path, alias:
     states = {r["name"]: r["state"] for r in status["data"]["writers"]}
     assert states == {w1: "writer_holds_work", w2: "writer_leasable"}, status
 
+    # A provisioning setting: the idle writer would be replaced, the one with work is named.
     code, tags = wp("mode", "set", alias, "container", *move, "--tags", "reachable")
-    assert code == 1, tags
-    changed = _messages(tags, "writer_settings_changed")
-    assert "tags none → reachable" in changed[f"writer/{alias}/{w2}"], tags
-    remedy = [f["remedy"] for f in tags["findings"] if f["code"] == "writer_settings_changed"]
-    assert all("writerpool mode set" in r and "--tags reachable" in r for r in remedy), remedy
+    assert code == 0, tags
+    replaced = _messages(tags, "writer_replace_planned")
+    assert "tags none → reachable" in replaced[f"writer/{alias}/{w2}"], tags
+    held = [f for f in tags["findings"] if f["code"] == "writer_settings_changed"]
+    assert [(f["target"], f["status"]) for f in held] == [(f"writer/{alias}/{w1}", "warning")]
+    assert "writerpool mode set" in held[0]["remedy"] and "--tags reachable" in held[0]["remedy"]
+    assert f"writerpool writer finish {w1} --apply" in held[0]["remedy"]

@@ -20,7 +20,7 @@ from tests.integration.test_collect_helpers import (
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp
-from tests.support.repos import make_repo
+from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -93,7 +93,7 @@ def test_status_names_work_collection_and_the_next_command(repo: Path, alias: st
 
     paths = Paths.from_env()
     with pytest.raises(WriterpoolError) as caught:
-        lease_ready_writer(paths, load_config(paths).config, alias, None)
+        lease_ready_writer(paths, load_config(paths), alias, None)
     assert caught.value.code == "writer_unavailable"
     message = caught.value.message
     assert f"{w1} " in message and "writer_holds_work" in message, message
@@ -153,7 +153,7 @@ def test_log_and_diff_show_the_agents_work_without_escape_sequences(
     assert code == 1 and codes(report) == ["writer_inspect_failed"], report
 
 
-def test_a_new_collection_replaces_the_writers_earlier_review_refs(
+def test_a_new_collection_moves_the_ref_it_overwrites_aside_and_keeps_the_others(
     repo: Path, alias: str
 ) -> None:
     writer = ready_writer(alias)
@@ -164,19 +164,44 @@ def test_a_new_collection_replaces_the_writers_earlier_review_refs(
     assert list(first) == ["topic"]
     wp("writer", "reset", writer, "--apply", check=True)
 
-    # A name that nests under the earlier one is fine: the earlier ref goes first.
+    # A name that nests under the earlier one: the earlier ref moves aside, not away.
     run_agent(writer, "git checkout -q -b topic/sub && git commit -q --allow-empty -m two")
     code, plan = wp("writer", "collect", writer)
     assert code == 0 and "review_refs_replaced" in codes(plan), plan
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0, report
-    replaced = [f for f in report["findings"] if f["code"] == "review_refs_replaced"]
-    assert replaced[0]["data"]["replaced"] == [{"ref": prefix + "topic", "commit": first["topic"]}]
+    moved = next(f for f in report["findings"] if f["code"] == "review_refs_replaced")
+    assert moved["status"] == "warning" and f"writer refs {writer} --prune" in moved["remedy"]
+    [entry] = moved["data"]["replaced"]
+    assert (entry["ref"], entry["commit"]) == (prefix + "topic", first["topic"])
+    aside = entry["movedTo"]
+    assert aside.startswith(f"refs/remotes/writer-{writer}@") and aside.endswith("/topic")
+    assert git_out(repo, "rev-parse", aside) == first["topic"]
     assert list(collected(repo, writer)) == ["topic/sub"]
     assert state_of(writer).collection.refs == (prefix + "topic/sub",)  # type: ignore[union-attr]
 
+    # Another branch's review ref stays where it is, listed.
     wp("writer", "reset", writer, "--apply", check=True)
     run_agent(writer, "git checkout -q -b third && git commit -q --allow-empty -m three")
-    code, report = wp("writer", "collect", writer, "--keep-old", "--apply")
+    code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0 and "review_refs_replaced" not in codes(report), report
+    kept = next(f for f in report["findings"] if f["code"] == "review_refs_kept")
+    assert kept["data"]["kept"] == [prefix + "topic/sub"]
     assert sorted(collected(repo, writer)) == ["third", "topic/sub"]
+
+    # `writer refs` lists all three; --prune plans, then drops the moved-aside and merged.
+    run_git(repo, "merge", "-q", "--ff-only", prefix + "third")
+    code, listed = wp("writer", "refs", writer)
+    flags = {r["ref"]: (r["movedAside"], r["merged"]) for r in listed["data"]["refs"]}
+    short = aside.removeprefix("refs/remotes/")
+    assert flags == {
+        f"writer-{writer}/third": (False, True),
+        f"writer-{writer}/topic/sub": (False, False),
+        short: (True, False),
+    }, flags
+    code, plan = wp("writer", "refs", writer, "--prune")
+    assert code == 0 and codes(plan) == ["review_refs_listed", "review_refs_pruned"], plan
+    assert git_out(repo, "rev-parse", aside) == first["topic"]
+    wp("writer", "refs", writer, "--prune", "--apply", check=True)
+    assert sorted(collected(repo, writer)) == ["topic/sub"]
+    assert run_git(repo, "rev-parse", "-q", "--verify", aside, check=False).returncode != 0

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.agent import launch
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import PI_VERSION, install_pi, wheel_node
 from writerpool.agent.pi import PiAgent
 from writerpool.agent.scripted import Script, ScriptedProvider
@@ -102,7 +103,7 @@ def start_agent(pi_bin: Path, provider: ScriptedProvider, tmp_path: Path) -> Ite
         permission = "read-only" if read_only else "coding"
         profile = Profile(permission=permission, provider="scripted", model=MODEL)
         argv = [str(pi_bin), *launch.pi_args(profile, read_only, agent_dir)]
-        agent = PiAgent.start(argv, launch.host_env(agent_dir, tmp), work, ready_timeout=120)
+        agent = PiAgent.start(argv, pi_env(agent_dir, HOST, tmpdir=tmp), work, ready_timeout=120)
         agents.append(agent)
         return agent
 
@@ -137,7 +138,8 @@ def wait_for_request(provider: ScriptedProvider, before: int) -> None:
 
 
 def test_every_flag_writerpool_passes_exists_in_this_pi(pi_bin: Path, tmp_path: Path) -> None:
-    env = launch.host_env(tmp_path / "agent", tmp_path)
+    launch.render_agent_dir(tmp_path / "agent", "p", None, False)
+    env = pi_env(tmp_path / "agent", HOST, tmpdir=tmp_path)
 
     def says(*args: str) -> str:  # pi 0.73.1 prints its version and help on stderr
         done = run([str(pi_bin), *args], env=env)

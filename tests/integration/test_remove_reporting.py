@@ -34,7 +34,7 @@ def test_removing_a_busy_writer_reports_busy_only_and_deletes_nothing(
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(wdir)], stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        code, report = wp("writer", "remove", "demo-w1", "--discard")
+        code, report = wp("writer", "remove", "demo-w1", "--discard", "--apply")
         assert (code, codes(report)) == (1, ["writer_busy"])
         assert report["ok"] is False
         assert (wdir / "state.json").is_file() and (wdir / "clone").is_dir()
@@ -43,6 +43,6 @@ def test_removing_a_busy_writer_reports_busy_only_and_deletes_nothing(
         holder.wait()
         assert holder.stdout is not None
         holder.stdout.close()
-    code, report = wp("writer", "remove", "demo-w1", "--discard")
+    code, report = wp("writer", "remove", "demo-w1", "--discard", "--apply")
     assert (code, codes(report)) == (0, ["writer_removed"])
     assert not (wdir / "state.json").exists()

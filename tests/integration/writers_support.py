@@ -89,7 +89,7 @@ def codes(report: dict[str, Any]) -> list[str]:
 
 def snapshot_tree(root: Path) -> dict[str, tuple[int, int]]:
     """Every file and directory under root with its size and mode (for before/after)."""
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
     if not root.exists():
         return out
     for p in sorted(root.rglob("*")):

@@ -58,6 +58,7 @@ def test_tool_use_in_the_middle_does_not_end_the_turn() -> None:
     snap = log.get("t-1")
     assert snap.status == "completed" and snap.text == "I made the file."
     # It ended on the last agent_end, after the tool ran and the model answered again.
+    assert ended_at_line is not None
     assert json.loads(lines[ended_at_line])["type"] == "agent_end"
     assert b'"toolName":"bash"' in b"".join(lines[:ended_at_line])
 

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from writerpool.agent import launch
+from writerpool.agent.compact import PRELOAD_NAME
+from writerpool.agent.environment import EGRESS_ENV, HOST, pi_env
 from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.providers import provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
+from writerpool.pool.container import AGENT_DIR, readonly_spec
 from writerpool.proc import run
 
 CUSTOM = Provider(
@@ -144,13 +147,34 @@ def test_pi_args_select_tools_by_permission() -> None:
 def test_host_env_is_minimal_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-should-not-pass")
     monkeypatch.setenv("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt")
-    env = launch.host_env(tmp_path / "agent", tmp_path / "tmp")
+    env = pi_env(tmp_path / "agent", HOST, tmpdir=tmp_path / "tmp")
     assert env["PI_CODING_AGENT_DIR"] == str(tmp_path / "agent")
     assert env["HOME"] == env["TMPDIR"] == str(tmp_path / "tmp")
     assert env["PI_OFFLINE"] == "1"
     assert env["NODE_EXTRA_CA_CERTS"] == "/etc/ssl/certs/ca-certificates.crt"
     assert "ANTHROPIC_API_KEY" not in env
     assert "/usr/bin" in env["PATH"].split(":")
+
+
+def test_every_placement_loads_the_preload_that_keeps_pi_output_linear(tmp_path: Path) -> None:
+    preload = f'--require "{AGENT_DIR}/{PRELOAD_NAME}"'
+    readonly = readonly_spec(
+        image_id="0" * 64, session_id="s1", checkout=tmp_path, agent_dir=tmp_path / "agent",
+        egress_dir=tmp_path / "egress", pool=Config().pool,
+    )  # fmt: skip
+    writer = pi_env(AGENT_DIR, "provider", writer="w1", cache="go")
+    assert readonly.env["NODE_OPTIONS"] == writer["NODE_OPTIONS"] == preload
+    assert readonly.env.items() >= EGRESS_ENV.items() and writer.items() >= EGRESS_ENV.items()
+    assert "WRITERPOOL_EGRESS_PORT" not in pi_env(AGENT_DIR, "none")
+    # An allowlist's proxy variables: only beside the egress forwarder, only when asked.
+    assert "HTTPS_PROXY" not in writer and "HTTPS_PROXY" not in readonly.env
+    assert pi_env(AGENT_DIR, "provider", allow=True)["HTTPS_PROXY"].startswith("http://127.")
+    assert "HTTPS_PROXY" not in pi_env(AGENT_DIR, "none", allow=True)
+    assert writer["GIT_AUTHOR_EMAIL"] == "w1@writerpool.invalid" and writer["GOPATH"] == "/pi/go"
+    host = pi_env(tmp_path / "agent", HOST, tmpdir=tmp_path)
+    assert host["NODE_OPTIONS"] == f'--require "{tmp_path}/agent/{PRELOAD_NAME}"'
+    with pytest.raises(ValueError, match="tmpdir"):
+        pi_env(tmp_path / "agent", HOST)
 
 
 def test_fd_shim_drops_only_the_flag_old_fd_rejects(tmp_path: Path) -> None:

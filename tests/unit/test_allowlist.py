@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from writerpool.egress.allowlist import Allowlist, address_refusal, expand, pars
 from writerpool.egress.connect_model import origin_head, parse_head, refusal_head
 from writerpool.egress.derived import derived_sets, resolve_allowlist, url_entry
 from writerpool.errors import WriterpoolError
+from writerpool.pool.fence import remove_stale_egress
 
 
 def allow(*words: str, sets: dict[str, tuple[str, ...]] | None = None) -> Allowlist:
@@ -183,3 +185,17 @@ def test_a_refusal_names_the_host_in_its_status_line_and_body() -> None:
     body = rest.partition("\r\n\r\n")[2]
     assert "evil.example.test:443 is not allowed" in body
     assert f"Content-Length: {len(body)}" in rest
+
+
+def test_the_fence_removes_both_proxy_sockets_and_nothing_else(tmp_path: Path) -> None:
+    egress = tmp_path / "egress"
+    egress.mkdir()
+    for name in ("proxy.sock", "connect.sock"):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(egress / name))  # left behind, as by a killed server
+    (egress / "ca.pem").write_text("certificates\n")
+    remove_stale_egress(egress)
+    assert sorted(p.name for p in egress.iterdir()) == ["ca.pem"]
+    (egress / "connect.sock").write_text("not a socket\n")
+    remove_stale_egress(egress)
+    assert (egress / "connect.sock").read_text() == "not a socket\n"

@@ -6,8 +6,7 @@ import json
 
 from writerpool.gitops.clone_read import CloneRefs
 from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
-from writerpool.mcp.server import _within_cap
-from writerpool.mcp.sessions import LIST_BYTES, fit_list
+from writerpool.mcp.answers import LIST_BYTES, fit_list, within_cap
 from writerpool.mcp.turns import PAGE_JSON_BYTES, page_of
 from writerpool.mcp.work import clone_work
 
@@ -69,6 +68,6 @@ def test_a_text_page_of_escaped_characters_ends_early_and_pages_on() -> None:
 
 def test_an_answer_over_the_cap_becomes_an_error_instead() -> None:
     small = {"ok": True, "x": "y"}
-    assert _within_cap("pi_session_list", small) is small
-    big = _within_cap("pi_session_list", {"ok": True, "x": "y" * ANSWER_MAX_BYTES})
+    assert within_cap("pi_session_list", small) is small
+    big = within_cap("pi_session_list", {"ok": True, "x": "y" * ANSWER_MAX_BYTES})
     assert (big["ok"], big["error"]["code"]) == (False, "answer_too_large")

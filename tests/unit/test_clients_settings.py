@@ -52,6 +52,27 @@ def test_settings_are_written_into_the_entry_and_nothing_else_changes(tmp_path: 
     assert settings_problems(read_settings(path), WANTED) == []
 
 
+def test_prompt_approval_is_written_only_when_chosen_and_other_approvals_stay(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(OWN + '\n[mcp_servers.writerpool.tools.pi_session_close]\nx = "kept"\n')
+    approved = wanted_settings(["MY_KEY"], approve_prompts=True)
+    assert "tools" not in WANTED
+    write_settings(path, WANTED)
+    assert settings_problems(read_settings(path), WANTED) == []
+    assert settings_problems(read_settings(path), approved) == [
+        "pi_session_prompt is not approved (approval_mode)"
+    ]
+    write_settings(path, approved)
+    tools = tomllib.loads(path.read_text())["mcp_servers"]["writerpool"]["tools"]
+    assert tools == {
+        "pi_session_prompt": {"approval_mode": "approve"},
+        "pi_session_close": {"x": "kept"},
+    }
+    assert settings_problems(read_settings(path), approved) == []
+
+
 def test_writing_without_an_entry_fails_and_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text('model = "x"\n')

@@ -1,26 +1,22 @@
 """Every operator command appends one audit line from the top-level handler: what,
-which writer, the outcome code, and --discard/--apply when given."""
+which writer, the outcome code, and --discard/--apply when given. The CLI runs
+in-process, through the same handler as `python -m writerpool`."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
+from tests.support.cli import run_cli
 from writerpool.config.paths import Paths
 
 
 def wp(*args: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-m", "writerpool", *args], capture_output=True, text=True, timeout=120
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode
+    return run_cli(*args).code
 
 
 def lines() -> list[dict[str, Any]]:
@@ -44,8 +40,10 @@ CASES = [
     (("writer", "finish", "demo-w1"), "writer finish", "demo-w1", "writer_unknown"),
     (("writer", "recreate", "demo-w1"), "writer recreate", "demo-w1", "writer_unknown"),
     (("writer", "list"), "writer list", None, "ok"),
-    (("mode", "set", "demo", "container", "--profiles", "code", "--image", "zz", "--apply"),
+    (("mode", "set", "demo", "container", "--profiles", "code", "--image", "Zz", "--apply"),
      "mode set", None, "usage_invalid"),
+    (("mode", "set", "demo", "container", "--profiles", "code", "--image", "zz", "--apply"),
+     "mode set", None, "image_name_unknown"),
     (("mode", "set", "nope", "read-only"), "mode set", None, "alias_unknown"),
     (("mode", "set", "demo", "read-only", "--apply"), "mode set", None, "ok"),
     (("writer", "list", "--bogus"), "writer list", None, "usage_invalid"),

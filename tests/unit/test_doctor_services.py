@@ -11,6 +11,7 @@ from writerpool.config.paths import Paths
 from writerpool.doctor.model import CheckContext
 from writerpool.doctor.services import npm_registry, podman_api
 from writerpool.errors import WriterpoolError
+from writerpool.report import sanitize
 from writerpool.runtime.info import HostFacts, probe_api
 from writerpool.runtime.podman import Podman
 
@@ -40,6 +41,8 @@ def test_an_unreachable_registry_names_npm_and_the_ca_variables(tmp_path: Path) 
     assert problem is not None and "/home" not in problem and "/tmp" not in problem
     result = npm_registry(problem, ("NODE_EXTRA_CA_CERTS",))
     assert result.severity == "error" and "NODE_EXTRA_CA_CERTS" in result.message
+    # The remedy survives path redaction (it once read `<path><path>`).
+    assert "<path>" not in sanitize(result.remedy) and "npm config get registry" in result.remedy
     assert problem.startswith("code ECONNREFUSED"), problem
 
 

@@ -232,7 +232,8 @@ def test_corrupt_modes_file_is_an_error(paths: Paths, tmp_path: Path) -> None:
 
 def test_image_pin_missing_stale_or_corrupt(paths: Paths) -> None:
     missing = by_id(run_checks(paths, v2_facts()), "writer_image")[0]
-    assert missing.severity == "warning" and "run writerpool image build" in missing.remedy
+    assert missing.severity == "warning" and missing.remedy.endswith("then writerpool image build")
+    assert "writerpool doctor --registry" in missing.remedy
     write_pin(paths, OTHER_IMAGE)
     stale = by_id(run_checks(paths, v2_facts()), "writer_image")[0]
     assert stale.severity == "error" and stale.data["imageId"] == OTHER_IMAGE

@@ -143,11 +143,20 @@ def test_a_harness_report_accepts_any_check_name() -> None:
     assert report.status_of("host_home") == "fail" and report.status_of("absent") is None
 
 
-@pytest.mark.parametrize("image", ["zz", "DEFAULT", "A" * 64, " default", "default ", "-x"])
+@pytest.mark.parametrize("image", ["Zz", "DEFAULT", "A" * 64, " default", "default ", "-x"])
 def test_a_bad_image_value_is_a_usage_error(image: str, checkout: Path) -> None:
     paths = Paths.from_env()
     paths.config_file.parent.mkdir(parents=True)
     paths.config_file.write_text(config_text({"demo": checkout}))
     code, report, _ = wp("mode", "set", "demo", "container", "--profiles", "code", "--image", image)
     assert (code, codes(report)) == (2, ["usage_invalid"])
+    assert not paths.modes_file.exists()
+
+
+def test_an_image_name_nothing_was_derived_under_is_refused(checkout: Path) -> None:
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True)
+    paths.config_file.write_text(config_text({"demo": checkout}))
+    code, report, _ = wp("mode", "set", "demo", "container", "--profiles", "code", "--image", "zz")
+    assert (code, codes(report)) == (1, ["image_name_unknown"])
     assert not paths.modes_file.exists()

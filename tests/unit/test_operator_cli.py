@@ -1,26 +1,23 @@
-"""Small operator-facing behaviours of the CLI, run as a subprocess (no Podman needed):
+"""Small operator-facing behaviours of the CLI, run in-process (no Podman needed):
 where the configuration file is, errors that name it, writer_unknown listing the
 writers, usage errors as JSON under --json, and `mode show` without a stored mode."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
+from tests.support.cli import run_cli
 from writerpool.config.paths import Paths
 
 
 def run(*args: str) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "writerpool", *args], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, done.stdout
+    done = run_cli(*args)
+    return done.code, done.out
 
 
 def wp(*args: str) -> tuple[int, dict[str, Any]]:
@@ -66,3 +63,34 @@ def test_writer_unknown_lists_the_writers_and_usage_errors_are_json(tmp_path: Pa
     assert code == 0 and report["findings"][0]["code"] == "mode_default"
     code, report = wp("mode", "show", "nosuch")
     assert code == 2 and "demo" in report["findings"][0]["message"]
+
+
+def test_egress_check_and_log_refuse_bad_input_and_read_only_their_writer(
+    tmp_path: Path,
+) -> None:
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True)
+    paths.config_file.write_text(config_text({"demo": make_checkout(tmp_path / "repo")}))
+    (paths.writer_dir("demo-w1") / "clone").mkdir(parents=True)
+    code, report = wp("egress", "check", "demo", "a b.test")
+    assert code == 2 and report["findings"][0]["code"] == "usage_invalid"
+    code, report = wp("egress", "check", "nosuch", "a.test")
+    assert code == 2 and report["findings"][0]["code"] == "alias_unknown"
+    code, report = wp("egress", "check", "demo", "mirror.example.test")
+    assert code == 1 and report["findings"][0]["data"]["reason"] == "no_allowlist"
+    code, report = wp("egress", "log", "demo-w7")
+    assert code == 2 and report["findings"][0]["code"] == "writer_unknown"
+    code, report = wp("egress", "log", "demo-w1")
+    assert code == 0 and report["findings"][0]["code"] == "egress_log_empty"
+    lines = [
+        {"action": "egress_connect", "writer": "demo-w2", "decision": "denied"},
+        {"action": "egress", "writer": "demo-w1"},
+        {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
+         "destination": "x.test:443", "reason": "not_listed", "method": "CONNECT"},
+    ]  # fmt: skip
+    paths.audit_log.parent.mkdir(parents=True, exist_ok=True)
+    paths.audit_log.write_text("".join(json.dumps(x) + "\n" for x in lines) + "not json\n")
+    code, report = wp("egress", "log", "demo-w1")
+    assert code == 0 and [d["destination"] for d in report["data"]["decisions"]] == ["x.test:443"]
+    code, text = run("egress", "log", "demo-w1")
+    assert "DENIED  CONNECT x.test:443: not_listed" in text

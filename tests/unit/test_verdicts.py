@@ -14,6 +14,7 @@ from writerpool.pool.lease import Lease
 from writerpool.pool.verdicts import Verdict, current, lease_count, mark_changed, remember
 
 DIRTY = Verdict("writer_not_at_baseline", "not at its baseline", ("3 ignored file(s)",))
+WORK = Verdict("writer_holds_work", "holds work no complete collection covers", ("x",))
 CLEAN = Verdict("writer_leasable", "a session can have it", ())
 
 
@@ -65,12 +66,15 @@ def test_a_start_tries_known_clean_writers_first_and_skips_known_dirty_ones(
     _judge(paths.writer_dir("ws-w1"), DIRTY)
     _judge(paths.writer_dir("ws-w3"), CLEAN)
     refusals: list[str] = []
-    assert candidates(paths, "ws", 3, refusals) == (["ws-w3"], ["ws-w2"])
-    assert refusals == ["ws-w1 not at its baseline (writer_not_at_baseline)"]
+    assert candidates(paths, "ws", 3, refusals) == ["ws-w3", "ws-w2", "ws-w1"]
+    assert refusals == []  # leftovers only: the lease removes them, so it is tried last
+    _judge(paths.writer_dir("ws-w1"), WORK)
+    assert candidates(paths, "ws", 3, refusals) == ["ws-w3", "ws-w2"]
+    assert refusals == ["ws-w1 holds work no complete collection covers (writer_holds_work)"]
     # A forged or unreadable record is no verdict at all.
     (paths.writer_dir("ws-w3") / "verdict.json").write_text("[]")
     (paths.writer_dir("ws-w1") / "lease-count").write_text("many")
-    assert candidates(paths, "ws", 3, []) == ([], ["ws-w1", "ws-w2", "ws-w3"])
+    assert candidates(paths, "ws", 3, []) == ["ws-w1", "ws-w2", "ws-w3"]
 
 
 def test_a_writer_whose_session_changed_its_work_tree_is_tried_last(
@@ -93,7 +97,7 @@ def test_a_writer_whose_session_changed_its_work_tree_is_tried_last(
     lease.acquire(0)  # a session
     mark_changed(wdir)
     lease.release()
-    assert candidates(paths, "ws", 3, []) == ([], ["ws-w2", "ws-w3", "ws-w1"])
+    assert candidates(paths, "ws", 3, []) == ["ws-w2", "ws-w3", "ws-w1"]
     lease.acquire(0)  # the operator's reset: the mark is no longer current
     lease.release()
-    assert candidates(paths, "ws", 3, []) == ([], ["ws-w1", "ws-w2", "ws-w3"])
+    assert candidates(paths, "ws", 3, []) == ["ws-w1", "ws-w2", "ws-w3"]

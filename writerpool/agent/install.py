@@ -238,11 +238,13 @@ _NPM_ERROR = re.compile(r"^npm (?:error|ERR!) ?(.*)$")
 _NPM_NOISE = re.compile(r"^(?:[{}]|syscall |errno |A complete log)")
 
 
-def registry_problem(timeout: float = 30.0) -> str | None:
+def registry_problem(timeout: float = 60.0) -> str | None:
     """Why npm cannot reach its registry with the environment pi's install gets (the
-    host's CA variables included), or None when `npm ping` answers."""
+    host's CA variables included), or None when `npm ping` answers. One attempt with
+    npm's own 20 s limit, so npm's error (a certificate, a refusal) arrives before ours."""
+    argv = npm_argv("ping", "--fetch-retries=0", "--fetch-timeout=20000")
     try:
-        run(npm_argv("ping"), env=npm_env(), timeout=timeout)
+        run(argv, env=npm_env(), timeout=timeout)
     except CommandFailed as exc:
         return "npm is not installed" if exc.returncode == 127 else npm_error(exc)
     return None

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from writerpool.agent.compact import PRELOAD_NAME, install_preload, node_options
+from writerpool.agent.compact import install_preload
 from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.providers import ResolvedProvider, usable_key
 from writerpool.errors import WriterpoolError
@@ -34,9 +34,6 @@ CODING_TOOLS = "read,bash,edit,write,grep,find,ls"
 # Used when the caller names no model: pi turns an unknown `--model M` of a provider
 # into a copy of that provider's first model with id M (limits included).
 TEMPLATE_MODEL = "writerpool-template-model"
-# Trust anchors of hosts behind an intercepting proxy; they are not secrets.
-CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
-SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 
 FD_SHIM = """#!/bin/sh
 # Written by writerpool. pi passes --no-require-git, which this host's fd predates;
@@ -222,7 +219,7 @@ def _read_models(agent_dir: Path) -> dict[str, Any] | None:
 def pi_args(profile: Profile, read_only: bool, agent_dir: str | Path) -> list[str]:
     """pi's flags for a session of this profile (the executable is the caller's).
 
-    `agent_dir` reaches pi through PI_CODING_AGENT_DIR (see host_env); pi has no flag
+    `agent_dir` reaches pi through PI_CODING_AGENT_DIR (agent/environment.py); pi has no flag
     for it, so it is accepted here only to keep argv and env built from one value.
     """
     del agent_dir
@@ -235,31 +232,3 @@ def pi_args(profile: Profile, read_only: bool, agent_dir: str | Path) -> list[st
         "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files",
         "--tools", tools,
     ]  # fmt: skip
-
-
-def tool_path() -> str:
-    """PATH for pi on the host: node, rg and fd wherever they are, then the system."""
-    dirs: list[str] = []
-    for tool in ("node", "rg", "fd", "fdfind"):
-        found = shutil.which(tool)
-        if found:
-            dirs.append(str(Path(found).parent))
-    return ":".join(dict.fromkeys([*dirs, *SYSTEM_PATH]))
-
-
-def host_env(agent_dir: Path, tmpdir: Path) -> dict[str, str]:
-    """A minimal environment for pi on the host. HOME is the session's private tmpdir,
-    so pi and the tools it runs find no configuration of the operator's there."""
-    env = {
-        "PATH": tool_path(),
-        "HOME": str(tmpdir),
-        "TMPDIR": str(tmpdir),
-        "LANG": "C.UTF-8",
-        "PI_CODING_AGENT_DIR": str(agent_dir),
-        "PI_OFFLINE": "1",
-        "PI_TELEMETRY": "0",
-    }
-    if (agent_dir / PRELOAD_NAME).is_file():  # rendered by render_agent_dir
-        env["NODE_OPTIONS"] = node_options(agent_dir)
-    env.update({k: os.environ[k] for k in CA_VARS if os.environ.get(k)})
-    return env

@@ -1,4 +1,4 @@
-"""`writerpool image build|show|prune`."""
+"""`writerpool image build|derive|show|prune`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from writerpool.agent.install import PI_VERSION, install_pi
 from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.image_derive import derive_image, derive_source
 from writerpool.pool.image_prune import prune_images
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
@@ -56,6 +57,36 @@ def build(force: bool, mirror: str | None, as_json: bool) -> None:
     else:
         report.add("image_built", "ok", TARGET, f"built {short} in {outcome.seconds:.0f} s; pinned")
     emit(report, as_json)
+
+
+@image.command("derive")
+@click.argument("name")
+@click.option(
+    "--containerfile",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A Containerfile; its first FROM becomes the pinned writer image.",
+)
+@click.option(
+    "--context",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="The Containerfile's build context (default: its folder).",
+)
+@click.option(
+    "--requirements",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A pip requirements or lock file; wheels are fetched by the host's pip.",
+)
+@json_option
+def derive(name: str, containerfile: Path | None, context: Path | None,
+           requirements: Path | None, as_json: bool) -> None:  # fmt: skip
+    """Build image NAME from the pinned writer image, with no network in the build."""
+    paths = Paths.from_env()
+    source = derive_source(containerfile, context, requirements)
+    progress = Progress(sys.stderr, verbose=sys.stderr.isatty())
+    emit(derive_image(paths, name, source, progress), as_json)
 
 
 @image.command("prune")

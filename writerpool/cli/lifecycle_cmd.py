@@ -20,7 +20,9 @@ discard_option = click.option(
 @click.command("collect")
 @click.argument("name")
 @click.option(
-    "--keep-old", is_flag=True, help="Keep the writer's earlier review refs (default: replace)."
+    "--keep-old",
+    is_flag=True,
+    help="Leave earlier review refs in place (default: move overwritten ones aside).",
 )
 @apply_option
 @json_option
@@ -68,8 +70,9 @@ def finish_cmd(name: str, apply: bool, as_json: bool) -> None:
 @click.command("remove")
 @click.argument("name")
 @discard_option
+@apply_option
 @json_option
-def remove_cmd(name: str, discard: bool, as_json: bool) -> None:
-    """Delete the writer and everything it owns (no planning step)."""
+def remove_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
+    """Delete the writer and everything it owns (a plan until --apply)."""
     paths = Paths.from_env()
-    emit(lifecycle.remove(paths, Podman(), load_config(paths), name, discard), as_json)
+    emit(lifecycle.remove(paths, Podman(), load_config(paths), name, discard, apply), as_json)

@@ -9,6 +9,7 @@ from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
 from writerpool.egress.allowlist import split_words
+from writerpool.pool.image_derive import image_setting, require_cache_tool
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.pool.mode_show import show_modes
 from writerpool.runtime.podman import Podman
@@ -53,7 +54,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
 @click.option("--profiles", help="Comma-separated coding profiles (container mode).")
 @click.option("--writers", type=click.IntRange(1, 16), help="Number of writers, 1-16 (default 1).")
 @click.option("--lifecycle", type=click.Choice(["persistent", "ephemeral"]))
-@click.option("--image", help="'default' (the built image's pin) or a 64-hex local image id.")
+@click.option(
+    "--image",
+    help="'default' (the built image's pin), a name given to `image derive`, "
+    "or a 64-hex local image id.",
+)
 @click.option(
     "--network",
     type=click.Choice(NETWORK_CHOICES),
@@ -61,7 +66,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
     "none, or a user-mode network that is NOT limited (slirp4netns, pasta).",
 )
 @click.option("--tags", type=click.Choice(["none", "reachable"]))
-@click.option("--cache", type=click.Choice(["none", "go", "uv"]))
+@click.option(
+    "--cache",
+    type=click.Choice(["none", "go", "uv"]),
+    help="A writer-private cache for go or uv; the image must carry that tool.",
+)
 @click.option("--base", help="A named local or remote branch to provision writers from.")
 @click.option(
     "--allow",
@@ -101,6 +110,11 @@ def set_cmd(
         "base": base,
         "allow": allow,
     }
+    paths = Paths.from_env()
+    if image is not None:
+        image = image_setting(paths, image)  # a derived image's name becomes its ID
+    if cache is not None and mode_name in (None, "container"):
+        require_cache_tool(paths, image or "default", cache)
     req = ModeRequest(
         alias=alias,
         mode=mode_name,
@@ -118,6 +132,5 @@ def set_cmd(
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),
     )
-    paths = Paths.from_env()
     report = set_mode(paths, Podman(), load_config(paths), req, terminal_steps)
     emit(report, as_json)

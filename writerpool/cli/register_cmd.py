@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 import click
 
@@ -30,6 +31,11 @@ from writerpool.report import Report
     show_default=True,
     help="Deadline of the --verify handshake, in seconds.",
 )
+@click.option(
+    "--approve-prompts",
+    is_flag=True,
+    help="Codex: approve pi_session_prompt, so `codex exec` can prompt sessions unasked.",
+)
 @json_option
 def register(
     target: str,
@@ -38,17 +44,24 @@ def register(
     do_remove: bool,
     project: str | None,
     timeout: float,
+    approve_prompts: bool,
     as_json: bool,
 ) -> None:
     """Register `writerpool serve` with a coding client (plans unless told otherwise).
 
     TARGET is one of: claude-code:user, claude-code:project, claude-code:local,
     codex:user. Changes go through the client's own `mcp add` / `mcp remove`; for
-    Codex, writerpool then sets its entry's required startup, timeouts and env_vars.
+    Codex, writerpool then sets its entry's required startup, timeouts and env_vars,
+    and with --approve-prompts approves pi_session_prompt (Codex otherwise asks before
+    each prompt, and `codex exec`, whose approval policy is never, refuses it).
     """
     if sum((do_apply, do_verify, do_remove)) > 1:
         raise UsageError("choose at most one of --apply, --verify, --remove")
     chosen = parse_target(target, project)
+    if approve_prompts:
+        if chosen.client != "codex" or do_remove:
+            raise UsageError("--approve-prompts applies to codex:user, without --remove")
+        chosen = replace(chosen, approve_prompts=True)
     paths = Paths.from_env()
     if do_apply:
         report = apply(paths, chosen)

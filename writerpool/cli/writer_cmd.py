@@ -12,6 +12,7 @@ from writerpool.config.paths import Paths
 from writerpool.pool.gate import doctor_gate
 from writerpool.pool.listing import list_writers, verify_writer
 from writerpool.pool.review import writer_diff, writer_log
+from writerpool.pool.review_list import writer_refs
 from writerpool.pool.status import writer_statuses
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
@@ -37,6 +38,17 @@ def status_cmd(name: str | None, as_json: bool) -> None:
     """Per writer: whether a session would get it, why not, and the next command."""
     paths = Paths.from_env()
     emit(writer_statuses(paths, Podman(), load_config(paths), "writer status", name), as_json)
+
+
+@writer.command("refs")
+@click.argument("name")
+@click.option("--prune", is_flag=True, help="Drop moved-aside and merged review refs.")
+@click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
+@json_option
+def refs_cmd(name: str, prune: bool, apply: bool, as_json: bool) -> None:
+    """The writer's review refs in the checkout: current, moved aside, merged."""
+    paths = Paths.from_env()
+    emit(writer_refs(paths, load_config(paths), name, prune, apply), as_json)
 
 
 @writer.command("log")

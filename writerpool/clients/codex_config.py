@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.items import Table
 
 from writerpool.clients.model import SERVER_NAME
@@ -23,7 +24,12 @@ from writerpool.errors import WriterpoolError
 from writerpool.state.atomic import write_atomic
 
 # Keys writerpool owns in [mcp_servers.writerpool] besides what `codex mcp add` writes.
-SETTING_KEYS = ("required", "startup_timeout_sec", "tool_timeout_sec", "env_vars")
+# `tools` only when the operator chose --approve-prompts (PROMPT_APPROVAL).
+SETTING_KEYS = ("required", "startup_timeout_sec", "tool_timeout_sec", "env_vars", "tools")
+# The one tool Codex asks about (destructive and open-world when some coding profile
+# works in an operator's checkout); approved, `codex exec` can prompt sessions.
+PROMPT_TOOL = "pi_session_prompt"
+PROMPT_APPROVAL = {PROMPT_TOOL: {"approval_mode": "approve"}}
 # writerpool serve answers initialize in about half a second; a loaded host needs more.
 STARTUP_TIMEOUT_SEC = 30
 # pi_session_start may take 90 s on a busy host and pi_turn_get waits up to 60 s.
@@ -36,13 +42,22 @@ def config_file(environ: Mapping[str, str] | None = None) -> Path:
     return Path(home) / "config.toml"
 
 
-def wanted_settings(env_vars: list[str]) -> dict[str, Any]:
-    return {
+def wanted_settings(env_vars: list[str], approve_prompts: bool = False) -> dict[str, Any]:
+    wanted: dict[str, Any] = {
         "required": True,
         "startup_timeout_sec": STARTUP_TIMEOUT_SEC,
         "tool_timeout_sec": TOOL_TIMEOUT_SEC,
         "env_vars": sorted(set(env_vars)),
     }
+    if approve_prompts:
+        wanted["tools"] = PROMPT_APPROVAL
+    return wanted
+
+
+def prompts_approved(settings: Mapping[str, Any]) -> bool:
+    tools = settings.get("tools")
+    entry = tools.get(PROMPT_TOOL) if isinstance(tools, dict) else None
+    return isinstance(entry, dict) and entry.get("approval_mode") == "approve"
 
 
 def read_settings(path: Path) -> dict[str, Any]:
@@ -73,6 +88,8 @@ def settings_problems(observed: Mapping[str, Any], wanted: Mapping[str, Any]) ->
     missing = sorted(set(wanted["env_vars"]) - set(have if isinstance(have, list) else []))
     if missing:
         problems.append(f"env_vars lacks {', '.join(missing)}")
+    if prompts_approved(wanted) and not prompts_approved(observed):
+        problems.append(f"{PROMPT_TOOL} is not approved (approval_mode)")
     return problems
 
 
@@ -85,9 +102,15 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
         raise WriterpoolError("client_failed", "Codex's config.toml cannot be read") from exc
     servers = document.get("mcp_servers")
     entry = servers.get(SERVER_NAME) if servers is not None else None
-    if not isinstance(entry, Table):
+    # A proxy when the entry's tables are split (`[…writerpool.tools.x]` further down).
+    if not isinstance(entry, Table | OutOfOrderTableProxy):
         raise WriterpoolError("client_failed", "Codex's config.toml has no writerpool entry")
     for key, value in settings.items():
-        entry[key] = value
+        if key == "tools":  # merged: approvals an operator set for other tools stay
+            tools = entry.setdefault("tools", tomlkit.table(is_super_table=True))
+            for tool, options in value.items():
+                tools[tool] = options
+        else:
+            entry[key] = value
     mode = path.stat().st_mode & 0o777
     write_atomic(path, tomlkit.dumps(document).encode("utf-8"), mode=mode)

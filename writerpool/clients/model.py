@@ -30,6 +30,9 @@ class Target:
     client: Client
     scope: Scope
     project: Path | None = None
+    # Codex only: approve pi_session_prompt, so `codex exec` (approval policy never) can
+    # prompt sessions; the operator's explicit choice (register --approve-prompts).
+    approve_prompts: bool = False
 
     @property
     def name(self) -> str:
@@ -109,7 +112,9 @@ def server_env_vars(paths: Paths) -> list[str]:
     return sorted(names)
 
 
-def desired_registration(paths: Paths, client: Client = "claude-code") -> Registration:
+def desired_registration(
+    paths: Paths, client: Client = "claude-code", approve_prompts: bool = False
+) -> Registration:
     """What writerpool registers: its own server, with the configuration location given
     explicitly so the client's working directory and environment never choose it."""
     command, *args = server_command()
@@ -118,4 +123,5 @@ def desired_registration(paths: Paths, client: Client = "claude-code") -> Regist
         return Registration(command, tuple(args), env)
     from writerpool.clients.codex_config import wanted_settings  # noqa: PLC0415
 
-    return Registration(command, tuple(args), env, wanted_settings(server_env_vars(paths)))
+    settings = wanted_settings(server_env_vars(paths), approve_prompts)
+    return Registration(command, tuple(args), env, settings)

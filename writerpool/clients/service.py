@@ -104,8 +104,31 @@ def _context(paths: Paths, target: Target, adapter: ClientAdapter | None, comman
     report = Report(command)
     report.data["target"] = target.name
     report.data["name"] = SERVER_NAME
-    wanted = desired_registration(paths, target.client)
+    wanted = desired_registration(paths, target.client, target.approve_prompts)
     return Ctx(paths, target, adapter or adapter_for(target), wanted, report)
+
+
+def _prompt_approval(ctx: Ctx) -> None:
+    """Codex: say what the --approve-prompts choice permits, or why prompts ask without it."""
+    if ctx.target.client != "codex":
+        return
+    if ctx.target.approve_prompts:
+        ctx.report.add(
+            "prompt_approval", "ok", ctx.where,
+            "pi_session_prompt is approved (approval_mode = \"approve\"): Codex, `codex "
+            "exec` included, lets its model prompt pi sessions without asking; a coding "
+            "session's prompt changes a writer's clone (in host mode, your checkout) and "
+            "calls the profile's model provider",
+        )  # fmt: skip
+        return
+    ctx.report.add(
+        "prompt_approval", "ok", ctx.where,
+        "pi_session_prompt asks before each call (interactive Codex) and is refused under "
+        "`codex exec` (approval policy never): writerpool marks it destructive and "
+        "open-world, since a prompt makes a coding agent change files and call a model "
+        "provider",
+        remedy="to let Codex prompt sessions without asking, add --approve-prompts",
+    )  # fmt: skip
 
 
 def _divergent(ctx: Ctx, observed: Observed, status: Literal["warning", "error"]) -> None:
@@ -159,6 +182,7 @@ def plan(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> 
             f"{cli.label}'s `{cli.program}` command is not on PATH; nothing was read",
             remedy=f"install {cli.label} or put `{cli.program}` on PATH",
         )
+    _prompt_approval(ctx)
     return ctx.report
 
 
@@ -205,6 +229,7 @@ def apply(paths: Paths, target: Target, adapter: ClientAdapter | None = None) ->
             _divergent(ctx, observed, "error")
         else:
             _add(ctx, record.with_entry(entry_for(target, SERVER_NAME, ctx.wanted, "pending")))
+    _prompt_approval(ctx)
     _audit(ctx, "apply")
     return ctx.report
 

@@ -31,11 +31,12 @@ NETWORKS: dict[str, NetworkInfo] = {
     ),
     "slirp4netns": NetworkInfo(
         "slirp4netns", "slirp4netns", limited=False, egress=False,
-        reach="whatever the host can reach (NOT limited)",
+        reach="whatever the host can reach; the key is copied in for each session",
     ),
     "pasta": NetworkInfo(
         "pasta", "pasta", limited=False, egress=False,
-        reach="whatever the host can reach (NOT limited; Podman 4.4 or newer)",
+        reach="whatever the host can reach (Podman 4.4 or newer); the key is copied in for "
+        "each session",
     ),
 }  # fmt: skip
 NETWORK_CHOICES = tuple(NETWORKS)
@@ -44,7 +45,8 @@ NETWORK_CHOICES = tuple(NETWORKS)
 def network_info(kind: str) -> NetworkInfo:
     """The table's row for a stored kind; an unknown one is treated as not limited."""
     return NETWORKS.get(kind) or NetworkInfo(
-        "slirp4netns", "slirp4netns", limited=False, egress=False, reach="unknown (NOT limited)"
+        "slirp4netns", "slirp4netns", limited=False, egress=False,
+        reach="unknown; the key is copied in",
     )
 
 

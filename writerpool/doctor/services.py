@@ -35,5 +35,6 @@ def npm_registry(problem: str | None, ca_set: tuple[str, ...]) -> CheckResult:
         "npm",
         f"npm cannot reach its registry: {problem} (CA variables set: {given})",
         "behind an intercepting proxy, export NODE_EXTRA_CA_CERTS (and SSL_CERT_FILE) naming "
-        "its CA bundle; check `registry` in ~/.npmrc and the proxy variables",
+        "its CA bundle; check npm's registry setting (`npm config get registry`) and the "
+        "proxy variables",
     )

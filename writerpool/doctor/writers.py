@@ -48,7 +48,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
                     "error",
                     subject,
                     exc.message,
-                    remedy=f"`writerpool writer remove {name}` after collecting",
+                    remedy=f"`writerpool writer remove {name} --apply` after collecting",
                 )
             )
             continue

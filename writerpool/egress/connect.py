@@ -44,7 +44,7 @@ __all__ = ["ConnectLimits", "ConnectSession"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-CHUNK = 65536
+CHUNK = 1024 * 1024  # large reads: each is a trip through the loop
 CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0

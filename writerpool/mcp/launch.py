@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.egress import EgressRequest, Grant, grant
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
 from writerpool.audit import audit_connect, audit_egress
-from writerpool.config.models import Config
+from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -61,6 +62,7 @@ class Launched:
     grant: Grant  # the session's egress: ended at close
     scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
+    uncommitted: bool | None = None  # a writer session's clone at close (None: unknown)
     container: str | None = None  # a read-only session's container label
 
     @property
@@ -75,9 +77,10 @@ class Launched:
 
 
 class Launcher:
-    def __init__(self, paths: Paths, config: Config) -> None:
+    def __init__(self, paths: Paths, loaded: LoadedConfig) -> None:
         self._paths = paths
-        self._config = config
+        self._loaded = loaded
+        self._config = loaded.config
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
         self._egress: EgressHost | None = None
@@ -111,6 +114,7 @@ class Launcher:
             finally:
                 try:
                     if launched.slot is not None:
+                        launched.uncommitted = launched.slot.uncommitted()
                         launched.slot.release()
                     if launched.container is not None:
                         remove_session_containers(launched.container)
@@ -181,7 +185,7 @@ class Launcher:
             held = self._grant(plan, "host", agent_dir, private / "egress", session_id, None)
             try:
                 argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
-                env = agent_launch.host_env(agent_dir, tmp)
+                env = pi_env(agent_dir, HOST, tmpdir=tmp)
                 agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
             except BaseException:
                 held.revoke()
@@ -233,7 +237,7 @@ class Launcher:
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
         from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
-        slot = lease_ready_writer(self._paths, self._config, plan.workspace, plan.base)
+        slot = lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
         try:
             held = self._grant(
                 plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,

@@ -59,6 +59,11 @@ WORK: Schema = {
             "description": "True when branchesChanged names fewer than changed, or the "
             "clone holds more refs than writerpool reads.",
         },
+        "uncommittedChanges": {
+            "type": ["boolean", "null"],
+            "description": "Whether the clone holds uncommitted or untracked changes, judged "
+            "at close (null while the session runs).",
+        },
         "note": string("Where the work goes next."),
     },
 }

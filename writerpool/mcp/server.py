@@ -7,12 +7,14 @@ logs go to stderr.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import re
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -28,9 +30,10 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.limits import ANSWER_MAX_BYTES
+from writerpool.mcp.answers import within_cap
+from writerpool.mcp.inflight import InFlight
 from writerpool.mcp.progress import Progress, report_while_running
-from writerpool.mcp.sessions import SessionManager
+from writerpool.mcp.sessions import SessionManager, StartCancelled
 from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.mcp.tools import (
     GLOSSARY,
@@ -56,6 +59,10 @@ INSTRUCTIONS = (
     "pi_session_prompt, wait for it with pi_turn_get, and close the session with "
     "pi_session_close when done (that frees its writer)."
 )
+# The audit outcome of a call the client cancelled, or left by going away.
+CANCELLED = "request_cancelled"
+# How long shutdown waits for calls still running to end and be audited.
+CALL_DRAIN_SECONDS = 15.0
 # Failures a client hears about as a log line too (the tool result carries the same code).
 LOGGED_FAILURES = frozenset({"session_start_failed", "session_failed", "internal_error"})
 
@@ -107,6 +114,7 @@ class ToolService:
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
         self.log_failures = True
+        self._calls = InFlight()
         try:
             loaded = load_config(paths)
             self.manager = SessionManager(paths, loaded, load_modes(paths))
@@ -120,7 +128,7 @@ class ToolService:
         return self.manager.host_coding if self.manager is not None else True
 
     def _handler(
-        self, spec: ToolSpec, args: dict[str, Any], progress: Progress
+        self, spec: ToolSpec, args: dict[str, Any], progress: Progress, cancel: threading.Event
     ) -> Callable[[], dict[str, Any]]:
         if self.manager is None:
             assert self.load_error is not None
@@ -130,7 +138,11 @@ class ToolService:
         handlers: dict[str, Callable[[], dict[str, Any]]] = {
             "pi_capabilities_get": m.capabilities,
             "pi_session_start": lambda: m.start(
-                args["workspace"], args.get("executionProfile"), args.get("base"), progress
+                args["workspace"],
+                args.get("executionProfile"),
+                args.get("base"),
+                progress,
+                cancel,
             ),
             "pi_session_list": m.list,
             "pi_session_get": lambda: m.get(sid),
@@ -151,47 +163,68 @@ class ToolService:
     async def call(
         self, name: str, arguments: object, progress: Progress | None = None
     ) -> dict[str, Any]:
-        spec = TOOLS_BY_NAME.get(name)
+        """The call's body. Cancelled (the client's notifications/cancelled, or the
+        client gone), the worker still finishes the call: a session it started is
+        closed, and the call is audited as cancelled."""
+        cancel = threading.Event()
+        work = functools.partial(self._run, name, arguments, progress or Progress(), cancel)
         try:
-            if spec is None:
-                raise WriterpoolError("tool_unknown", "no tool of that name")
-            args = check_arguments(spec, arguments)
-            handler = self._handler(spec, args, progress or Progress())
             # Agent calls block (process start, waits); a worker thread keeps the
             # server answering other requests meanwhile.
-            body = {"ok": True, **await anyio.to_thread.run_sync(handler, abandon_on_cancel=True)}
-        except WriterpoolError as exc:
-            body = _error(exc.code, exc.message)
-        except Exception:  # the tool-call boundary: a bug must not kill the server
-            log.exception("tool %s failed", spec.name if spec else "?")
-            body = _error("internal_error", "an unexpected error inside writerpool")
-        body = _within_cap(spec.name if spec else "?", body)
-        self._audit(spec.name if spec else "tool_unknown", arguments, body)
-        return body
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
 
-    def _audit(self, tool: str, arguments: object, body: dict[str, Any]) -> None:
-        session = _session_of(arguments, body)
+    def _run(
+        self, name: str, arguments: object, progress: Progress, cancel: threading.Event
+    ) -> dict[str, Any]:
+        with self._calls.running(cancel):
+            spec = TOOLS_BY_NAME.get(name)
+            session = None
+            try:
+                if spec is None:
+                    raise WriterpoolError("tool_unknown", "no tool of that name")
+                args = check_arguments(spec, arguments)
+                body = {"ok": True, **self._handler(spec, args, progress, cancel)()}
+            except StartCancelled as exc:
+                session = exc.session_id
+                body = _error(exc.code, exc.message)
+            except WriterpoolError as exc:
+                body = _error(exc.code, exc.message)
+            except Exception:  # the tool-call boundary: a bug must not kill the server
+                log.exception("tool %s failed", spec.name if spec else "?")
+                body = _error("internal_error", "an unexpected error inside writerpool")
+            body = within_cap(spec.name if spec else "?", body)
+            outcome = CANCELLED if cancel.is_set() else None
+            self._audit(spec.name if spec else "tool_unknown", arguments, body, session, outcome)
+            return body
+
+    def _audit(
+        self,
+        tool: str,
+        arguments: object,
+        body: dict[str, Any],
+        session: str | None = None,
+        outcome: str | None = None,
+    ) -> None:
+        session = session or _session_of(arguments, body)
         writer = self.manager.writer_of(session) if self.manager and session else None
-        outcome = "ok" if body["ok"] else body["error"]["code"]
+        outcome = outcome or ("ok" if body["ok"] else body["error"]["code"])
         try:
             audit(self.paths, tool_or_command=tool, outcome=outcome, session=session, writer=writer)
         except OSError as exc:
             log.error("audit log not written: %s", sanitize(str(exc)))
 
     def shutdown(self) -> None:
+        """Cancel the calls still running, close every session (a start in flight
+        included), and let the calls write their audit lines, each step bounded."""
+        self._calls.cancel_all()
         if self.manager is not None:
             self.manager.close_all()
+        self._calls.drain(CALL_DRAIN_SECONDS)
+        if self.manager is not None:
             self.manager.shutdown()
-
-
-def _within_cap(name: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Every answer is built to stay under ANSWER_MAX_BYTES; one that does not is a bug,
-    answered with a code rather than sent."""
-    size = len(json.dumps(body, sort_keys=True))
-    if size <= ANSWER_MAX_BYTES:
-        return body
-    log.error("tool %s built an answer of %d bytes, over the cap", name, size)
-    return _error("answer_too_large", f"the answer would exceed {ANSWER_MAX_BYTES} bytes")
 
 
 def _session_of(arguments: object, body: dict[str, Any]) -> str | None:

@@ -8,7 +8,6 @@ a path, a prompt, a credential or a provider error.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -23,7 +22,8 @@ from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
+from writerpool.gitops.limits import LIMITS
+from writerpool.mcp.answers import LIST_BYTES, LIST_NAMED, fit_list
 from writerpool.mcp.launch import Agent, Launched, Launcher
 from writerpool.mcp.placement import (
     SessionPlan,
@@ -43,10 +43,18 @@ log = logging.getLogger(__name__)
 
 # Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
 MAX_TOMBSTONES = 256
-# pi_session_list names fewer changed branches per session than pi_session_get, and
-# leaves out the oldest closed sessions past its share of the answer cap.
-LIST_NAMED = 5
-LIST_BYTES = ANSWER_MAX_BYTES - 8 * 1024
+# How long shutdown waits for starts in flight to finish and close themselves: a
+# container start's own bound, plus a margin for the lease and the fence.
+START_DRAIN_SECONDS = 120.0
+
+
+class StartCancelled(WriterpoolError):
+    """The client cancelled pi_session_start (or went away): what it started is closed."""
+
+    def __init__(self, session_id: str | None) -> None:
+        closed = "its session was closed" if session_id else "nothing was started"
+        super().__init__("request_cancelled", f"the client cancelled the start; {closed}")
+        self.session_id = session_id
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,7 @@ class Session:
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
     unread: str | None = None  # why the clone's refs could not be read, last time
+    uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -145,7 +154,7 @@ class Session:
         if isinstance(now, str) and now != self.unread:
             log.warning("session %s: writer clone refs unreadable: %s", self.id, now)
         self.unread = now if isinstance(now, str) else None  # logged once per change
-        return clone_work(self.writer, self.start_refs, now, most)
+        return clone_work(self.writer, self.start_refs, now, self.uncommitted, most)
 
     def keep_final_work(self) -> None:
         """Keep the bounded summary only: the refs read at start go with the agent."""
@@ -168,9 +177,11 @@ class SessionManager:
         self._paths = paths
         self._loaded = loaded
         self._modes = modes
-        self._launcher = Launcher(paths, loaded.config)
+        self._launcher = Launcher(paths, loaded)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)
+        self._starting = 0  # starts in flight
         self._shutting_down = False
         self.host_coding = _host_coding(loaded.config, modes)
 
@@ -210,31 +221,51 @@ class SessionManager:
         profile: str | None = None,
         base: str | None = None,
         progress: Progress | None = None,
+        cancel: threading.Event | None = None,
     ) -> dict[str, Any]:
+        """Start a session. `cancel` set (the client cancelled or left): the start stops
+        before the agent starts, or the session is closed at once (container gone,
+        lease released) and StartCancelled names it."""
         plan = plan_session(self._loaded.config, self._modes, workspace, profile, base)
         session_id = "s-" + secrets.token_hex(8)
+        cancel = cancel or threading.Event()
         with self._lock:
             if self._shutting_down:
                 raise WriterpoolError("session_start_failed", "the server is shutting down")
-        progress = progress or Progress()
+            self._starting += 1
+        try:
+            if cancel.is_set():
+                raise StartCancelled(None)
+            session = self._launch(plan, session_id, progress or Progress())
+            with self._lock:
+                late = self._shutting_down
+                self._sessions[session_id] = session
+            if cancel.is_set() or late:
+                # Nobody will learn this session's id: it must not hold a writer.
+                self.close(session_id)
+                if cancel.is_set():
+                    raise StartCancelled(session_id)
+                raise WriterpoolError("session_start_failed", "the server is shutting down")
+        finally:
+            with self._lock:
+                self._starting -= 1
+                self._started.notify_all()
+        return {"session": session.view()}
+
+    def _launch(self, plan: SessionPlan, session_id: str, progress: Progress) -> Session:
         progress.follow(lambda: _starting_line(plan, progress))
         launched = self._launcher.launch(plan, session_id)
         session = Session(
             session_id, plan, launched, now_iso(), writer=launched.writer, base=launched.base
         )
         if launched.writer is not None:
+            if launched.slot is not None and launched.slot.prepared:
+                progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
             session.clone = self._paths.writer_dir(launched.writer) / "clone"
             refs = read_clone(session.clone)
             session.start_refs = None if isinstance(refs, str) else refs
-        with self._lock:
-            late = self._shutting_down
-            self._sessions[session_id] = session
-        if late:
-            # Shutdown began while the agent started: it must not outlive the server.
-            self.close(session_id)
-            raise WriterpoolError("session_start_failed", "the server is shutting down")
-        return {"session": session.view()}
+        return session
 
     def close(self, session_id: str) -> dict[str, Any]:
         session = self._find(session_id)
@@ -249,6 +280,7 @@ class SessionManager:
                         self._launcher.stop(launched, self._close_seconds())
                     finally:
                         session.keep_final_turns(launched.agent)
+                        session.uncommitted = launched.uncommitted
                         session.keep_final_work()
                         session.launched = None
         self._forget_old_tombstones()
@@ -258,6 +290,9 @@ class SessionManager:
         """Close every open session in parallel, bounded by pool.session_close_seconds."""
         with self._lock:
             self._shutting_down = True
+            # A start in flight closes its own session once it sees the flag.
+            if not self._started.wait_for(lambda: self._starting == 0, START_DRAIN_SECONDS):
+                log.error("a session start did not end within its bound")
             open_ids = [s.id for s in self._sessions.values() if s.closed_at is None]
         threads = [
             threading.Thread(target=self.close, args=(sid,), daemon=True) for sid in open_ids
@@ -358,22 +393,6 @@ class SessionManager:
             closed = [sid for sid, s in self._sessions.items() if s.closed_at is not None]
             for sid in closed[: max(0, len(closed) - MAX_TOMBSTONES)]:
                 del self._sessions[sid]
-
-
-def fit_list(views: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
-    """The views whose JSON text fits `budget`, oldest closed sessions left out first,
-    then the oldest of the rest; and how many were left out. Order is kept."""
-    sizes = [len(json.dumps(v)) for v in views]
-    total = sum(sizes)
-    closed = [i for i, v in enumerate(views) if v["state"] == "closed"]
-    others = [i for i, v in enumerate(views) if v["state"] != "closed"]
-    dropped: set[int] = set()
-    for index in closed + others:
-        if total <= budget:
-            break
-        dropped.add(index)
-        total -= sizes[index]
-    return [v for i, v in enumerate(views) if i not in dropped], len(dropped)
 
 
 def _starting_line(plan: SessionPlan, progress: Progress) -> str:

@@ -1,13 +1,17 @@
 """The stdio transport: the SDK's, with a reader that answers every malformed line
-that carries an id.
+as JSON-RPC 2.0 asks.
 
 The SDK (mcp 2.3) hands a line that is not a valid JSON-RPC message to the session as
-an exception, and the session only logs it: a client that sent a broken request with
-an id waits for an answer forever. This reader validates each line first; a valid one
-goes on to the SDK unchanged, and an invalid one that names an id gets a JSON-RPC error
-reply (-32600 Invalid Request, or -32700 Parse error when the JSON itself is broken).
-Lines without a recognisable id, and broken responses, are dropped with a log line, as
-JSON-RPC allows (a reply with a null id would itself confuse clients).
+an exception, and the session only logs it: a client that sent a broken request waits
+for an answer forever. This reader validates each line first; a valid one goes on to
+the SDK unchanged, and an invalid one gets a JSON-RPC error reply:
+- a line that is not JSON: -32700 Parse error, with the request's id when one can be
+  read before the JSON breaks, else with id null;
+- a batch (a JSON array; MCP has none): -32600 Invalid Request for each request in it
+  that has an id, or one with id null when none has;
+- any other invalid request: -32600 Invalid Request, with its id or null.
+Broken responses and broken notifications (a method, no id) are dropped with a log
+line: JSON-RPC never answers either.
 
 Like the SDK's own reader, it serves the wire from a private duplicate of fd 0 and
 points fd 0 at the null device meanwhile, so no handler or child reads the protocol.
@@ -36,6 +40,8 @@ from writerpool.untrusted import DocumentRefused, loads_json
 log = logging.getLogger(__name__)
 
 RequestId = int | str
+# The replies one batch line gets at most (the rest of its ids get none).
+MAX_BATCH_REPLIES = 64
 # In a line that is not JSON, an id before any nested object or array is the request's.
 _PREFIX_ID = re.compile(r'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 
@@ -69,8 +75,8 @@ def _id_in_broken_json(line: str) -> RequestId | None:
 
 
 def rejections(line: str) -> list[types.JSONRPCError] | None:
-    """None for a valid message; else the error replies the line needs (none when it
-    carries no request id)."""
+    """None for a valid message; else the error replies the line needs (none for a
+    broken response or notification)."""
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         return None
@@ -79,18 +85,29 @@ def rejections(line: str) -> list[types.JSONRPCError] | None:
     try:
         value: Any = loads_json(line)
     except (ValueError, DocumentRefused):
-        ident = _id_in_broken_json(line)
-        return [] if ident is None else [_error(ident, types.PARSE_ERROR, "Parse error")]
-    items = value if isinstance(value, list) else [value]  # a batch: MCP has none
-    replies = []
-    for item in items:
-        ident = request_id(item)
-        if ident is not None:
-            replies.append(_error(ident, types.INVALID_REQUEST, "Invalid Request"))
-    return replies
+        return [_error(_id_in_broken_json(line), types.PARSE_ERROR, "Parse error")]
+    if isinstance(value, list):
+        return batch_refusals(value)
+    if isinstance(value, dict) and (
+        "result" in value or "error" in value or ("method" in value and "id" not in value)
+    ):
+        return []
+    return [_error(request_id(value), types.INVALID_REQUEST, "Invalid Request")]
 
 
-def _error(ident: RequestId, code: int, message: str) -> types.JSONRPCError:
+def batch_refusals(items: list[Any]) -> list[types.JSONRPCError]:
+    """A batch's replies: each request in it is refused by its id (the first
+    MAX_BATCH_REPLIES; a client waits per id), or the batch once with id null."""
+    message = "Invalid Request: batches are not supported"
+    ids = [ident for ident in map(request_id, items) if ident is not None]
+    if len(ids) > MAX_BATCH_REPLIES:
+        log.warning("a batch of %d requests: only the first %d are answered",
+                    len(ids), MAX_BATCH_REPLIES)  # fmt: skip
+    replies = [_error(ident, types.INVALID_REQUEST, message) for ident in ids[:MAX_BATCH_REPLIES]]
+    return replies or [_error(None, types.INVALID_REQUEST, message)]
+
+
+def _error(ident: RequestId | None, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(
         jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message)
     )
@@ -120,7 +137,7 @@ class _CheckedLines:
                 if answers is None:
                     yield line
                 elif not answers:
-                    log.warning("dropped a malformed line without a request id")
+                    log.warning("dropped a malformed response or notification")
                 for answer in answers or ():
                     await self._replies.send(answer)
 

@@ -166,7 +166,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Start an agent session",
         "Start a pi agent session in a workspace and return its sessionId. "
         + GLOSSARY
-        + " A read-only profile reads the workspace on the host with read-only tools. A "
+        + " A read-only profile reads the workspace with read-only tools, in a throwaway "
+        "container. A "
         "coding profile follows the workspace mode: in a container workspace it leases a "
         "free ready writer on the requested base (no free one: writer_unavailable); in a "
         "host workspace it edits the operator's checkout; a read-only workspace refuses it. "

@@ -19,6 +19,9 @@ from writerpool.gitops.limits import LIMITS
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
 
+UNCOMMITTED_NOTE = (
+    " It also holds uncommitted or untracked changes, collected as <branch>-wip."
+)
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
 READ_ONLY_NOTE = "A read-only session changes no files."
 
@@ -78,11 +81,17 @@ def _unread(writer: str, code: str) -> dict[str, Any]:
 
 
 def clone_work(
-    writer: str, start: CloneRefs | None, now: CloneRefs | str, most: int = LIMITS.listed
+    writer: str,
+    start: CloneRefs | None,
+    now: CloneRefs | str,
+    uncommitted: bool | None = None,
+    most: int = LIMITS.listed,
 ) -> dict[str, Any]:
-    """The work summary; `most` changed branches named at most."""
+    """Where a writer session's work is; `most` changed branches named at most.
+    `uncommitted` is judged at close (None while the session runs, or when it could not
+    be told)."""
     if isinstance(now, str):
-        return _unread(writer, now)
+        return {**_unread(writer, now), "uncommittedChanges": uncommitted}
     head = now.head.removeprefix("refs/heads/") if now.head.startswith("refs/heads/") else None
     before = start.branches if start is not None else {}
     changed = changed_branches(before, now.branches)
@@ -93,7 +102,8 @@ def clone_work(
         "branchesChanged": shown,
         "branchesChangedCount": len(changed),
         "truncated": len(shown) < len(changed),
-        "note": collect_note(writer),
+        "uncommittedChanges": uncommitted,
+        "note": collect_note(writer) + (UNCOMMITTED_NOTE if uncommitted else ""),
     }
 
 

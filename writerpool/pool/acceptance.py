@@ -282,7 +282,12 @@ def accept(
             }
         ),
     )
+    # The network probes' verdicts (names and pass/fail only: the details are the
+    # container's words) show what the classification rests on.
+    checks = report.network_checks if report else {}
+    probes = {n: checks[n].status for n in _token_list(list(checks))}
     return state, Finding(
-        code, "ok", target, f"accepted as {expected}; network {describe(state.network)}"
-    )
+        code, "ok", target, f"accepted as {expected}; network {describe(state.network)}",
+        data={"networkClass": expected, "networkChecks": dict(sorted(probes.items())[:64])},
+    )  # fmt: skip
 

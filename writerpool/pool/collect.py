@@ -42,7 +42,14 @@ from writerpool.pool.inspect import (
     scan_for_collect,
 )
 from writerpool.pool.listing import unknown_writer
-from writerpool.pool.review_refs import collected_refs, delete_stale, replaced_by, report_replaced
+from writerpool.pool.review_refs import (
+    aside_names,
+    collected_refs,
+    move_aside,
+    replaced_by,
+    report_replaced,
+    staying,
+)
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
 from writerpool.report import Report, Status, Step, quiet
@@ -254,8 +261,8 @@ def _report_unexportable(
 
 
 def _report_leftovers(report: Report, inspection: Inspection, target: str) -> None:
-    """What is neither work nor the baseline: never collected, and no session starts
-    on the writer until a reset removes it."""
+    """What is neither work nor the baseline: never collected; the next lease, finish or
+    reset removes it."""
     kinds = [k for k in ("ignored", "special", "directory") if inspection.counts.get(k)]
     if not kinds:
         return
@@ -266,13 +273,11 @@ def _report_leftovers(report: Report, inspection: Inspection, target: str) -> No
                      + ", ".join(shown_path(e.path) for e in named) + ")")  # fmt: skip
     report.add(
         "writer_leftovers_present",
-        "warning",
+        "ok",
         target,
         "not collected (not work): "
         + "; ".join(parts)
-        + "; the writer takes no session until it is reset",
-        remedy=f"writerpool writer reset {target.rsplit('/', 1)[-1]} --apply (no --discard "
-        "needed for these)",
+        + "; the next lease, finish or reset removes them",
         counts={k: inspection.counts[k] for k in kinds},
     )
 
@@ -299,7 +304,7 @@ def collect_writer(
     keep_old: bool = False,
 ) -> CollectOutcome:
     """Collect a leased, fenced writer's work; record the digest when complete. Earlier
-    review refs of the writer are replaced unless `keep_old`."""
+    review refs the new ones overwrite move aside unless `keep_old` (pool/review_refs.py)."""
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
@@ -329,8 +334,8 @@ def collect_writer(
         shutil.rmtree(incoming, ignore_errors=True)
     crash_point("collect.bundle_kept")
     step("verifying the bundle and importing its refs into the checkout")
-    if not keep_old:
-        delete_stale(repo, old, new)
+    moves = aside_names(repo, state.name, replaced)
+    move_aside(repo, replaced, moves)
     _import(repo, state.name, inspection, decision.accepted, bundle)
     crash_point("collect.imported")
     complete = decision.complete
@@ -349,7 +354,8 @@ def collect_writer(
         ),
     )
     _report_collected(report, state, decision, bundle, target)
-    report_replaced(report, target, replaced, "ok", planned=False)
+    aside = {ref: (commit, moves[ref]) for ref, commit in replaced.items()}
+    report_replaced(report, target, state.name, aside, staying(old, new, replaced), False)
     return CollectOutcome("collected" if complete else "incomplete", inspection, digest)
 
 
@@ -428,8 +434,11 @@ def plan_collect(
         refs=[remote_prefix(state.name) + n for n in names],
         changedBranches=len(changed),
     )
-    replaced = {} if keep_old else replaced_by(old, _written(state.name, decision))
-    report_replaced(report, target, replaced, "planned", planned=True)
+    new = _written(state.name, decision)
+    replaced = {} if keep_old else replaced_by(old, new)
+    moves = aside_names(repo, state.name, replaced)
+    aside = {ref: (commit, moves[ref]) for ref, commit in replaced.items()}
+    report_replaced(report, target, state.name, aside, staying(old, new, replaced), True)
     status: Outcome = "collected" if decision.complete else "incomplete"
     return CollectOutcome(status, inspection, digest)
 

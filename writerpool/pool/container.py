@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from writerpool.agent.compact import node_options
+from writerpool.agent.environment import CACHE_ENV, EGRESS_DIR, pi_env
+
+# Defined with pi's environment; re-exported for the pool and the launcher.
+from writerpool.agent.environment import CONNECT_SOCKET as CONNECT_SOCKET  # noqa: PLC0414
+from writerpool.agent.environment import EGRESS_CA as EGRESS_CA  # noqa: PLC0414
+from writerpool.agent.environment import EGRESS_PORT as EGRESS_PORT  # noqa: PLC0414
+from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa: PLC0414
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
@@ -21,20 +27,6 @@ from writerpool.runtime.spec import (
 from writerpool.state.writer import WriterState
 
 AGENT_DIR = "/pi/agent"
-# The provider proxy's socket directory, and the loopback port the image's forwarder
-# (images/egress-forwarder, started by pi's launcher) relays to it.
-EGRESS_DIR = "/pi/egress"
-EGRESS_SOCKET = "proxy.sock"
-EGRESS_PORT = 41480
-# The allowlist proxy (`mode set --allow`): its socket beside the provider proxy's, the
-# forwarder's second port, and the host's public certificates the writer's tools trust.
-CONNECT_SOCKET = "connect.sock"
-CONNECT_PORT = 41481
-EGRESS_CA = "ca.pem"
-CACHE_ENV = {
-    "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
-    "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
-}
 
 
 def writer_layout(paths: Paths, name: str) -> dict[str, Path]:
@@ -77,29 +69,12 @@ def writer_spec(
         # the next session; writerpool renders it before each session.
         Mount(source=lay["agent"], target=AGENT_DIR, read_only=True),
     ]
-    # Commits made in a writer name the writer, never the operator.
-    identity = {
-        f"GIT_{who}_{field}": value
-        for who in ("AUTHOR", "COMMITTER")
-        for field, value in (
-            ("NAME", f"{state.name} (writerpool)"),
-            ("EMAIL", f"{state.name}@writerpool.invalid"),
-        )
-    }
-    env = {
-        "PI_CODING_AGENT_DIR": AGENT_DIR,
-        "NODE_OPTIONS": node_options(AGENT_DIR),  # pi's RPC output stays linear
-        "GIT_CONFIG_NOSYSTEM": "1",
-        **identity,
-    }
-    if state.cache in CACHE_ENV:
-        mounts.append(Mount(source=lay["cache"], target=f"/pi/{state.cache}"))
-        env.update(CACHE_ENV[state.cache])
+    cache = state.cache if state.cache in CACHE_ENV else None
+    if cache is not None:
+        mounts.append(Mount(source=lay["cache"], target=f"/pi/{cache}"))
     if network_info(state.network).egress:
         mounts.append(egress_mount(lay["egress"]))
-        env.update(EGRESS_ENV)
-        if allow:
-            env.update(ALLOW_ENV)
+    env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache, allow=allow)
     return ContainerSpec(
         image_id=image_id,
         name=f"writerpool-{state.name}",
@@ -114,33 +89,6 @@ def writer_spec(
         network=network_info(state.network).podman,
         limits=pool_limits(pool),
     )
-
-
-EGRESS_ENV = {
-    "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",
-    "WRITERPOOL_EGRESS_PORT": str(EGRESS_PORT),
-}
-
-
-_PROXY = f"http://127.0.0.1:{CONNECT_PORT}"
-_CA = f"{EGRESS_DIR}/{EGRESS_CA}"
-# Set only in writers whose workspace has an allowlist: the usual proxy variables (both
-# cases; git, pip, uv and npm read them), loopback exempt (pi's provider forwarder), and
-# the host's public certificates for every tool that verifies TLS on its own.
-ALLOW_ENV = {
-    "WRITERPOOL_CONNECT_SOCKET": f"{EGRESS_DIR}/{CONNECT_SOCKET}",
-    "WRITERPOOL_CONNECT_PORT": str(CONNECT_PORT),
-    **{name: _PROXY for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")},
-    **{name: "127.0.0.1,localhost,::1" for name in ("NO_PROXY", "no_proxy")},
-    "npm_config_proxy": _PROXY,
-    "npm_config_https_proxy": _PROXY,
-    "npm_config_cafile": _CA,
-    "SSL_CERT_FILE": _CA,
-    "REQUESTS_CA_BUNDLE": _CA,
-    "PIP_CERT": _CA,
-    "NODE_EXTRA_CA_CERTS": _CA,
-    "GIT_SSL_CAINFO": _CA,
-}
 
 
 def egress_mount(egress_dir: Path) -> Mount:
@@ -175,7 +123,7 @@ def readonly_spec(
             Mount(source=agent_dir, target=AGENT_DIR, read_only=True),
             egress_mount(egress_dir),
         ),
-        env={"PI_CODING_AGENT_DIR": AGENT_DIR, "GIT_CONFIG_NOSYSTEM": "1", **EGRESS_ENV},
+        env=pi_env(AGENT_DIR, "provider"),
         network="none",
         limits=pool_limits(pool),
     )

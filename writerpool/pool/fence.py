@@ -6,7 +6,7 @@ from pathlib import Path
 
 from writerpool.egress.sockets import unlink_socket
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_SOCKET
+from writerpool.pool.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.lease import Lease
 from writerpool.runtime.podman import Podman, PodmanApiUnavailable, PodmanUnavailable
 
@@ -32,6 +32,8 @@ def fence(podman: Podman, writer: str, lease: Lease) -> int:
 
 
 def remove_stale_egress(egress_dir: Path) -> None:
-    """Remove the proxy socket a killed server left; with the lease held and no container
-    left, no session can be using it. Only a socket is removed, never through a link."""
-    unlink_socket(egress_dir / EGRESS_SOCKET)
+    """Remove the proxy sockets a killed server left (the provider proxy's and the
+    allowlist proxy's); with the lease held and no container left, no session can be
+    using them. Only a socket is removed, never through a link."""
+    for name in (EGRESS_SOCKET, CONNECT_SOCKET):
+        unlink_socket(egress_dir / name)

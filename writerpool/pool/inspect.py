@@ -9,6 +9,7 @@ only an output directory writable, and reports in JSON.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import (
     LABEL_ROLE,
+    LABEL_VIEW,
     LABEL_WORKSPACE,
     LABEL_WRITER,
     ContainerSpec,
@@ -38,6 +40,8 @@ TOOL = Path(__file__).with_name("clonetool")
 TOOL_PARENT_IN_CONTAINER = "/pi"
 TOOL_TIMEOUT = 1800.0
 OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+# The role of an operator view's throwaway container (writer status, diff, log).
+VIEW = "view"
 
 
 class _Model(BaseModel):
@@ -227,7 +231,12 @@ def tool_spec(
     out_dir: Path | None = None,
     base_dir: Path | None = None,
 ) -> ContainerSpec:
-    """A throwaway container of the writer's image that runs the clonetool package."""
+    """A throwaway container of the writer's image that runs the clonetool package.
+    Role VIEW (an operator view without the lease): a unique name, and not the writer's
+    label, so any number run beside each other and beside a session."""
+    view = role == VIEW
+    if view and (clone_rw or out_dir is not None):
+        raise ValueError("a view reads the clone and writes nothing")
     clone = writer_layout(paths, state.name)["clone"]
     mounts = [
         Mount(source=clone, target="/work", read_only=not clone_rw),
@@ -242,8 +251,12 @@ def tool_spec(
     )
     return ContainerSpec(
         image_id=resolve_image(paths, state.image),
-        name=f"writerpool-{state.name}-{role}",
-        labels={LABEL_WRITER: state.name, LABEL_WORKSPACE: state.alias, LABEL_ROLE: role},
+        name=f"writerpool-{state.name}-{role}" + (f"-{secrets.token_hex(6)}" if view else ""),
+        labels={
+            LABEL_VIEW if view else LABEL_WRITER: state.name,
+            LABEL_WORKSPACE: state.alias,
+            LABEL_ROLE: role,
+        },
         mounts=tuple(mounts),
         env={
             "GIT_CONFIG_NOSYSTEM": "1",
@@ -301,9 +314,11 @@ def _parse(answer: dict[str, Any]) -> Inspection:
         raise WriterpoolError("writer_inspect_failed", "the inspection report is invalid") from exc
 
 
-def inspect_writer(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> Inspection:
-    """Inspect the writer's clone without changing it (the caller holds the lease)."""
-    spec = tool_spec(paths, state, pool, "inspect")
+def inspect_writer(
+    paths: Paths, podman: Podman, state: WriterState, pool: Pool, role: str = "inspect"
+) -> Inspection:
+    """Inspect the writer's clone without changing it: under the lease, or as a VIEW."""
+    spec = tool_spec(paths, state, pool, role)
     return _parse(
         run_tool(podman, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
     )

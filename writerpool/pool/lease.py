@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,8 @@ from pathlib import Path
 from writerpool.errors import WriterpoolError
 from writerpool.pool.verdicts import advance
 from writerpool.state.atomic import ensure_private_dir
+
+POLL_SECONDS = 0.05
 
 
 class Lease:
@@ -26,6 +28,16 @@ class Lease:
         """Take the lease, waiting at most `wait` seconds, else writer_busy. Unless the
         holder only judges the writer (`judging`: it changes nothing in the clone), the
         guard's recorded verdict stops being current (pool/verdicts.py)."""
+        deadline = time.monotonic() + wait
+        while not self.try_acquire(judging=judging):
+            if time.monotonic() >= deadline:
+                raise self.busy()
+            time.sleep(POLL_SECONDS)
+
+    def try_acquire(self, *, judging: bool = False) -> bool:
+        """Take the lease if it is free now; False when another process holds it."""
+        if self._fd is not None:
+            return True
         try:
             ensure_private_dir(self.path.parent.parent)  # the writers directory itself
             ensure_private_dir(self.path.parent)
@@ -34,25 +46,24 @@ class Lease:
             raise WriterpoolError(
                 "writer_lease_unavailable", "the writer's lease file cannot be opened"
             ) from exc
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    holder = read_holder(self.path.parent)
-                    who = f" ({holder.describe()})" if holder else ""
-                    raise WriterpoolError(
-                        "writer_busy", f"another process holds the writer{who}; retry after it ends"
-                    ) from None
-                time.sleep(0.05)
-                continue
-            self._fd = fd
-            _record_holder(fd)
-            if not judging:
-                advance(self.path.parent)
-            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        _record_holder(fd)
+        if not judging:
+            advance(self.path.parent)
+        return True
+
+    def busy(self) -> WriterpoolError:
+        """writer_busy, naming the holder when it left its name."""
+        holder = read_holder(self.path.parent)
+        who = f" ({holder.describe()})" if holder else ""
+        return WriterpoolError(
+            "writer_busy", f"another process holds the writer{who}; retry after it ends"
+        )
 
     def release(self) -> None:
         if self._fd is not None:
@@ -67,6 +78,7 @@ class Lease:
 
 
 HOLDER_LIMIT = 4096
+LOCKS_LIMIT = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,24 @@ def read_holder(writer_dir: Path) -> Holder | None:
     return Holder(pid=pid, command=clean)
 
 
+def lease_taken(writer_dir: Path) -> bool:
+    """Whether some process holds the writer's lease, asked without taking it (taking it,
+    even for a moment, could turn a session start away). Read from /proc/locks, which
+    lists every flock by device and inode; bounded by the host's lock count."""
+    try:
+        info = os.stat(writer_dir / "lease", follow_symlinks=False)
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            table = locks.read(LOCKS_LIMIT)
+    except OSError:
+        return False
+    key = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        if "FLOCK" in fields and "->" not in fields and key in fields:
+            return True
+    return False
+
+
 @contextmanager
 def leased(writer_dir: Path, wait: float) -> Iterator[Lease]:
     lease = Lease(writer_dir)
@@ -135,3 +165,61 @@ def leased(writer_dir: Path, wait: float) -> Iterator[Lease]:
         yield lease
     finally:
         lease.release()
+
+
+class LeaseBatch:
+    """The leases of many writers, taken with one wait: every lease is tried in each
+    round until all are held or the one deadline passes, so a command touching N busy
+    writers waits `wait` seconds once, not N times. Held leases stay with the batch
+    until release_all(); a writer that stayed busy is refused by take() at once."""
+
+    def __init__(self, dir_of: Callable[[str], Path], names: Iterable[str]) -> None:
+        self._dir_of = dir_of
+        self._leases = {name: Lease(dir_of(name)) for name in names}
+        self._failed: dict[str, WriterpoolError] = {}
+
+    def acquire(self, wait: float) -> None:
+        """Bounded by len(writers) tries per round and wait / POLL_SECONDS rounds."""
+        deadline = time.monotonic() + wait
+        while True:
+            waiting = 0
+            for name, lease in self._leases.items():
+                if name in self._failed:
+                    continue
+                try:
+                    waiting += not lease.try_acquire()
+                except WriterpoolError as exc:  # its lease file cannot be opened
+                    self._failed[name] = exc
+            if not waiting or time.monotonic() >= deadline:
+                return
+            time.sleep(POLL_SECONDS)
+
+    def take(self, name: str) -> Lease:
+        """The writer's held lease (the batch releases it), or why it is not held."""
+        lease = self._leases.get(name)
+        if lease is None:  # not named when the batch was made: taken now or refused
+            lease = self._leases[name] = Lease(self._dir_of(name))
+        if name in self._failed:
+            raise self._failed[name]
+        if not lease.try_acquire():
+            raise lease.busy()
+        return lease
+
+    def busy(self) -> list[str]:
+        return sorted(name for name, lease in self._leases.items() if not lease.held)
+
+    def release_all(self) -> None:
+        for lease in self._leases.values():
+            lease.release()
+
+
+@contextmanager
+def leased_all(
+    dir_of: Callable[[str], Path], names: Iterable[str], wait: float
+) -> Iterator[LeaseBatch]:
+    batch = LeaseBatch(dir_of, names)
+    try:
+        batch.acquire(wait)
+        yield batch
+    finally:
+        batch.release_all()

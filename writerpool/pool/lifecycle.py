@@ -61,8 +61,10 @@ def guard(
     state: WriterState,
     discard: bool,
     report: Report,
+    apply: bool = True,
 ) -> bool:
-    """May this destructive operation go ahead? Reports writer_uncollected when not."""
+    """May this destructive operation go ahead? Reports writer_uncollected when not.
+    A plan (`apply` False) says what --apply would discard; nothing is discarded yet."""
     target = _target(state)
     clone = writer_layout(paths, state.name)["clone"]
     if state.baseline is None or not clone.exists():
@@ -77,8 +79,9 @@ def guard(
     if reason is None:
         return True
     if discard:
+        done = "discarded as asked" if apply else "--apply will discard, as asked"
         report.add("writer_uncollected", "warning", target,
-                   f"{reason}; discarded as asked: {lost}", discarded=lost)  # fmt: skip
+                   f"{reason}; {done}: {lost}", discarded=lost)  # fmt: skip
         return True
     report.add(
         "writer_uncollected",
@@ -264,7 +267,7 @@ def _back_to_base(
     ):
         state = ref.load()
         base = how.base(ref, state)
-        if not guard(paths, podman, loaded, state, discard, report):
+        if not guard(paths, podman, loaded, state, discard, report, apply):
             return report
         if not apply:
             report.add(
@@ -377,8 +380,11 @@ def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Rep
     return discard
 
 
-def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool) -> Report:
-    """`writer remove NAME [--discard]`: no planning; deletes everything the writer owns."""
+def remove(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
+) -> Report:
+    """`writer remove NAME [--discard] [--apply]`: deletes everything the writer owns; a
+    plan (with the same refusals) until --apply."""
     report = Report("writer remove")
     ref = find_writer(paths, name)
     with (
@@ -403,6 +409,11 @@ def remove(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discar
             if state is None and not _may_drop_stateless(paths, ref, discard, report):
                 return report
         if state is not None and not guard(paths, podman, loaded, state, discard, report):
+            return report
+        if not apply:
+            report.add("writer_remove_planned", "planned", ref.target, "would delete state, "
+                       "clone, agent directory and bundles; refs already collected into the "
+                       "checkout would stay")  # fmt: skip
             return report
         try:
             delete_writer_files(paths, name)

@@ -22,15 +22,15 @@ from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
-from writerpool.pool.mode_plan import provisioning_differences, report_changes
-from writerpool.pool.mode_show import reproduce
+from writerpool.pool.lease import leased_all
+from writerpool.pool.mode_plan import report_changes
 from writerpool.pool.provision import existing_states, settings_digest, writer_name
 from writerpool.pool.rebase import move_to_base, plan_base_moves
+from writerpool.pool.replace import plan_replacement, replace_writer
 from writerpool.pool.work import has_uncollected_work
 from writerpool.pool.writers import (
     PoolContext,
     accept_kept,
-    mark_settings_changed,
     provision_one,
     remove_surplus,
     report_stateless,
@@ -229,9 +229,20 @@ def set_mode(
             "running servers keep the modes they loaded; restart them to apply this",
         )
     if mode == "container" and entry.container is not None:
+        apply_writers(ctx)
+    return report
+
+
+def apply_writers(ctx: PoolContext) -> None:
+    """Reconcile and move every writer of the workspace (the wanted and the surplus),
+    under leases taken with one wait for all of them, not one per writer."""
+    indices = set(range(1, ctx.settings.writers + 1)) | set(existing_states(ctx.paths, ctx.alias))
+    names = [writer_name(ctx.alias, index) for index in sorted(indices)]
+    wait = ctx.loaded.config.pool.lease_wait_seconds
+    with leased_all(ctx.paths.writer_dir, names, wait) as leases:
+        ctx.leases = leases
         reconcile(ctx)
         move_to_base(ctx)
-    return report
 
 
 def plan_writers(ctx: PoolContext) -> bool:
@@ -250,9 +261,9 @@ def plan_writers(ctx: PoolContext) -> bool:
             if not ctx.apply:
                 ctx.report.add("writer_planned", "planned", target, "would be provisioned")
         elif state.settings_digest != digest:
-            _report_settings_changed(ctx, state)
+            ok = plan_replacement(ctx, state) and ok
         elif not ctx.apply:
-            ctx.report.add("writer_unchanged", "ok", target, "settings match")
+            _report_kept_writer(ctx, state)
     for index, state in states.items():
         if index <= ctx.settings.writers:
             continue
@@ -275,21 +286,17 @@ def plan_writers(ctx: PoolContext) -> bool:
     return ok
 
 
-def _report_settings_changed(ctx: PoolContext, state: WriterState) -> None:
-    """A provisioning setting differs: the writer stays not ready until it is rebuilt, so
-    the command fails and names the setting and what resolves it."""
-    changed = "; ".join(provisioning_differences(state, ctx.settings)) or "provisioning settings"
-    command = reproduce(ctx.alias, ModeEntry(mode="container", container=ctx.settings))
-    ctx.report.add(
-        "writer_settings_changed",
-        "error",
-        f"writer/{ctx.alias}/{state.name}",
-        f"provisioned with other settings ({changed}); it is not replaced and takes no "
-        "session until it is rebuilt",
-        remedy=f"writerpool writer finish {state.name} --apply if it holds work, then "
-        f"writerpool writer remove {state.name} and `{command} --apply`",
-        settings=provisioning_differences(state, ctx.settings),
-    )
+def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:
+    """A kept writer's plan: the settings it takes without a rebuild, or none."""
+    target = f"writer/{ctx.alias}/{state.name}"
+    free = {"lifecycle": (state.lifecycle, ctx.settings.lifecycle),
+            "profiles": (",".join(state.profiles), ",".join(ctx.settings.profiles))}  # fmt: skip
+    changed = [f"{k} {old} → {new}" for k, (old, new) in free.items() if old != new]
+    if changed:
+        ctx.report.add("writer_settings_adopted", "planned", target,
+                       f"would take {'; '.join(changed)} (no rebuild needed)")  # fmt: skip
+    else:
+        ctx.report.add("writer_unchanged", "ok", target, "settings match")
 
 
 def _uncollected(ctx: PoolContext, state: WriterState) -> bool:
@@ -310,7 +317,7 @@ def reconcile(ctx: PoolContext) -> None:
         elif state.settings_digest == digest:
             accept_kept(ctx, index)
         else:
-            mark_settings_changed(ctx, index)
+            replace_writer(ctx, index)
     for index in sorted(states):
         if index > ctx.settings.writers:
             remove_surplus(ctx, index)

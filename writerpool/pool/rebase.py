@@ -76,7 +76,7 @@ def move_to_base(ctx: PoolContext) -> None:
     for candidate in _movers(ctx):
         name = candidate.name
         try:
-            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
+            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
                 state = load_state(ctx.paths.writer_dir(name)) or candidate
                 problems = writer_problems(ctx.paths, ctx.podman, state, pool)
                 if problems:

@@ -17,7 +17,8 @@ from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.pool.collect import find_writer
-from writerpool.pool.inspect import OID, run_tool, tool_spec
+from writerpool.pool.inspect import OID, VIEW, run_tool, tool_spec
+from writerpool.pool.lease import Lease, lease_taken
 from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState
@@ -88,8 +89,14 @@ def _review(
         "caps": caps,
         **request,
     }
-    spec = tool_spec(paths, state, pool, "review")
-    answer = run_tool(podman, spec, "review", request, "writer_inspect_failed")
+    spec = tool_spec(paths, state, pool, VIEW)
+    try:
+        answer = run_tool(podman, spec, "review", request, "writer_inspect_failed")
+    except WriterpoolError as exc:
+        # A session changing the clone as it was read: say so, not a broken clone.
+        if lease_taken(paths.writer_dir(state.name)):
+            raise Lease(paths.writer_dir(state.name)).busy() from exc
+        raise
     try:
         return ReviewReport.model_validate(answer)
     except ValidationError as exc:

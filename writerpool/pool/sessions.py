@@ -6,18 +6,32 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from writerpool.config.models import Config
+from writerpool.audit import audit
+from writerpool.config.models import Config, LoadedConfig, Pool
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.choose import choose, tree_entries
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.admission import admit
+from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_layout, writer_spec
+from writerpool.pool.fence import fence
+from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.lease import Lease
-from writerpool.pool.verdicts import mark_changed
+from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
+from writerpool.pool.verdicts import (
+    Verdict,
+    advance,
+    current,
+    lease_count,
+    mark_changed,
+    remember,
+)
 from writerpool.report import sanitize
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import Podman
 from writerpool.runtime.spec import ContainerSpec
+from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +51,27 @@ class WriterSlot:
     podman: Podman
     lease: Lease
     refused: list[str] = field(default_factory=list)
+    prepared: str = ""  # what the lease did first (leftovers removed, base followed)
+    state: WriterState | None = None
+    paths: Paths | None = None
+    pool: Pool | None = None
     # Entries of the work tree when it was taken at its baseline (choose.tree_entries).
     shape: int | None = None
 
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.podman.run_argv(self.spec, ["pi", *pi_args], interactive=True)
+
+    def uncommitted(self) -> bool | None:
+        """Whether the clone holds uncommitted or untracked changes, judged by content in
+        a throwaway container while the lease is still held (pi stopped first); None
+        when that cannot be told."""
+        if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
+            return None
+        try:
+            return inspect_writer(self.paths, self.podman, self.state, self.pool).dirty
+        except WriterpoolError as exc:
+            log.info("writer %s not inspected at close: %s", self.name, exc.code)
+            return None
 
     def release(self) -> None:
         """Stop the session's container (if still there) and free the lease."""
@@ -62,6 +92,48 @@ class WriterSlot:
             mark_changed(self.lease.path.parent)
 
 
+def _admit(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+) -> tuple[WriterState, str | None, str]:
+    """Why the writer cannot take a session now (None: it can), after the lease removed
+    its leftovers and brought it to its base's current commit (pool/refresh.py), with
+    what it did in words. The lease is held and the fence proven. The log keeps each
+    reason the clone is not at its baseline; the client gets the words."""
+    pool = loaded.config.pool
+    wdir = paths.writer_dir(state.name)
+    count = lease_count(wdir)  # stable: the lease is held
+    # A current verdict stands in for the inspection (pool/verdicts.py).
+    verdict = admit(paths, podman, pool, state, known=current(wdir))
+    plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict)
+    done = ""
+    if plan is not None and plan.needed:
+        if plan.leftovers:
+            log.info("writer %s: %s", state.name, "; ".join(plan.leftovers)[:500])
+        state = apply_refresh(paths, podman, loaded, state, plan)
+        done = plan.text().removeprefix("at lease: ")
+        _audit_refresh(paths, state.name, plan)
+        verdict = admit(paths, podman, pool, state)
+    if verdict.readiness is None:  # the clone as it is now, whatever the refresh did
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
+    if verdict.leasable:
+        return state, None, done
+    if verdict.problems:
+        log.info("writer %s: %s", state.name, "; ".join(verdict.problems)[:500])
+    return state, f"{verdict.reason} ({verdict.code})", done
+
+
+def _audit_refresh(paths: Paths, name: str, plan: Refresh) -> None:
+    """One audit line per thing the lease did (leftovers removed, base followed)."""
+    outcomes = (["writer_leftovers_removed"] if plan.leftovers else []) + (
+        ["writer_base_followed"] if plan.moved else []
+    )
+    for outcome in outcomes:
+        try:
+            audit(paths, tool_or_command="lease", outcome=outcome, writer=name)
+        except OSError as exc:
+            log.warning("audit line not written: %s", exc.strerror)
+
+
 def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
     """writer_unavailable naming each writer's reason (codes and short words, no paths)."""
     detail = "; ".join(refusals) or "none is provisioned"
@@ -72,39 +144,92 @@ def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
     )
 
 
-def lease_ready_writer(
-    paths: Paths, config: Config, alias: str, base: str | None, podman: Podman | None = None
+def _slot(
+    paths: Paths,
+    podman: Podman,
+    config: Config,
+    state: WriterState,
+    lease: Lease,
+    done: str,
+    allow: tuple[str, ...] | None,
 ) -> WriterSlot:
-    """A ready writer at its baseline, leased (pool/choose.py says which)."""
+    image_id = resolve_image(paths, state.image)
+    return WriterSlot(
+        name=state.name,
+        base_ref=state.base.name,
+        base_commit=state.base.commit,
+        agent_dir=writer_layout(paths, state.name)["agent"],
+        egress_dir=writer_layout(paths, state.name)["egress"],
+        network=state.network,
+        allow=allow,
+        spec=writer_spec(paths, state, image_id, config.pool, allow=allow is not None),
+        podman=podman,
+        lease=lease,
+        shape=tree_entries(writer_layout(paths, state.name)["clone"]),
+        prepared=done,
+        state=state,
+        paths=paths,
+        pool=config.pool,
+    )
+
+
+def _try_writer(
+    paths: Paths,
+    podman: Podman,
+    loaded: LoadedConfig,
+    name: str,
+    wanted: str,
+    allow: tuple[str, ...] | None,
+) -> WriterSlot | str | None:
+    """The writer leased, or why not (None: it does not exist)."""
+    wdir = paths.writer_dir(name)
+    if not (wdir / "state.json").exists():
+        return None
+    lease = Lease(wdir)
+    try:
+        lease.acquire(wait=0, judging=True)  # advanced below if a session takes it
+    except WriterpoolError as exc:
+        return f"{name} {exc.code}"  # busy with a session or a command
+    try:
+        state = load_state(wdir)
+        if state is None or state.base.name != wanted:
+            lease.release()
+            return None if state is None else f"{name} is on base {state.base.name}"
+        fence(podman, name, lease)
+        state, refusal, done = _admit(paths, podman, loaded, state)
+        if refusal is not None:
+            log.info("writer %s not leased: %s", name, refusal)
+            lease.release()
+            return f"{name} {refusal}"
+        advance(wdir)  # the session will change the clone
+        return _slot(paths, podman, loaded.config, state, lease, done, allow)
+    except WriterpoolError as exc:
+        log.info("writer %s not leased: %s", name, exc.code)
+        lease.release()
+        return f"{name} {exc.code}"
+    except BaseException:
+        lease.release()
+        raise
+
+
+def lease_ready_writer(
+    paths: Paths, loaded: LoadedConfig, alias: str, base: str | None, podman: Podman | None = None
+) -> WriterSlot:
+    """Lease the first writer of `alias` on `base` (default: the workspace's) that can
+    take a session, refreshed first, in the order pool/choose.py gives. Bounded by the
+    workspace's writer count."""
     podman = podman or Podman()
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
     wanted = base or entry.container.base
+    # A base the checkout lacks is the caller's mistake, not a shortage of writers.
+    resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
-    writers = entry.container.writers
-    chosen = choose(paths, podman, config, alias, writers, wanted, refusals)
-    if chosen is None or chosen.lease is None or chosen.state is None:
-        raise _unavailable(wanted, refusals)
-    state, lease = chosen.state, chosen.lease
-    try:
-        image_id = resolve_image(paths, state.image)
-        clone = writer_layout(paths, state.name)["clone"]
-        return WriterSlot(
-            name=state.name,
-            base_ref=state.base.name,
-            base_commit=state.base.commit,
-            agent_dir=writer_layout(paths, state.name)["agent"],
-            egress_dir=writer_layout(paths, state.name)["egress"],
-            network=state.network,
-            allow=entry.container.allow,
-            spec=writer_spec(
-                paths, state, image_id, config.pool, allow=entry.container.allow is not None
-            ),
-            podman=podman,
-            lease=lease,
-            shape=tree_entries(clone),
-        )
-    except WriterpoolError:
-        lease.release()
-        raise
+    for name in candidates(paths, alias, entry.container.writers, refusals):
+        got = _try_writer(paths, podman, loaded, name, wanted, entry.container.allow)
+        if isinstance(got, WriterSlot):
+            return got
+        if got is not None:
+            refusals.append(got)
+    raise _unavailable(wanted, refusals)

@@ -16,11 +16,13 @@ from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import resolve_base
 from writerpool.gitops.limits import LIMITS
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
-from writerpool.pool.inspect import Inspection
-from writerpool.pool.lease import Lease, read_holder
+from writerpool.pool.inspect import VIEW, Inspection
+from writerpool.pool.lease import lease_taken, read_holder
 from writerpool.pool.mode_show import reproduce_for
+from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
 from writerpool.pool.verdicts import Verdict, lease_count, remember
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
@@ -46,6 +48,8 @@ class WriterStatus:
     problems: tuple[str, ...] = field(default=())
     # Why the clone was not judged (None: it was): atBaseline is then null, never a guess.
     unseen: str | None = None
+    behind: int | None = None  # commits the base branch gained (None: not known)
+    refresh: Refresh | None = None  # what the lease does first, when it does anything
 
     @property
     def leasable(self) -> bool:
@@ -63,16 +67,25 @@ class WriterStatus:
             "atBaseline": None if self.unseen is not None else not self.problems,
             "atBaselineUnknown": self.unseen,
             "notAtBaseline": [sanitize(p) for p in self.problems],
+            "behind": self.behind,
+            "atLease": self.refresh.to_json() if self.refresh else None,
         }  # fmt: skip
 
     def text(self) -> str:
         network = f"network {describe(self.network)}"
+        behind = f"; behind {self.base} by {self.behind}" if self.behind else ""
         if self.leasable:
-            return f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
+            line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
+            if self.workspace_base and self.base != self.workspace_base:
+                line = f"leasable for sessions on base {self.base} (the workspace's is "
+                line += f"{self.workspace_base}; {self.next} returns it): phase {self.phase}, "
+                line += f"{self.lifecycle}, {network}"
+            line += behind
+            return line + (f"; {self.refresh.text()}" if self.refresh else "")
         line = f"not leasable: {self.reason}; phase {self.phase}, base {self.base}, {network}"
         if self.work:
             line += "; " + work_text(self.work)
-        return line
+        return line + behind
 
 
 def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] | None:
@@ -130,9 +143,8 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         f"writerpool writer finish {name} --apply",
         "writer_collected_unfinished": f"writerpool writer finish {name} --apply",
         "writer_not_at_baseline": f"writerpool writer reset {name} --apply",
-        "writer_on_other_base": f"{mode_set} --apply (moves writers at baseline), or "
-        f"writerpool writer reset {name} --base {shlex.quote(wbase or '')} --apply",
-        "writer_settings_changed": f"writerpool writer remove {name}, then {mode_set} --apply",
+        "writer_settings_changed": f"{mode_set} --apply (replaces it when it holds nothing; "
+        f"with work, writerpool writer finish {name} --apply first)",
         "isolation_control_required": "writerpool control --apply",
         # The clone could not be judged: see what reset would lose, then reset.
         "writer_inspect_failed": f"writerpool writer reset {name} --discard (shows what it "
@@ -144,17 +156,19 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
 
 
 def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
-    """Who holds the lease ({} when unnamed), or None when it is free. Only tested."""
-    lease = Lease(paths.writer_dir(name))
-    try:
-        lease.acquire(wait=0, judging=True)
-    except WriterpoolError as exc:
-        if exc.code != "writer_busy":
-            raise
-        holder = read_holder(paths.writer_dir(name))
-        return {"pid": holder.pid, "command": holder.command} if holder else {}
-    lease.release()
-    return None
+    """Who holds the lease ({} when unnamed), or None when it is free; asked without
+    taking the lease, so a session starting meanwhile is never turned away."""
+    if not lease_taken(paths.writer_dir(name)):
+        return None
+    holder = read_holder(paths.writer_dir(name))
+    return {"pid": holder.pid, "command": holder.command} if holder else {}
+
+
+def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
+    who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
+    reason = REASONS["writer_busy"] + who
+    unseen = "held by a session or command; its clone is not inspected meanwhile"
+    return replace(common, code="writer_busy", reason=reason, holder=holder, unseen=unseen)
 
 
 def status_of(
@@ -171,14 +185,15 @@ def status_of(
     count = lease_count(wdir)  # before the lease test: any later lease makes it stale
     holder = _busy(paths, state.name)
     if holder is not None:
-        who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
-        reason = REASONS["writer_busy"] + who
-        busy = "held by a session or command; its clone is not inspected meanwhile"
-        return replace(common, code="writer_busy", reason=reason, holder=holder, unseen=busy)
+        return _busy_status(common, holder)
     unseen: str | None = None
     try:
-        verdict = admit(paths, podman, loaded.config.pool, state, full=True)
+        # A view: its container runs beside a session that starts meanwhile.
+        verdict = admit(paths, podman, loaded.config.pool, state, full=True, role=VIEW)
     except WriterpoolError as exc:
+        holder = _busy(paths, state.name)
+        if holder is not None:  # a session took the writer while it was read
+            return _busy_status(common, holder)
         why = f"the clone could not be inspected ({exc.code})"
         verdict = Admission(exc.code, why, phase=state.phase)
         unseen = why
@@ -187,11 +202,20 @@ def status_of(
     if verdict.inspection is not None and verdict.readiness is None:
         remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     code, reason = verdict.code, verdict.reason
-    if verdict.leasable and wbase and state.base.name != wbase:
-        code = "writer_on_other_base"
-        reason = f"on base {state.base.name}, the workspace's is {wbase}"
+    refresh, behind = lease_refresh(loaded, state, verdict)
+    if refresh is not None:
+        code, reason = LEASABLE, "a session can have it"
     work = work_summary(verdict.inspection, state) if verdict.inspection else None
     following = next_command(paths, state, code, wbase)
+    if code == LEASABLE and wbase and state.base.name != wbase:
+        # A fix round: leasable for sessions that ask for its base; this returns it.
+        following = f"writerpool writer reset {state.name} --base {shlex.quote(wbase)} --apply"
+    if code == "writer_holds_work" and work and work["uncommitted"] and not work["changedBranches"]:
+        # Only uncommitted edits: the plain diff compares branches and would show nothing.
+        following = (
+            f"writerpool writer diff {state.name} --wip --stat (review), then "
+            f"writerpool writer finish {state.name} --apply"
+        )
     if code == "writer_holds_work" and work and work["stash"]:
         following = (
             f"writerpool writer collect {state.name} --apply, then writerpool writer "
@@ -200,8 +224,25 @@ def status_of(
     return replace(
         common, code=code, reason=reason, next=following, phase=verdict.phase,
         readiness=verdict.readiness,
-        work=work, problems=verdict.problems, unseen=unseen,
+        work=work, problems=verdict.problems, behind=behind, unseen=unseen,
+        refresh=refresh if refresh is not None and refresh.needed else None,
     )  # fmt: skip
+
+
+def lease_refresh(
+    loaded: LoadedConfig, state: WriterState, verdict: Admission
+) -> tuple[Refresh | None, int | None]:
+    """What the session guard would do before handing the writer over (None: it would
+    refuse it, or nothing to do), and how far its base moved (None: unreadable)."""
+    try:
+        repo = checkout_of(loaded, state.alias)
+        plan = plan_refresh(repo, state, verdict)
+        if plan is not None:
+            return plan, plan.behind
+        current = resolve_base(repo, state.base.name)
+    except WriterpoolError:
+        return None, None
+    return None, behind_by(repo, state.base.commit, current.commit)
 
 
 def writer_statuses(

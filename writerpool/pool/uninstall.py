@@ -3,8 +3,9 @@ what writerpool made for this account.
 
 Removed: every writer (refused, and nothing at all removed, while one holds work no
 complete collection covers, unless --discard), the client registrations writerpool's
-ownership record proves it added, the writer images, the state directory (pin, control,
-collections) and the cache directory (pi, image build cache), and execution-modes.json.
+ownership record proves it added, the images it built (recorded by ID, never an image
+built on them), the state directory (pin, control, collections) and the cache directory
+(pi, image build cache), and execution-modes.json.
 Kept: config.toml (the operator wrote it), the audit log, and the review refs already
 collected into the checkouts (`refs/remotes/writer-*`).
 """
@@ -20,26 +21,31 @@ from writerpool.clients.ownership import load_record
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.image_prune import owned_images, remove_owned
+from writerpool.pool.lease import LeaseBatch, leased_all
 from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report, Status
-from writerpool.runtime.image_prune import remove_image, writerpool_images
+from writerpool.report import Report
 from writerpool.runtime.podman import Podman
 from writerpool.state.writer import load_state
 
 TARGET = "writerpool"
 
 
-def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig, discard: bool,
-                    report: Report) -> bool:  # fmt: skip
+def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig,
+                    flags: tuple[bool, bool], report: Report,
+                    leases: LeaseBatch) -> bool:  # fmt: skip
     """Whether every writer may be deleted (the uncollected-work guard of each)."""
+    discard, apply = flags
     ok = True
     for alias, name in writer_names(paths):
         try:
-            with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+            with operate(paths, podman, 0, name, leases):
                 state = load_state(paths.writer_dir(name))
-                if state is not None and not guard(paths, podman, loaded, state, discard, report):
+                if state is not None and not guard(
+                    paths, podman, loaded, state, discard, report, apply
+                ):
                     ok = False
         except WriterpoolError as exc:
             report.add(exc.code, "error", f"writer/{alias}/{name}", exc.message)
@@ -66,17 +72,15 @@ def _registrations(paths: Paths, apply: bool, report: Report) -> None:
             report.add(exc.code, "warning", where, f"left registered: {exc.message}")
 
 
-def _images(apply: bool, report: Report) -> None:
-    for image in writerpool_images():
-        what = f"{image.kind} image {image.id[:12]} ({image.size // 1_000_000} MB)"
-        if not apply:
-            report.add("uninstall_planned", "planned", "image/writer", f"would remove {what}")
-            continue
-        refusal = remove_image(image.id)
-        status: Status = "ok" if refusal is None else "warning"
-        code = "image_removed" if refusal is None else "image_remove_refused"
-        report.add(code, status, "image/writer",
-                   f"removed {what}" if refusal is None else f"kept {what}: {refusal}")  # fmt: skip
+def _images(paths: Paths, apply: bool, report: Report) -> None:
+    """The images writerpool built (recorded by ID), never others built on them."""
+    owned = owned_images(paths)
+    if apply:
+        remove_owned(paths, owned, report)
+        return
+    for image in owned:
+        report.add("uninstall_planned", "planned", "image/writer",
+                   f"would remove {image.describe()}")  # fmt: skip
 
 
 def _remove_tree(path: Path, label: str, apply: bool, report: Report) -> None:
@@ -97,7 +101,19 @@ def uninstall(
     apply: bool,
 ) -> Report:  # fmt: skip
     report = Report("uninstall")
-    if not _writers_may_go(paths, podman, loaded, discard, report):
+    names = [name for _, name in writer_names(paths)]
+    # Every writer's lease with one wait, held from the guard to the removal.
+    with leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases:
+        _uninstall(paths, podman, loaded, (discard, keep_images, apply), report, leases)
+    return report
+
+
+def _uninstall(
+    paths: Paths, podman: Podman, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
+    report: Report, leases: LeaseBatch,
+) -> None:  # fmt: skip
+    discard, keep_images, apply = flags
+    if not _writers_may_go(paths, podman, loaded, (discard, apply), report, leases):
         report.add(
             "uninstall_refused",
             "error",
@@ -105,18 +121,18 @@ def uninstall(
             "a writer holds work no complete collection covers; nothing was removed",
             remedy="collect or finish each writer named above, or pass --discard",
         )
-        return report
+        return
     for alias, name in writer_names(paths):
         if not apply:
             report.add("uninstall_planned", "planned", f"writer/{alias}/{name}",
                        "would remove the writer (state, clone, bundles)")  # fmt: skip
             continue
-        with operate(paths, podman, loaded.config.pool.lease_wait_seconds, name):
+        with operate(paths, podman, 0, name, leases):
             delete_writer_files(paths, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
     _registrations(paths, apply, report)
     if not keep_images:
-        _images(apply, report)
+        _images(paths, apply, report)
     _remove_tree(paths.modes_file, "stored execution modes", apply, report)
     _remove_tree(paths.cache_dir, "cache directory (pi, image build cache)", apply, report)
     # Last: it holds the leases, the pin and the ownership record used above. The audit
@@ -132,4 +148,3 @@ def uninstall(
         "kept: the configuration file, the audit log and review refs already collected "
         "into checkouts",
     )
-    return report

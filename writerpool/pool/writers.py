@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from writerpool.pool.acceptance import accept, readiness
 from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_layout
 from writerpool.pool.fence import fence
-from writerpool.pool.lease import Lease, leased
+from writerpool.pool.lease import Lease, LeaseBatch, leased
 from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
@@ -37,12 +38,20 @@ class PoolContext:
     apply: bool
     discard: bool
     step: Step = quiet
+    leases: LeaseBatch | None = None  # the writers' leases, taken with one wait
 
 
 @contextmanager
-def operate(paths: Paths, podman: Podman, wait: float, name: str) -> Iterator[Lease]:
-    """Hold the writer's lease and prove no container of it exists."""
-    with leased(paths.writer_dir(name), wait) as lease:
+def operate(
+    paths: Paths, podman: Podman, wait: float, name: str, batch: LeaseBatch | None = None
+) -> Iterator[Lease]:
+    """Hold the writer's lease and prove no container of it exists. With a `batch`, its
+    lease (taken with the command's one wait) is used and stays held after this."""
+    with contextlib.ExitStack() as stack:
+        if batch is not None:
+            lease = batch.take(name)
+        else:
+            lease = stack.enter_context(leased(paths.writer_dir(name), wait))
         fence(podman, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
         remove_credential(writer_layout(paths, name)["agent"])
@@ -71,7 +80,7 @@ def report_stateless(ctx: PoolContext, name: str) -> None:
         "the writer has a clone but no usable state.json; mode set neither re-provisions "
         "nor removes it",
         remedy=f"copy what you need out of the clone, then `writerpool writer remove {name} "
-        "--discard` and run mode set again",
+        "--discard --apply` and run mode set again",
     )
 
 
@@ -80,7 +89,9 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     assert ctx.base is not None
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
-        with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+        with operate(
+            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+        ):
             # Checked under the lease: the plan saw the same, but nothing may slip between.
             if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
                 report_stateless(ctx, name)
@@ -120,7 +131,7 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
             ctx.report.add("writer_unchanged", "ok", target, "ready and current")
             return
         try:
-            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
+            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
                 state = _adopt_free_settings(ctx, load_state(ctx.paths.writer_dir(name)) or state)
         except WriterpoolError as exc:
             _record_failure(ctx, name, exc)
@@ -130,7 +141,7 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
                        f"{','.join(state.profiles)}; ready")  # fmt: skip
         return
     try:
-        with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name):
+        with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
             ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
@@ -159,7 +170,9 @@ def mark_settings_changed(ctx: PoolContext, index: int) -> None:
 def remove_surplus(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     try:
-        with operate(ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name):
+        with operate(
+            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+        ):
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
             if not ctx.discard and (

@@ -30,6 +30,7 @@ from writerpool.runtime.image import (
 )
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir
+from writerpool.state.images import BuiltImage, record_built
 
 MMDEBSTRAP_TIMEOUT = 1800.0
 IMPORT_TIMEOUT = 600.0
@@ -301,11 +302,14 @@ def build_image(
         if existing is not None:
             progress.step(f"an image built from the same inputs exists: {existing[:12]}")
             image_id = existing
+            record_built(paths, [BuiltImage(id=image_id, kind="writer")])
         else:
             base_id, rootfs = ensure_rootfs(paths, definition, progress, force=force)
+            record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
             progress.step(f"pi {definition.pi_version}: installing with npm unless present")
             prefix = _install_pi(install_pi)
             image_id = _build(paths, definition, base_id, prefix, progress, force=force)
+            record_built(paths, [BuiltImage(id=image_id, kind="writer", base=base_id)])
         save_pin(paths, image_id, inputs, definition.writerpool_version)
         progress.step(f"pinned {image_id[:12]} as the default writer image")
     return BuildOutcome(image_id, inputs, definition.tag, existing is not None, rootfs,

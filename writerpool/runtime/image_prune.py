@@ -1,64 +1,112 @@
-"""Old writer images: the ones writerpool built that nothing uses any more.
+"""Local images writerpool built (by the IDs images.json records), and their removal.
 
-Kept: the pinned image, every image a writer's state or a stored mode names, and the
-root file system image the pinned image was built from (a rebuild reuses it). Podman
-refuses to remove an image a container uses; that is reported, never forced.
+Labels are not asked: an image built `FROM` the writer image inherits every label, so an
+operator's own image would look like writerpool's. Podman refuses to remove an image a
+container or a child image uses; that is reported, never forced.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
-from writerpool.runtime.image import HEX64, LABEL_INPUTS, LABEL_ROOTFS
+from writerpool.runtime.image import HEX64, IMAGE_REPO, LABEL_ROOTFS, ROOTFS_REPO
 from writerpool.runtime.podman import podman_env
+from writerpool.state.images import BuiltImage, ImageRecord
 
 TIMEOUT = 120.0
+# Removal order: an image before the image it was built on.
+KIND_ORDER = {"derived": 0, "writer": 1, "rootfs": 2}
 
 
-class LocalImage(BaseModel):
+class _Listed(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     id: str = Field(alias="Id", pattern=HEX64.pattern)
-    labels: dict[str, str] | None = Field(default=None, alias="Labels")
     size: int = Field(default=0, alias="Size")
+    names: list[str] | None = Field(default=None, alias="Names")
+    labels: dict[str, str] | None = Field(default=None, alias="Labels")
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    """A recorded image that exists in local storage."""
+
+    built: BuiltImage
+    size: int
+
+    @property
+    def id(self) -> str:
+        return self.built.id
 
     @property
     def kind(self) -> str:
-        """"writer" (a built writer image) or "rootfs" (the base it is built from)."""
-        return "writer" if LABEL_INPUTS in (self.labels or {}) else "rootfs"
+        return self.built.kind
 
-    @property
-    def rootfs(self) -> str | None:
-        return (self.labels or {}).get(LABEL_ROOTFS)
+    def describe(self) -> str:
+        named = f" {self.built.name!r}" if self.built.name else ""
+        return f"{self.kind} image{named} {self.id[:12]} ({self.size // 1_000_000} MB)"
 
 
-def writerpool_images() -> list[LocalImage]:
-    """Every local image carrying a writerpool label (writer images carry both)."""
-    argv = ["podman", "images", "--format", "json", "--filter", f"label={LABEL_ROOTFS}"]
+def _local() -> list[_Listed]:
+    """Every local image, intermediate ones included (`podman images -a`)."""
+    argv = ["podman", "images", "--all", "--format", "json"]
     try:
         done = run(argv, env=podman_env(), timeout=TIMEOUT)
     except CommandFailed as exc:
         raise WriterpoolError("podman_unavailable", "podman could not list images") from exc
     try:
         data = json.loads(done.out or "[]") or []
-        images = [LocalImage.model_validate(item) for item in data]
+        listed = [_Listed.model_validate(item) for item in data]
     except (ValueError, ValidationError) as exc:
         raise WriterpoolError("podman_unavailable", "podman printed unexpected image JSON") from exc
-    return list({i.id: i for i in images}.values())
+    return listed
+
+
+def tagged_by_writerpool() -> list[BuiltImage]:
+    """Images carrying writerpool's own tags (a tag, unlike a label, is not inherited):
+    what builds made before images.json existed are recognised by."""
+    listed = _local()
+    rootfs_by_digest = {
+        name.rsplit(":", 1)[1]: i.id
+        for i in listed
+        for name in i.names or []
+        if name.startswith(ROOTFS_REPO + ":")
+    }
+    found: dict[str, BuiltImage] = {}
+    for i in listed:
+        names = i.names or []
+        if any(n.startswith(ROOTFS_REPO + ":") for n in names):
+            found[i.id] = BuiltImage(id=i.id, kind="rootfs")
+        elif any(n.startswith(IMAGE_REPO + ":") for n in names):
+            digest = (i.labels or {}).get(LABEL_ROOTFS, "")[:16]
+            found[i.id] = BuiltImage(id=i.id, kind="writer", base=rootfs_by_digest.get(digest))
+    return list(found.values())
+
+
+def recorded_images(record: ImageRecord) -> tuple[list[LocalImage], list[str]]:
+    """The recorded images present locally (removal order), and the recorded IDs gone."""
+    sizes = {i.id: i.size for i in _local()}
+    present = [LocalImage(b, sizes[b.id]) for b in record.images if b.id in sizes]
+    gone = [b.id for b in record.images if b.id not in sizes]
+    return sorted(present, key=lambda i: (KIND_ORDER[i.kind], i.id)), gone
 
 
 def prunable(images: list[LocalImage], keep: set[str]) -> list[LocalImage]:
-    """Images to remove, writer images before the root file systems they are built on."""
-    kept_rootfs = {i.rootfs for i in images if i.id in keep and i.rootfs}
-    out = [
-        i for i in images
-        if i.id not in keep and not (i.kind == "rootfs" and i.rootfs in kept_rootfs)
-    ]  # fmt: skip
-    return sorted(out, key=lambda i: (i.kind != "writer", i.id))
+    """Images to remove: not kept, and not the base of a kept image (however deep)."""
+    bases = {i.id: i.built.base for i in images}
+    held = set(keep)
+    frontier = list(keep)
+    while frontier:  # bounded: each recorded ID enters held at most once
+        base = bases.get(frontier.pop())
+        if base is not None and base not in held:
+            held.add(base)
+            frontier.append(base)
+    return [i for i in images if i.id not in held]
 
 
 def remove_image(image_id: str) -> str | None:
