@@ -132,25 +132,28 @@ def test_a_clone_with_1_5_million_branches_gets_bounded_answers(
 def test_files_planted_under_git_objects_and_description_are_refused_and_removed(
     tmp_path: Path, provider: ScriptedProvider, image_pin: Path
 ) -> None:
+    """The guard sees the planted entries (the writer is not at its baseline), reset
+    removes them by name without --discard, and so does the lease before the next
+    session: that session never reads them."""
     pool = make_pool(tmp_path, provider, "chan", writers=1)
     name, git_dir = pool.writer(1), pool.clone(1) / ".git"
 
-    async def plant() -> tuple[dict[str, Any], str]:
+    async def session(prompt: str) -> dict[str, Any]:
         async with connect(pool.server) as client:
             sid = (await client.ok("pi_session_start", pool.start_args()))["session"]["sessionId"]
-            planted = await _turn(client, sid, "plant-channel")
+            turn = await _turn(client, sid, prompt)
             await client.ok("pi_session_close", {"sessionId": sid})
-            return planted, await client.code("pi_session_start", pool.start_args())
+            return turn
 
-    planted, refused = anyio.run(plant)
+    planted = anyio.run(session, "plant-channel")
     assert result_value(planted["text"], "objects-exit") == "0"
     assert result_value(planted["text"], "description-exit") == "0"
     assert (git_dir / "objects" / "zz-channel" / "note").exists()
-    assert refused == "writer_unavailable"  # not at its baseline: the guard names why
     _, status = wp("writer", "status", name)
     row = status["data"]["writers"][0]
-    assert (row["state"], row["atBaseline"]) == ("writer_not_at_baseline", False)
+    assert row["atBaseline"] is False
     assert any("objects/zz-channel" in p and "description" in p for p in row["notAtBaseline"])
+    assert row["atLease"]["leftovers"], row  # not work: the lease would remove them
     # Not work: reset needs no --discard, and names what it removed.
     code, report = wp("writer", "reset", name, "--apply")
     assert code == 0, report
@@ -158,12 +161,9 @@ def test_files_planted_under_git_objects_and_description_are_refused_and_removed
     assert "objects/zz-channel" in done["message"] and "description" in done["message"]
     assert not (git_dir / "objects" / "zz-channel").exists()
     assert not (git_dir / "description").exists()
+    assert "otter-4242" not in anyio.run(session, "read-channel")["text"]
 
-    async def next_session() -> dict[str, Any]:
-        async with connect(pool.server) as client:
-            sid = (await client.ok("pi_session_start", pool.start_args()))["session"]["sessionId"]
-            seen = await _turn(client, sid, "read-channel")
-            await client.ok("pi_session_close", {"sessionId": sid})
-            return seen
-
-    assert "otter-4242" not in anyio.run(next_session)["text"]
+    # Planted again, then straight to the next session: the lease removes them first.
+    assert result_value(anyio.run(session, "plant-channel")["text"], "objects-exit") == "0"
+    assert "otter-4242" not in anyio.run(session, "read-channel")["text"]
+    assert not (git_dir / "objects" / "zz-channel").exists()
