@@ -28,9 +28,9 @@ from pathlib import Path
 from bench_figures import Figure
 
 from writerpool.egress.allowlist import Allowlist, expand
-from writerpool.egress.connect import ConnectLimits, ConnectSession
+from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
 from writerpool.egress.connect_model import ConnectRecord
-from writerpool.egress.proxy import EgressHost
+from writerpool.egress.loop import InProcessLoop
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 SIZE = 10 * 1024 * 1024
@@ -97,24 +97,24 @@ def connect_figure(reps: int) -> Figure:
     paced: dict[str, list[float]] = {"ours": [], "baseline": []}
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE), str(PACED_MB_S * 1e6)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
-    host = EgressHost()
+    host = InProcessLoop()  # the relay code a session's egress process runs
     try:
         assert server.stdout is not None
         file_port = int(server.stdout.readline())
         words = (f"{NAME}:{file_port}", f"127.0.0.1/32:{file_port}")
-        proxy = ConnectSession(
-            host, session="bench", writer=None, socket_path=directory / "connect.sock",
+        proxy = LocalListener(host, ConnectSession(
+            session="bench", writer=None, socket_path=directory / "connect.sock",
             allowlist=Allowlist(expand(words, {})[0]), resolve={NAME: ("127.0.0.1",)},
             limits=ConnectLimits(concurrent=8, total=10**6, header_bytes=16384,
                                  header_seconds=10, idle_seconds=60),
             audit=records.append,
-        )  # fmt: skip
+        ))  # fmt: skip
         proxy.start()
         port, provider_port = _free_port(), _free_port()
         env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(provider_port),
                "WRITERPOOL_EGRESS_SOCKET": str(directory / "unused.sock"),
                "WRITERPOOL_CONNECT_PORT": str(port),
-               "WRITERPOOL_CONNECT_SOCKET": str(proxy.socket_path)}  # fmt: skip
+               "WRITERPOOL_CONNECT_SOCKET": str(proxy.listener.socket_path)}  # fmt: skip
         forwarder = subprocess.Popen(
             ["/usr/bin/python3", str(DEFAULT_IMAGES_DIR / "egress-forwarder"), "--background"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,

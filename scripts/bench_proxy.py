@@ -27,8 +27,8 @@ from bench_figures import Figure
 
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
+from writerpool.egress.host import EgressHost
 from writerpool.egress.model import EgressRecord
-from writerpool.egress.proxy import EgressHost
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 # About 60 events over half a second: a model streaming ~120 tokens a second.

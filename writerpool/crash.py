@@ -1,7 +1,7 @@
 """Named crash points for the crash-recovery regression suite.
 
-With WRITERPOOL_CRASH_AT=<point> in its environment, writerpool kills itself with
-SIGKILL when it reaches that point, as a power cut or the OOM killer would: no
+With WRITERPOOL_CRASH_AT=<point>[,<point>...] in its environment, writerpool kills
+itself with SIGKILL when it reaches that point, as a power cut or the OOM killer would: no
 cleanup, no finally blocks. tests/integration/test_crash_points.py runs each point and
 checks that state stays readable, the next run completes or refuses cleanly and no work
 is lost. Unset (always, outside that suite), a point costs one dictionary lookup.
@@ -28,8 +28,15 @@ POINTS = (
     "finish.collected",  # finish collected; the reset has not started
 )
 
+# Points of `writerpool serve` and its egress processes, run by the session suite
+# (tests/e2e/test_egress_sessions.py); a comma-separated list kills at each.
+SERVER_POINTS = (
+    "egress.proxy_started",  # a session's proxy process is started; its token not yet written
+    "egress.worker_stopping",  # (in the egress process) stopping; its socket not yet removed
+)
+
 
 def crash_point(name: str) -> None:
     """SIGKILL this process when WRITERPOOL_CRASH_AT names this point."""
-    if os.environ.get(ENV) == name:
+    if name in os.environ.get(ENV, "").split(","):
         os.kill(os.getpid(), signal.SIGKILL)

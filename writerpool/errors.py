@@ -147,6 +147,7 @@ CODES: dict[str, str] = {
     "writer_unavailable": "No free ready writer on the requested base",
     "provider_unconfigured": "The profile's provider has no credential or endpoint",
     "session_failed": "The session's agent exited; close the session and start another",
+    "session_egress_lost": "The session's provider proxy is gone; close it and start another",
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
     "answer_too_large": "A tool answer would exceed the documented 256 KiB cap (a bug)",
@@ -173,6 +174,7 @@ CODES: dict[str, str] = {
     "session_placement": "Where a workspace's sessions run (read-only ones: always contained)",
     "profile_provider": "The profile's provider is built into pi or declared under [providers]",
     "lease_dir": "The writers directory is the user's, 0700, and exclusive file locks work",
+    "server_descriptors": "The server can raise its descriptor limit to what a full pool needs",
     # provider egress (the per-session proxy; its audit lines' outcomes)
     "egress_failed": "The session's provider proxy could not be opened",
     "egress_ok": "A request went through the provider proxy",

@@ -121,6 +121,17 @@ def spawn(
     )
 
 
+Process = subprocess.Popen[bytes]
+
+
+def wait(process: Process, timeout: float) -> int | None:
+    """The process's exit status, or None when it is still running after `timeout`."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
     """Start a long-lived service detached from this process: `setsid -f` hands it to
     init at once, so it may outlive us and is never left here as a zombie."""

@@ -114,13 +114,17 @@ async def _turn(client: Client, sid: str, message: str) -> dict[str, Any]:
 
 async def _session(client: Client, pool: PoolEnv, message: str) -> tuple[dict[str, Any], str]:
     """Start a coding session, run one turn, close it: (the session as closed, the turn's
-    text). While it runs, whether it left uncommitted changes is not known yet."""
+    text). Its work says whether the clone holds uncommitted changes: none at start,
+    then as judged between turns, the same as at close."""
     session = (await client.ok("pi_session_start", pool.start_args()))["session"]
-    assert session["work"]["uncommittedChanges"] is None, session
-    turn = await _turn(client, session["sessionId"], message)
+    sid = session["sessionId"]
+    assert session["work"]["uncommittedChanges"] is False, session
+    turn = await _turn(client, sid, message)
     assert turn["status"] == "completed", turn
-    closed = await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
-    return dict(closed["session"]), str(turn["text"])
+    got = (await client.ok("pi_session_get", {"sessionId": sid}))["session"]
+    closed = (await client.ok("pi_session_close", {"sessionId": sid}))["session"]
+    assert got["work"]["uncommittedChanges"] == closed["work"]["uncommittedChanges"], got
+    return dict(closed), str(turn["text"])
 
 
 def _another_image() -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +18,9 @@ import pytest
 
 from tests.e2e.harness import RawServer, connect, files_holding
 from tests.e2e.pool_support import PoolEnv, make_pool, result_value
-from tests.integration.writers_support import wp
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
+from writerpool.crash import ENV
+from writerpool.egress.sockets import socket_address
 from writerpool.pool.container import EGRESS_PORT
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
@@ -165,21 +168,119 @@ def test_a_provider_session_holds_no_key_and_reaches_only_its_proxy(
     assert pool.key not in log and "not-the-token" not in log
 
 
-def test_a_killed_servers_proxy_socket_is_removed_by_the_next_server(
-    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
-) -> None:
-    pool = make_pool(tmp_path, provider, "egkill", writers=1)
-    sock = egress_socket(pool)
+def _refused(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with socket_address(path) as address:  # the test's path is longer than sun_path
+            probe.connect(address)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
+
+
+def _crash_at_start(pool: PoolEnv, points: str) -> None:
+    """Start a session on a server that kills itself at `points` (see writerpool.crash)."""
+    pool.server.env[ENV] = points
     raw = RawServer(pool.server)
     try:
         raw.initialize()
-        started = raw.call("pi_session_start", pool.start_args())
-        assert started["ok"], started
-        assert stat.S_ISSOCK(os.lstat(sock).st_mode)
-        os.kill(raw.proc.pid, signal.SIGKILL)
+        with pytest.raises(AssertionError, match="closed stdout"):
+            raw.call("pi_session_start", pool.start_args())
+        assert raw.proc.wait(60) == -signal.SIGKILL
     finally:
         raw.close()
-    assert stat.S_ISSOCK(os.lstat(sock).st_mode)  # nobody removed it: the server died
-    # A fenced operator command on the writer removes what the dead server left.
-    wp("writer", "reset", pool.writer(1), "--discard", "--apply", check=True)
-    assert not sock.exists()
+        del pool.server.env[ENV]
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        "egress.proxy_started",  # the egress process outlives the server: it removes its socket
+        "egress.proxy_started,egress.worker_stopping",  # both killed: the next server sweeps
+    ],
+)
+def test_a_killed_servers_socket_and_token_are_gone_when_the_next_server_starts(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, points: str
+) -> None:
+    pool = make_pool(tmp_path, provider, "egkill", writers=1)
+    sock = egress_socket(pool)
+    models = pool.server.paths.writer_dir(pool.writer(1)) / "agent" / "models.json"
+    _crash_at_start(pool, points)
+    if "worker_stopping" in points:
+        # Killed before removing its socket: the file stays, nobody listens on it.
+        deadline = time.monotonic() + 60
+        while not _refused(sock) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode) and _refused(sock)
+    # The token was never written; the next server removes the socket, whatever is left.
+    raw = RawServer(pool.server)
+    try:
+        raw.initialize()
+        assert not sock.exists()
+        entry = json.loads(models.read_text())["providers"]["scripted"]
+        assert entry["apiKey"] == "scripted"  # the placeholder, never a token
+        started = raw.call("pi_session_start", pool.start_args())
+        assert started["ok"], started  # the same writer serves the next session
+        assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+    finally:
+        raw.close()
+
+
+def _egress_process(egress_dir: Path) -> int:
+    """The pid of the running egress process serving the socket in `egress_dir`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if b"writerpool.egress.worker" in cmdline and cwd == str(egress_dir):
+            found.append(int(entry.name))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _wait_dead(pid: int) -> None:
+    """Until `pid` has exited (a zombie of the server counts: it runs no more)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{pid} still runs")
+
+
+def test_a_session_whose_proxy_is_gone_is_failed_at_the_next_call(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    pool = make_pool(tmp_path, provider, "eglost", writers=1)
+    sock = egress_socket(pool)
+
+    async def scenario() -> tuple[str, str, str]:
+        async with connect(pool.server) as client:
+            sid = (await client.ok("pi_session_start", pool.start_args()))["session"]["sessionId"]
+            proxy = _egress_process(sock.parent)
+            os.kill(proxy, signal.SIGKILL)
+            await anyio.to_thread.run_sync(_wait_dead, proxy)
+            listed = await client.ok("pi_session_list")
+            (row,) = [s for s in listed["sessions"] if s["sessionId"] == sid]
+            code = await client.code("pi_session_prompt", {"sessionId": sid, "message": "hi"})
+            await client.ok("pi_session_close", {"sessionId": sid})
+            # A new session on the same writer gets a proxy of its own.
+            again = (await client.ok("pi_session_start", pool.start_args()))["session"]
+            body = await client.ok("pi_session_prompt", {"sessionId": again["sessionId"],
+                                                         "message": "hello"})  # fmt: skip
+            turn = await client.wait_turn(again["sessionId"], body["turnId"])
+            return row["state"], code, turn["status"]
+
+    state, code, status = anyio.run(scenario)
+    assert (state, code, status) == ("failed", "session_egress_lost", "completed")

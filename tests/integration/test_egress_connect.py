@@ -4,6 +4,7 @@ the host's name end to end), refusals name the host, every connection is audited
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import threading
@@ -15,10 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.registry import NAME, Registry, registry
+from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.providers import resolve_provider
 from writerpool.egress.allowlist import Allowlist, expand
-from writerpool.egress.connect import ConnectLimits, ConnectSession
+from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
 from writerpool.egress.connect_model import ConnectRecord
-from writerpool.egress.proxy import EgressHost
+from writerpool.egress.host import EgressHost
+from writerpool.egress.loop import InProcessLoop
+from writerpool.egress.spec import ConnectListenerSpec
 
 LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
                        idle_seconds=30.0)  # fmt: skip
@@ -41,10 +46,10 @@ class Records:
 
 
 @pytest.fixture
-def host() -> Iterator[EgressHost]:
-    egress = EgressHost()
-    yield egress
-    egress.close()
+def host() -> Iterator[InProcessLoop]:
+    loop = InProcessLoop()
+    yield loop
+    loop.close()
 
 
 @pytest.fixture
@@ -54,23 +59,29 @@ def test_host(tmp_path: Path) -> Iterator[Registry]:
 
 
 def open_proxy(
-    host: EgressHost, tmp_path: Path, words: tuple[str, ...], records: Records,
+    host: InProcessLoop, tmp_path: Path, words: tuple[str, ...], records: Records,
     resolve: dict[str, tuple[str, ...]], limits: ConnectLimits = LIMITS,
-) -> ConnectSession:  # fmt: skip
-    proxy = ConnectSession(
-        host, session="s-0123456789abcdef", writer="ws-w1",
+) -> LocalListener:  # fmt: skip
+    (tmp_path / "egress").mkdir(mode=0o700, exist_ok=True)
+    proxy = LocalListener(host, ConnectSession(
+        session="s-0123456789abcdef", writer="ws-w1",
         socket_path=tmp_path / "egress" / "connect.sock",
         allowlist=Allowlist(expand(words, {})[0]), resolve=resolve, limits=limits,
         audit=records,
-    )  # fmt: skip
+    ))  # fmt: skip
     proxy.start()
     return proxy
 
 
-def dial(proxy: ConnectSession) -> socket.socket:
+def dial(proxy: LocalListener | Path) -> socket.socket:
+    path = proxy if isinstance(proxy, Path) else proxy.listener.socket_path
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(20)
-    sock.connect(str(proxy.socket_path))
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
@@ -84,7 +95,7 @@ def head_of(sock: socket.socket) -> str:
     return data.decode("latin-1")
 
 
-def connect(proxy: ConnectSession, target: str) -> tuple[socket.socket, str]:
+def connect(proxy: LocalListener | Path, target: str) -> tuple[socket.socket, str]:
     sock = dial(proxy)
     sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
     return sock, head_of(sock)
@@ -101,7 +112,7 @@ def fetch_over_tls(sock: socket.socket, ca: Path, name: str, path: str) -> bytes
 
 
 def test_a_listed_host_is_reached_through_tls_the_proxy_never_opens(
-    host: EgressHost, tmp_path: Path, test_host: Registry
+    host: InProcessLoop, tmp_path: Path, test_host: Registry
 ) -> None:
     records = Records()
     words = (test_host.entry, "127.0.0.1/32")
@@ -116,11 +127,11 @@ def test_a_listed_host_is_reached_through_tls_the_proxy_never_opens(
     [record] = records.wait(1)
     assert (record.allowed, record.reason, record.entry) == (True, "allowed", test_host.entry)
     assert record.address == "127.0.0.1" and record.bytes_down > len(page) // 2
-    assert not proxy.socket_path.exists()
+    assert not proxy.listener.socket_path.exists()
 
 
 def test_refusals_name_the_host_and_reason_and_are_audited(
-    host: EgressHost, tmp_path: Path, test_host: Registry
+    host: InProcessLoop, tmp_path: Path, test_host: Registry
 ) -> None:
     records = Records()
     resolve: dict[str, tuple[str, ...]] = {NAME: ("127.0.0.1",), "rebind.test": ("127.0.0.2",),
@@ -151,11 +162,11 @@ def test_refusals_name_the_host_and_reason_and_are_audited(
         proxy.stop()
     seen = {r.destination: (r.allowed, r.reason) for r in records.wait(len(cases))}
     assert seen == {t: (False, r) for t, r in cases.items()}
-    assert proxy.denied == cases
+    assert proxy.listener.denied == cases
 
 
 def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
-    host: EgressHost, tmp_path: Path
+    host: InProcessLoop, tmp_path: Path
 ) -> None:
     asked: list[tuple[str, str]] = []
 
@@ -206,7 +217,7 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
     assert reasons == ["allowed", "not_listed", "scheme_not_listed", "scheme_not_listed"]
 
 
-def test_caps_bound_headers_time_and_connections(host: EgressHost, tmp_path: Path) -> None:
+def test_caps_bound_headers_time_and_connections(host: InProcessLoop, tmp_path: Path) -> None:
     records = Records()
     limits = ConnectLimits(concurrent=2, total=6, header_bytes=1024, header_seconds=1.0,
                            idle_seconds=30.0)  # fmt: skip
@@ -242,7 +253,7 @@ def test_caps_bound_headers_time_and_connections(host: EgressHost, tmp_path: Pat
     )
 
 
-def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path: Path) -> None:
+def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_path: Path) -> None:
     """A download keeps its tunnel open past the idle timeout though the client sends
     nothing; a tunnel with no byte either way is cut."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -256,6 +267,7 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path
     def trickle() -> None:
         upstream, _ = listener.accept()
         with upstream:
+            upstream.recv(1)  # the client has read the proxy's answer: the bytes come after
             for _ in range(10):  # 3 s, longer than the idle timeout, a byte every 0.3 s
                 upstream.sendall(b"x")
                 time.sleep(0.3)
@@ -268,6 +280,7 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path
     try:
         busy, head = connect(proxy, f"idle.test:{port}")
         assert head.startswith("HTTP/1.1 200 ")
+        busy.sendall(b"g")
         with busy:
             got = b""
             while chunk := busy.recv(16):
@@ -282,4 +295,92 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: EgressHost, tmp_path
     finally:
         proxy.stop()
         listener.close()
-    assert sorted(r.bytes_down for r in records.wait(2)) == [0, 10]
+    assert sorted((r.bytes_up, r.bytes_down) for r in records.wait(2)) == [(0, 0), (1, 10)]
+
+
+def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(
+    tmp_path: Path, test_host: Registry
+) -> None:
+    """Through `EgressHost.open`, as a session gets it: the same process as the provider
+    proxy (not this one), its records and refusals back on the server's side, its socket
+    gone when the session's egress stops."""
+    records = Records()
+    config = Config(providers={"p": Provider(base_url="http://127.0.0.1:9/v1")})
+    upstream = resolve_provider(config, "p")
+    assert upstream is not None
+    spec = ConnectListenerSpec(
+        socket="connect.sock", entries=(test_host.entry, "127.0.0.1/32"),
+        resolve={NAME: ("127.0.0.1",)}, concurrent=4, total=20, header_bytes=4096,
+        header_seconds=5.0, idle_seconds=30.0,
+    )  # fmt: skip
+    egress = tmp_path / "egress"
+    host = EgressHost(connect_audit=records)
+    try:
+        session = host.open(
+            session="s-0123456789abcdef", writer="ws-w1", socket_path=egress / "proxy.sock",
+            upstream=upstream, credential="sk-unused",
+            caps=Caps(requests=10, bytes_up=10**6, bytes_down=10**6, concurrent=2),
+            connect=spec,
+        )  # fmt: skip
+        assert session.pid != os.getpid()
+        sock, head = connect(egress / "connect.sock", test_host.entry)
+        assert head.startswith("HTTP/1.1 200 ")
+        page = fetch_over_tls(sock, test_host.ca, NAME, "/simple/wptiny/")
+        assert b"wptiny-0.1-py3-none-any.whl" in page
+        refused, head = connect(egress / "connect.sock", "unlisted.test:443")
+        refused.close()
+        assert "unlisted.test:443 is not allowed (not_listed)" in head
+        seen = records.wait(2)
+        assert session.denied == {"unlisted.test:443": "not_listed"}
+        session.stop()
+    finally:
+        host.close()
+    assert sorted((r.destination, r.allowed) for r in seen) == [
+        (test_host.entry, True), ("unlisted.test:443", False)
+    ]  # fmt: skip
+    assert not (egress / "connect.sock").exists() and not (egress / "proxy.sock").exists()
+
+
+def test_a_flood_of_idle_connections_is_refused_and_the_proxy_recovers(
+    tmp_path: Path, test_host: Registry
+) -> None:
+    """300 connections that never send a byte, in the session's egress process: past the
+    concurrency cap each is answered 429 and closed at once, the ones within it are cut
+    at the header deadline, and then a listed host is reached again."""
+    config = Config(providers={"p": Provider(base_url="http://127.0.0.1:9/v1")})
+    upstream = resolve_provider(config, "p")
+    assert upstream is not None
+    spec = ConnectListenerSpec(
+        socket="connect.sock", entries=(test_host.entry, "127.0.0.1/32"),
+        resolve={NAME: ("127.0.0.1",)}, concurrent=4, total=1000, header_bytes=4096,
+        header_seconds=2.0, idle_seconds=30.0,
+    )  # fmt: skip
+    egress = tmp_path / "egress"
+    host = EgressHost(connect_audit=Records())
+    try:
+        session = host.open(
+            session="s-0123456789abcdef", writer="ws-w1", socket_path=egress / "proxy.sock",
+            upstream=upstream, credential="sk-unused",
+            caps=Caps(requests=10, bytes_up=10**6, bytes_down=10**6, concurrent=2),
+            connect=spec,
+        )  # fmt: skip
+        flood: list[socket.socket] = []
+        try:
+            while len(flood) < 300:
+                try:
+                    flood.append(dial(egress / "connect.sock"))
+                except BlockingIOError:
+                    time.sleep(0.01)  # the backlog is full: the proxy is catching up
+            answers = [head_of(sock).split("\r\n")[0] for sock in flood[4:]]
+            assert all("(cap_concurrent)" in a for a in answers), answers[:3]
+            for sock in flood[:4]:
+                assert sock.recv(1) == b""  # cut at the header deadline, never answered
+        finally:
+            for sock in flood:
+                sock.close()
+        again, head = connect(egress / "connect.sock", test_host.entry)
+        assert head.startswith("HTTP/1.1 200 ")
+        assert b"wptiny" in fetch_over_tls(again, test_host.ca, NAME, "/simple/wptiny/")
+        assert session.alive
+    finally:
+        host.close()

@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -27,7 +28,7 @@ from tests.conftest import REQUIRE
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.proxy import EgressHost, EgressSession
+from writerpool.egress.host import EgressHost, EgressSession
 from writerpool.proc import run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
 from writerpool.runtime.podman import podman_env
@@ -304,11 +305,13 @@ def test_inside_a_writer_without_network_the_launcher_forwards_to_the_proxy(
                 "-e",
                 "WRITERPOOL_EGRESS_SOCKET=/egress/egress.sock",
                 pin.image_id,
-                # The launcher starts the forwarder, then runs pi (which only prints its
-                # version here); the forwarder serves on for the rest of the container.
-                "sh",
+                # The forwarder as pi's launcher runs it: PID 1, serving while its child
+                # (here the probe instead of pi) runs, and ending with it.
+                "/usr/bin/python3",
+                "/usr/local/lib/writerpool/egress-forwarder",
+                "--supervise",
+                "/usr/bin/python3",
                 "-c",
-                '/usr/local/bin/pi --version >/dev/null && exec python3 -c "$0" "$1"',
                 INSIDE,
                 proxy.token,
             ]
@@ -327,3 +330,55 @@ def test_inside_a_writer_without_network_the_launcher_forwards_to_the_proxy(
         }
         assert provider.last_auth == {"authorization": f"Bearer {REAL_KEY}"}
         assert not proxy.socket_path.exists()
+
+
+CHILD = """
+import os, socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as conn:
+    conn.sendall(b"through the supervisor"); conn.shutdown(socket.SHUT_WR)
+    answer = conn.recv(65536)
+parent = os.getppid()
+try:
+    os.listdir(f"/proc/{parent}/fd")
+    reach = "open"
+except PermissionError:
+    reach = "denied"
+print(answer.decode(), reach, os.stat(f"/proc/{parent}/fd").st_uid, sep="|", flush=True)
+sys.exit(7)
+"""
+
+
+def test_supervise_starts_the_child_with_the_channel_and_holds_none_of_it(
+    short_dir: Path,
+) -> None:
+    port, socket_path = free_port(), short_dir / "egress.sock"
+    echo = EchoAfterEof(socket_path)
+    env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(port),
+           "WRITERPOOL_EGRESS_SOCKET": str(socket_path)}  # fmt: skip
+    try:
+        done = subprocess.run(
+            ["/usr/bin/python3", str(FORWARDER), "--supervise",
+             sys.executable, "-c", CHILD, str(port)],
+            env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        echo.close()
+    # The child's stdout is the channel; its status is the supervisor's.
+    assert done.returncode == 7, done.stderr
+    answer, reach, owner = done.stdout.decode().strip().split("|")
+    assert answer == "got 22: through the supe"  # its first 16 bytes
+    # Not dumpable: its /proc/PID/fd is root's, closed to its own user's processes.
+    assert (reach, owner) == ("denied", "0") or os.getuid() == 0
+
+
+def test_supervise_without_a_port_to_listen_on_fails_with_125(short_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(taken.getsockname()[1]),
+               "WRITERPOOL_EGRESS_SOCKET": str(short_dir / "s.sock")}  # fmt: skip
+        done = subprocess.run(
+            ["/usr/bin/python3", str(FORWARDER), "--supervise", "/bin/echo", "never"],
+            env=env, capture_output=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 125 and done.stdout == b""

@@ -26,8 +26,8 @@ from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Profile, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress import model
+from writerpool.egress.host import EgressHost
 from writerpool.egress.model import EgressRecord
-from writerpool.egress.proxy import EgressHost
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 pytestmark = pytest.mark.pi

@@ -26,8 +26,9 @@ from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import ResolvedProvider, resolve_provider
 from writerpool.egress import model
+from writerpool.egress.host import EgressHost, EgressSession
 from writerpool.egress.model import EgressRecord
-from writerpool.egress.proxy import EgressHost, EgressSession
+from writerpool.egress.proxy import AUDIT_PAST_CAP
 from writerpool.egress.sockets import remove_stale_socket
 from writerpool.errors import WriterpoolError
 
@@ -503,20 +504,15 @@ def test_a_closed_host_opens_nothing(short_dir: Path, provider: ScriptedProvider
 
 
 def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
-    host: EgressHost,
-    short_dir: Path,
-    provider: ScriptedProvider,
-    records: Records,
-    monkeypatch: pytest.MonkeyPatch,
+    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
-    monkeypatch.setattr("writerpool.egress.proxy.AUDIT_PAST_CAP", 3)
     caps = Caps(requests=2, bytes_up=10**6, bytes_down=10**6, concurrent=4)
     proxy = open_session(host, short_dir, provider, caps=caps)
     statuses = [request(proxy, token="wrong")[0] for _ in range(2)]
-    statuses += [request(proxy)[0] for _ in range(10)]
-    assert statuses == [403, 403] + [429] * 10
-    outcomes = [r.outcome for r in records.wait(5)]
+    statuses += [request(proxy)[0] for _ in range(AUDIT_PAST_CAP + 10)]
+    assert statuses == [403, 403] + [429] * (AUDIT_PAST_CAP + 10)
+    outcomes = [r.outcome for r in records.wait(2 + AUDIT_PAST_CAP)]
     proxy.stop()
-    assert len(records.items) == 5  # handed off before each response was sent
-    assert outcomes == [model.FORBIDDEN_TOKEN] * 2 + [model.CAP_REQUESTS] * 3
+    assert len(records.items) == 2 + AUDIT_PAST_CAP  # handed off before each response was sent
+    assert outcomes == [model.FORBIDDEN_TOKEN] * 2 + [model.CAP_REQUESTS] * AUDIT_PAST_CAP
     assert provider.request_count == 0

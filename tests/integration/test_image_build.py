@@ -22,6 +22,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.proc import Completed, run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_definition, load_pin, resolve_image
 from writerpool.runtime.image_build import Progress, build_image, run_tool
+from writerpool.runtime.image_uv import UV_VERSION
 from writerpool.runtime.podman import podman_env
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.timeout(2400)]
@@ -78,16 +79,19 @@ def test_rebuild_with_nothing_changed_reuses_the_image_and_pins_it() -> None:
     assert labels["io.writerpool.version"] == pin.writerpool_version
 
 
-def test_image_holds_node_git_search_tools_python_pip_venv_and_pi() -> None:
+def test_image_holds_node_git_search_tools_python_pip_venv_uv_and_pi() -> None:
     _, second = _build_twice()
     image_id = second["data"]["imageId"]
     script = (
         "node --version; git --version; rg --version | head -n 1; fdfind --version; "
         "python3 -c 'import json, sys; print(sys.version_info[:2])'; pi --version 2>&1; "
         "python3 -m pip --version | cut -d' ' -f1; python3 -m venv --without-pip /tmp/v && "
-        "/tmp/v/bin/python -c 'import sys; print(sys.prefix)'"
+        "/tmp/v/bin/python -c 'import sys; print(sys.prefix)'; uv --version"
     )
-    done = _podman("run", "--rm", "--network", "none", image_id, "sh", "-ec", script)
+    # As the account's own uid, like a writer: pi refuses to run where it could read its
+    # execute-only Node.js (root could).
+    done = _podman("run", "--rm", "--network", "none", "--userns=keep-id", image_id,
+                   "sh", "-ec", script)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.out.splitlines()
     major, minor = (int(p) for p in lines[0].removeprefix("v").split(".")[:2])
@@ -98,6 +102,7 @@ def test_image_holds_node_git_search_tools_python_pip_venv_and_pi() -> None:
     assert lines[4].startswith("(3, ")
     assert lines[5].strip() == PI_VERSION
     assert lines[6:8] == ["pip", "/tmp/v"]
+    assert lines[8].startswith(f"uv {UV_VERSION}")
 
 
 def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Path) -> None:

@@ -32,8 +32,9 @@ def derived() -> Iterator[list[str]]:
 
 
 def _in_image(image_id: str, script: str) -> str:
-    return podman("run", "--rm", "--pull=never", "--network=none", "--read-only", image_id,
-                  "sh", "-ec", script)  # fmt: skip
+    # As the account's own uid, like a writer (pi refuses to run as root).
+    return podman("run", "--rm", "--pull=never", "--network=none", "--read-only",
+                  "--userns=keep-id", image_id, "sh", "-ec", script)  # fmt: skip
 
 
 def test_derive_from_requirements_installs_the_wheel_with_no_network(
@@ -117,18 +118,21 @@ def test_cache_options_need_their_tool_in_the_image(
     tmp_path: Path, image_pin: Path, derived: list[str]
 ) -> None:
     write_config(make_checkout(tmp_path / "repo"))
-    code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--cache", "uv")
+    # The default image carries uv, not a Go toolchain.
+    code, plan = wp("mode", "set", "demo", "container", "--profiles", "code", "--cache", "uv")
+    assert code == 0 and "cache_tool_missing" not in codes(plan), plan
+    code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--cache", "go")
     assert code == 1 and codes(report) == ["cache_tool_missing"], report
     assert not Paths.from_env().modes_file.exists(), "a refusal stores nothing"
     context = tmp_path / "ctx"
     context.mkdir()
-    (context / "uv").write_text("#!/bin/sh\necho uv 0.0.0-test\n")
-    (context / "Containerfile").write_text("FROM x\nCOPY --chmod=0755 uv /usr/local/bin/uv\n")
-    derived.append("hasuv")
-    rc, built = wp("image", "derive", "hasuv", "--containerfile", str(context / "Containerfile"))
+    (context / "go").write_text("#!/bin/sh\necho go version go0.0-test\n")
+    (context / "Containerfile").write_text("FROM x\nCOPY --chmod=0755 go /usr/local/bin/go\n")
+    derived.append("hasgo")
+    rc, built = wp("image", "derive", "hasgo", "--containerfile", str(context / "Containerfile"))
     assert rc == 0, built
-    code, plan = wp("mode", "set", "demo", "container", "--profiles", "code", "--cache", "uv",
-                    "--image", "hasuv")  # fmt: skip
+    code, plan = wp("mode", "set", "demo", "container", "--profiles", "code", "--cache", "go",
+                    "--image", "hasgo")  # fmt: skip
     assert code == 0 and "cache_tool_missing" not in codes(plan), plan
     rc, unknown = wp("mode", "set", "demo", "container", "--profiles", "code",
                      "--image", "nosuchname")  # fmt: skip

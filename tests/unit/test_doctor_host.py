@@ -4,6 +4,8 @@ facts: every failure mode measured on these hosts gets its named finding."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -357,3 +359,35 @@ def test_version_tuples() -> None:
     assert version_tuple("4.4.0-rc1") == (4, 4, 0)
     assert version_tuple("5.0-dev") == (5, 0, 0)
     assert version_tuple("garbage") == (0, 0, 0)
+
+
+LIMITED = """
+import json, resource, sys
+soft, hard = (int(v) for v in sys.argv[1:3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+from writerpool import fdlimit
+from writerpool.doctor.host import server_descriptors
+(result,) = server_descriptors(None)
+print(json.dumps({"raised": fdlimit.raise_to_hard(), "severity": result.severity,
+                  "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}))
+"""
+
+
+def _under_limits(soft: int, hard: int) -> dict[str, Any]:
+    # In a child: a lowered hard limit cannot be raised again in this process.
+    done = subprocess.run([sys.executable, "-c", LIMITED, str(soft), str(hard)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def test_the_server_raises_its_soft_descriptor_limit_to_the_hard_one() -> None:
+    from writerpool import fdlimit
+
+    hard = fdlimit.needed() + 100
+    assert _under_limits(256, hard) == {"raised": hard, "severity": "ok", "soft": hard}
+
+
+def test_doctor_warns_when_the_hard_descriptor_limit_is_below_a_full_pools_need() -> None:
+    out = _under_limits(200, 1000)
+    assert out == {"raised": 1000, "severity": "warning", "soft": 1000}

@@ -1,12 +1,12 @@
 """Hostile configuration, modes and state files end in a finding with a code: never a
-traceback, a hang or the machine's memory. Driven through the real CLI process."""
+traceback, a hang or the machine's memory. Driven through the CLI's top-level handler,
+in-process; a hang fails the test at its timeout (pytest-timeout interrupts a blocking
+open)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
+from tests.support.cli import run_cli
 from writerpool.config.paths import Paths
 from writerpool.pool.harness_report import parse_harness_report
 
@@ -21,15 +22,13 @@ NESTED = b"a = " + b"[" * 200_000 + b"]" * 200_000 + b"\n"
 NESTED_JSON = b"[" * 200_000 + b"]" * 200_000
 
 
+# A FIFO read by a blocking open would hang: the timeout turns that into a failure.
+pytestmark = pytest.mark.timeout(60)
+
+
 def wp(*args: str) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "writerpool", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,  # a FIFO read by a blocking open would hang here
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(done.stdout), done.stderr
+    done = run_cli(*args, "--json")
+    return done.code, json.loads(done.out), done.err
 
 
 def codes(report: dict[str, Any]) -> list[str]:

@@ -155,15 +155,17 @@ def test_mmdebstrap_runs_unprivileged_and_ends_options_before_positionals(
 
 def test_podman_build_pulls_nothing_and_labels_the_inputs(images_dir: Path) -> None:
     definition = _definition(images_dir)
-    argv = podman_build_argv(definition, ID_B, Path("/pi"), Path("/iid"), force=False)
+    argv = podman_build_argv(definition, ID_B, Path("/pi"), Path("/iid"), force=False,
+                             uv_context=Path("/uv"))  # fmt: skip
     assert "--pull=never" in argv and "--network=none" in argv
     assert f"io.writerpool.inputs={definition.inputs_digest()}" in argv
     assert f"io.writerpool.version={definition.writerpool_version}" in argv
-    assert f"BASE={ID_B}" in argv and "pi=/pi" in argv
+    assert f"BASE={ID_B}" in argv and "pi=/pi" in argv and "uv=/uv" in argv
     tag = argv[argv.index("--tag") + 1]
     assert tag == f"localhost/writerpool-writer:{definition.writerpool_version}"
     assert argv[-1] == str(images_dir) and "--no-cache" not in argv
-    assert "--no-cache" in podman_build_argv(definition, ID_B, Path("/p"), Path("/i"), force=True)
+    assert "--no-cache" in podman_build_argv(definition, ID_B, Path("/p"), Path("/i"), force=True,
+                                             uv_context=Path("/uv"))  # fmt: skip
 
 
 # -------------------------------------------------------------------------- pin

@@ -7,8 +7,10 @@ import pytest
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.pool.image_derive import derive_source, image_setting
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_definition
 from writerpool.runtime.image_derive import PythonFacts, derive_argv
 from writerpool.runtime.image_prune import LocalImage, prunable
+from writerpool.runtime.image_uv import UV_VERSION, UV_WHEELS, uv_wheel
 from writerpool.state.images import BuiltImage, check_name, forget, load_record, record_built
 
 ROOTFS = "a" * 64
@@ -131,3 +133,22 @@ def test_derive_takes_exactly_one_source() -> None:
     assert derive_source(None, None, req).requirements == req.resolve()
     made = derive_source(req, None, None)
     assert made.context == paths.state_dir.resolve()
+
+
+def test_the_uv_wheel_is_pinned_per_machine_and_is_an_image_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert set(UV_WHEELS) == {"x86_64", "aarch64"}
+    for machine, (name, sha) in UV_WHEELS.items():
+        assert name.startswith(f"uv-{UV_VERSION}-py3-none-manylinux_2_17_{machine}")
+        assert len(sha) == 64 and uv_wheel(machine) == (name, sha)
+    with pytest.raises(WriterpoolError) as info:
+        uv_wheel("s390x")
+    assert info.value.code == "image_build_failed"
+    definition = load_definition("0.73.1", DEFAULT_IMAGES_DIR)
+    before, rootfs = definition.inputs_digest(), definition.rootfs_digest()
+    assert definition.uv.startswith(f"{UV_VERSION}:")
+    monkeypatch.setitem(UV_WHEELS, "x86_64", (UV_WHEELS["x86_64"][0], "0" * 64))
+    monkeypatch.setitem(UV_WHEELS, "aarch64", (UV_WHEELS["aarch64"][0], "0" * 64))
+    assert definition.inputs_digest() != before
+    assert definition.rootfs_digest() == rootfs, "uv changes only the top layer"

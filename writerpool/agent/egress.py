@@ -11,31 +11,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
-from writerpool.agent.allow import open_allowlist
+from writerpool.agent.allow import allowlist_spec
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
+from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_SOCKET
 from writerpool.state.atomic import ensure_private_dir
 
 if TYPE_CHECKING:
-    from writerpool.egress.connect import ConnectSession
-    from writerpool.egress.connect_model import ConnectRecord
-    from writerpool.egress.proxy import EgressHost, EgressSession
+    from writerpool.egress.host import EgressHost, EgressSession
 
 
 class Grant(Protocol):
     """What a session holds of its egress until it ends."""
 
     def revoke(self) -> None: ...
+
+    def ready(self) -> None:
+        """Return once the session's way out serves (raise egress_failed if it never will)."""
+        ...
     def denied(self) -> list[dict[str, str]]: ...
+
+    @property
+    def lost(self) -> bool:
+        """Whether the session's way to its provider is gone (its proxy process died)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,6 @@ class EgressRequest:
     writer: str | None
     port: int  # where the forwarder listens inside the container
     allow: tuple[str, ...] | None = None  # the workspace's allowlist words
-    connect_audit: Callable[[ConnectRecord], None] | None = None
 
 
 @dataclass
@@ -58,6 +64,13 @@ class RenderedDir:
     or a host session, without any on `none`."""
 
     agent_dir: Path
+
+    @property
+    def lost(self) -> bool:
+        return False  # nothing on the host stands between pi and its provider
+
+    def ready(self) -> None:
+        return None
 
     def revoke(self) -> None:
         agent_launch.remove_credential(self.agent_dir)
@@ -71,24 +84,24 @@ class Proxied:
     """A provider-mode session: the proxy holds the key; the writer holds a token."""
 
     agent_dir: Path
-    proxy: EgressSession
-    connect: ConnectSession | None = None  # the allowlist proxy, when the workspace has one
+    proxy: EgressSession  # the session's egress process (its allowlist proxy too, if any)
+
+    @property
+    def lost(self) -> bool:
+        return not self.proxy.alive
+
+    def ready(self) -> None:
+        self.proxy.wait_ready()
 
     def revoke(self) -> None:
         try:
-            if self.connect is not None:
-                self.connect.stop()
+            self.proxy.stop()
         finally:
-            try:
-                self.proxy.stop()
-            finally:
-                agent_launch.remove_credential(self.agent_dir)
+            agent_launch.remove_credential(self.agent_dir)
 
     def denied(self) -> list[dict[str, str]]:
         """Destinations the allowlist proxy refused in this session, and why."""
-        if self.connect is None:
-            return []
-        return [{"destination": d, "reason": r} for d, r in self.connect.denied.items()]
+        return [{"destination": d, "reason": r} for d, r in self.proxy.denied.items()]
 
 
 def resolve(config: Config, name: str) -> tuple[ResolvedProvider, str]:
@@ -123,6 +136,9 @@ def grant_key(
         if host is None:
             raise WriterpoolError("session_start_failed", "the provider proxy is not running")
         ensure_private_dir(request.egress_dir)
+        connect = None
+        if request.allow:
+            connect = allowlist_spec(request.config, request.allow, request.egress_dir)
         proxy = host.open(
             session=request.session,
             writer=request.writer,
@@ -130,22 +146,18 @@ def grant_key(
             upstream=resolved,
             credential=key,
             caps=request.config.pool.caps(),
+            wait=False,  # its process starts while pi does: see Grant.ready
+            connect=connect,
         )
-        connect = None
+        crash_point("egress.proxy_started")
         try:
             agent_launch.point_at_proxy(
                 request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
             )
-            if request.allow:
-                connect = open_allowlist(
-                    host, request.config, request.allow, session=request.session,
-                    writer=request.writer, egress_dir=request.egress_dir,
-                    audit=request.connect_audit,
-                )  # fmt: skip
         except BaseException:
             proxy.stop()
             raise
-        return Proxied(request.agent_dir, proxy, connect)
+        return Proxied(request.agent_dir, proxy)
     if info is not None and not info.egress and info.limited:
         return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
     agent_launch.install_credential(request.agent_dir, request.provider, key)

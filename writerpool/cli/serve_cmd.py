@@ -8,6 +8,7 @@ import sys
 import anyio
 import click
 
+from writerpool import fdlimit
 from writerpool.config.paths import Paths
 
 log = logging.getLogger("writerpool.serve")
@@ -26,6 +27,10 @@ def serve(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="writerpool serve: %(levelname)s %(name)s: %(message)s",
     )
+    limit = fdlimit.raise_to_hard()
+    if limit < fdlimit.needed():
+        log.warning("%d file descriptors only (a full pool needs %d); see writerpool doctor",
+                    limit, fdlimit.needed())  # fmt: skip
     try:
         # Imported here so other commands do not pay for loading the MCP SDK.
         from writerpool.mcp.server import serve as run_server  # noqa: PLC0415

@@ -137,7 +137,8 @@ class Egress(Strict):
     # The CA bundle whose certificates writers with an allowlist trust (a network that
     # intercepts TLS, a company mirror); default: SSL_CERT_FILE, else the system's.
     ca_bundle: Annotated[Path, AfterValidator(_absolute)] | None = None
-    connect_concurrent: int = Field(default=32, ge=1, le=1024)
+    # At most the connections a session's egress process has descriptors for.
+    connect_concurrent: int = Field(default=32, ge=1, le=64)
     connect_total: int = Field(default=5000, ge=1)
     header_bytes: int = Field(default=16384, ge=1024, le=1048576)
     header_seconds: float = Field(default=10.0, gt=0, le=300)

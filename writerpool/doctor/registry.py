@@ -28,6 +28,7 @@ from writerpool.doctor.host import (
     pi_node,
     podman_usable,
     rootless_user,
+    server_descriptors,
     subid_ranges,
 )
 from writerpool.doctor.image import read_pin, writer_image
@@ -58,6 +59,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     session_placement,
     profile_providers,
     lease_dir,
+    server_descriptors,
 )
 
 # Every id the built-in checks report (docs/doctor.md documents each).
@@ -81,6 +83,7 @@ CHECK_IDS = (
     "session_placement",
     "profile_provider",
     "lease_dir",
+    "server_descriptors",
 )
 
 # Extension point: checks owned by other parts of writerpool run after the built-in

@@ -9,8 +9,9 @@ name that resolves elsewhere later changes nothing. A refusal is answered with a
 whose status line names the host. One audit record per connection.
 
 Caps per session: connections in total and at once, header bytes, a deadline for the
-header block, an idle timeout on open tunnels. The class has the start/stop shape of
-`EgressSession` and runs on the loop of whatever hosts the session's proxies.
+header block, an idle timeout on open tunnels. It is a listener of the session's
+egress process (`egress.worker`), beside the provider proxy and confined like it; the
+isolation control, benches and tests run it on a loop of their own (`LocalListener`).
 """
 
 from __future__ import annotations
@@ -25,21 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from writerpool.config.models import Egress
 from writerpool.egress import connect_model as cm
 from writerpool.egress.allowlist import (
     Address,
     Allowlist,
     Decision,
     address_refusal,
+    expand,
     normalize_host,
     parse_address,
 )
-from writerpool.egress.connect_model import ConnectRecord, Request
+from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.sockets import listening_socket, unlink_socket
+from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.errors import WriterpoolError
 
-__all__ = ["ConnectLimits", "ConnectSession"]
+__all__ = ["ConnectLimits", "ConnectSession", "LocalListener"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,25 +51,33 @@ CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 AUDIT_PAST_CAP = 100
-DENIED_KEPT = 32  # distinct denied destinations a session remembers for its turns
 
 
 class LoopRunner(Protocol):
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T: ...
 
 
-@dataclass(frozen=True)
-class ConnectLimits:
-    concurrent: int
-    total: int
-    header_bytes: int
-    header_seconds: float
-    idle_seconds: float
+class LocalListener:
+    """A ConnectSession on a loop of this process, started and stopped from any other
+    thread (the isolation control's open relay, benches, tests)."""
 
-    @classmethod
-    def of(cls, egress: Egress) -> ConnectLimits:
-        return cls(egress.connect_concurrent, egress.connect_total, egress.header_bytes,
-                   egress.header_seconds, egress.idle_seconds)  # fmt: skip
+    def __init__(self, runner: LoopRunner, listener: ConnectSession) -> None:
+        self.listener = listener
+        self._runner = runner
+        self._stopped = False
+
+    def start(self) -> None:
+        self._runner.run(self.listener.start(), STOP_TIMEOUT)
+
+    def stop(self) -> None:
+        """Stop listening, end open tunnels, remove the socket. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._runner.run(self.listener.stop(), STOP_TIMEOUT)
+        except (WriterpoolError, TimeoutError):
+            log.warning("egress: an allowlist proxy did not stop cleanly")
 
 
 @dataclass
@@ -87,7 +97,6 @@ class ConnectSession:
 
     def __init__(
         self,
-        runner: LoopRunner,
         *,
         session: str,
         writer: str | None,
@@ -102,7 +111,6 @@ class ConnectSession:
         self.socket_path = socket_path
         self.allowlist = allowlist
         self.limits = limits
-        self._runner = runner
         self._resolve = dict(resolve)
         self._audit = audit
         self._server: asyncio.AbstractServer | None = None
@@ -111,30 +119,32 @@ class ConnectSession:
         self._count = 0
         self._active = 0
         self._denied: dict[str, str] = {}
-        self._stopped = False
 
     @property
     def denied(self) -> dict[str, str]:
         """Destinations refused so far (at most DENIED_KEPT) and why."""
         return dict(self._denied)
 
-    def start(self) -> None:
-        self._runner.run(self._start(), STOP_TIMEOUT)
+    @classmethod
+    def from_spec(
+        cls,
+        spec: ConnectListenerSpec,
+        *,
+        session: str,
+        writer: str | None,
+        audit: Callable[[ConnectRecord], None],
+    ) -> ConnectSession:
+        """The listener a session's egress process serves for its spec."""
+        limits = ConnectLimits(spec.concurrent, spec.total, spec.header_bytes,
+                               spec.header_seconds, spec.idle_seconds)  # fmt: skip
+        return cls(session=session, writer=writer, socket_path=Path(spec.socket),
+                   allowlist=Allowlist(expand(spec.entries, {})[0]), resolve=spec.resolve,
+                   limits=limits, audit=audit)  # fmt: skip
 
-    def stop(self) -> None:
-        """Stop listening, end open tunnels, remove the socket. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._runner.run(self._stop(), STOP_TIMEOUT)
-        except (WriterpoolError, TimeoutError):
-            log.warning("egress: a session's allowlist proxy did not stop cleanly")
-        finally:
-            unlink_socket(self.socket_path, self._inode)
-
-    async def _start(self) -> None:
-        sock, self._inode = listening_socket(self.socket_path)
+    async def start(self) -> int:
+        """Listen on the socket (a name in the working directory); returns its inode."""
+        sock, inode = listening_socket(self.socket_path)
+        self._inode = inode
         try:
             self._server = await asyncio.start_unix_server(
                 self._accept, sock=sock, limit=self.limits.header_bytes
@@ -143,15 +153,18 @@ class ConnectSession:
             sock.close()
             unlink_socket(self.socket_path, self._inode)
             raise
+        return inode
 
-    async def _stop(self) -> None:
+    async def stop(self) -> None:
+        """Stop listening, end open tunnels, remove the socket."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
+        for task in list(self._tasks):  # bounded: the connections open now
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=STOP_TIMEOUT / 2)
         self._server = None
+        unlink_socket(self.socket_path, self._inode)
 
     # -- one connection ----------------------------------------------------------------
 

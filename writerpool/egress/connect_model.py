@@ -17,9 +17,21 @@ CAP_CONCURRENT = "cap_concurrent"
 RESOLVE_FAILED = "resolve_failed"
 UPSTREAM_FAILED = "upstream_failed"
 BODY_REFUSED = "body_refused"
+DENIED_KEPT = 32  # distinct refused destinations a session keeps for its turns
 
 REQUEST_LINE = re.compile(r"^([A-Z]{1,16}) (\S{1,2048}) HTTP/1\.[01]$")
 ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ConnectLimits:
+    """An allowlist proxy's caps per session (config `[egress]`)."""
+
+    concurrent: int
+    total: int
+    header_bytes: int
+    header_seconds: float
+    idle_seconds: float
 
 
 @dataclass(frozen=True)

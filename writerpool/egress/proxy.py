@@ -1,12 +1,13 @@
-"""The per-session provider proxy: a Unix socket in, the provider's real API out.
+"""The provider proxy: a Unix socket in, the provider's real API out.
 
-One `EgressHost` per process runs an asyncio loop on a daemon thread; each session
-gets an `EgressSession` listening on its own socket. A request passes only with the
-session's token in the API kind's own header and only on one of that kind's routes;
-the token and every other credential-bearing header is dropped, the real key is set
-in the kind's header, and the request goes to the provider's real base URL (TLS
-verified against the host's trust store and its CA variables). The response is
-relayed chunk by chunk, so server-sent events arrive as the provider sends them.
+It runs inside the session's own egress process (`egress.worker`), behind that
+process's `Gate`. A request passes only with the session's token in the API kind's
+own header and only on one of that kind's routes; the token and every other
+credential-bearing header is dropped, the real key is set in the kind's header, and
+the request goes to the provider's real base URL (TLS verified against the host's
+trust store and its CA variables). The response is relayed chunk by chunk, so
+server-sent events arrive as the provider sends them. Each connection carries one
+request; a client that stops reading or sending for `IDLE_SECONDS` is cut.
 
 Inside the writer, pi's `baseUrl` is `http://127.0.0.1:<port>/p`: the proxy maps
 `/p<rest>` to `<real base URL><rest>`, so the writer needs no part of the real URL.
@@ -19,8 +20,7 @@ import hmac
 import logging
 import os
 import re
-import secrets
-import threading
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 from yarl import URL
 
-from writerpool.config.models import Caps
-from writerpool.config.providers import ResolvedProvider
 from writerpool.egress import model
+from writerpool.egress.gate import Gate, GateLimits
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.rules import (
     METHOD,
@@ -44,25 +44,30 @@ from writerpool.egress.rules import (
     strip_key_param,
     upstream_headers,
 )
-from writerpool.egress.sockets import listening_socket, unlink_socket
-from writerpool.errors import WriterpoolError
+from writerpool.egress.sockets import listening_socket
+from writerpool.egress.spec import ProviderListenerSpec
 
-__all__ = ["PREFIX", "EgressHost", "EgressSession"]
+__all__ = ["PREFIX", "ProviderProxy"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PREFIX = "/p"
-OPEN_TIMEOUT = 10.0
 # Past the request cap this many refusals are audited; later ones are only counted,
 # so an agent cannot grow the audit log without bound.
 AUDIT_PAST_CAP = 100
-STOP_TIMEOUT = 10.0
+# A client that neither sends nor reads for this long is cut (the provider's own
+# silences are bounded by the upstream timeout instead).
+IDLE_SECONDS = 60.0
 _UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=900)
 
 
 class _UploadCapReached(Exception):
     """Raised inside the request body's stream when the upload cap is passed."""
+
+
+class _ClientIdle(Exception):
+    """The client sent or read nothing for IDLE_SECONDS."""
 
 
 @dataclass
@@ -78,110 +83,83 @@ class _Exchange:
     down: int = 0
 
 
-def _token() -> str:
-    while True:
-        token = secrets.token_urlsafe(32)
-        # pi treats an anthropic key containing this as an OAuth token.
-        if "sk-ant-oat" not in token:
-            return token
-
-
-class EgressSession:
-    """One session's proxy: its socket, token and caps. Made by `EgressHost.open`."""
+class ProviderProxy:
+    """One session's provider proxy, inside that session's egress process."""
 
     prefix = PREFIX
 
     def __init__(
         self,
-        host: EgressHost,
+        spec: ProviderListenerSpec,
         *,
         session: str,
         writer: str | None,
-        socket_path: Path,
-        upstream: ResolvedProvider,
-        credential: str,
-        caps: Caps,
+        emit: Callable[[EgressRecord], None],
     ) -> None:
-        self.token = _token()
-        self.socket_path = socket_path
+        self.token = spec.token
+        self.socket_name = spec.socket
         self.session = session
         self.writer = writer
-        self.upstream = upstream
-        self.caps = caps
-        self._host = host
-        self._credential = upstream.api.auth_value(credential)
-        self._base = upstream.base_url.rstrip("/")
-        self._routes = tuple((m, re.compile(p)) for m, p in upstream.api.routes)
+        self.upstream = spec.upstream()
+        self.caps = spec.caps.caps()
+        self._emit_record = emit
+        self._credential = self.upstream.api.auth_value(spec.credential)
+        self._base = self.upstream.base_url.rstrip("/")
+        self._routes = tuple((m, re.compile(p)) for m, p in self.upstream.api.routes)
         self._requests = 0  # every request, refused ones included
         self._unaudited = 0
         self._inflight = 0
         self._up = 0
         self._down = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._runner: web.AppRunner | None = None
+        self._server: web.Server | None = None
+        self._gate: Gate | None = None
         self._client: aiohttp.ClientSession | None = None
-        self._inode: int | None = None
-        self._stopped = False
+        self._ended: dict[object, asyncio.Future[None]] = {}
 
-    def base_url(self, port: int) -> str:
-        """pi's `baseUrl` inside the writer, where the forwarder listens on `port`."""
-        return f"http://127.0.0.1:{port}{self.prefix}"
+    async def start(self) -> int:
+        """Listen on the socket (a name in the working directory); returns its inode."""
+        sock, inode = listening_socket(Path(self.socket_name))
+        self._client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ssl_context(os.environ),
+                                           limit=self.caps.concurrent),
+            timeout=_UPSTREAM_TIMEOUT,
+            auto_decompress=False,  # bytes are relayed as the provider encoded them
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            trust_env=False,  # no proxy variables, no .netrc credentials
+        )  # fmt: skip
+        self._server = _Server(self._handle, self._ended, access_log=None,
+                               max_line_size=8190, max_field_size=8190, max_headers=64)  # fmt: skip
+        self._gate = Gate("provider", sock, self._serve, GateLimits())
+        self._gate.start()
+        return inode
 
-    def stop(self) -> None:
-        """Stop listening, cancel requests in flight, remove the socket. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._host.run(self._stop(), STOP_TIMEOUT)
-        except (WriterpoolError, TimeoutError):
-            log.warning("egress: a session's proxy did not stop cleanly")
-        finally:
-            self._host.forget(self)
-            unlink_socket(self.socket_path, self._inode)
-
-    # -- on the loop ------------------------------------------------------------
-
-    async def _start(self) -> None:
-        sock, self._inode = listening_socket(self.socket_path)
-        try:
-            self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=ssl_context(os.environ),
-                                               limit=self.caps.concurrent),
-                timeout=_UPSTREAM_TIMEOUT,
-                auto_decompress=False,  # bytes are relayed as the provider encoded them
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                trust_env=False,  # no proxy variables, no .netrc credentials
-            )  # fmt: skip
-            app = web.Application()
-            app.router.add_route("*", "/{tail:.*}", self._handle)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         shutdown_timeout=1.0)  # fmt: skip
-            await self._runner.setup()
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self._stop()
-            raise
-
-    async def _stop(self) -> None:
+    async def stop(self) -> None:
+        """Close every connection (requests in flight are cancelled), stop listening."""
         if self._unaudited:
             log.warning("egress: %d requests past the request cap were refused unaudited",
                         self._unaudited)  # fmt: skip
-        for task in list(self._tasks):
-            task.cancel()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.shutdown(1.0)
+        if self._gate is not None:
+            await self._gate.stop()
         if self._client is not None:
             await self._client.close()
             self._client = None
-        unlink_socket(self.socket_path, self._inode)
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+    async def _serve(self, conn: socket.socket, head: bytes) -> None:
+        """Hand a connection whose header block arrived to the HTTP server, until it ends."""
+        assert self._server is not None
+        loop = asyncio.get_running_loop()
+        transport, handler = await loop.connect_accepted_socket(self._server, sock=conn)
+        ended = self._ended.setdefault(handler, loop.create_future())
+        try:
+            handler.data_received(head)
+            await ended
+        finally:
+            self._ended.pop(handler, None)
+            transport.abort()
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         exchange = _Exchange(request.method, sanitize_path(request.raw_path))
         try:
             response = await self._exchange(request, exchange)
@@ -192,11 +170,9 @@ class EgressSession:
             exchange.outcome = model.CANCELLED
             raise
         finally:
-            if task is not None:
-                self._tasks.discard(task)
             self._emit(exchange)
 
-    async def _exchange(self, request: web.Request, exchange: _Exchange) -> web.StreamResponse:
+    async def _exchange(self, request: web.BaseRequest, exchange: _Exchange) -> web.StreamResponse:
         self._requests += 1
         if self._requests > self.caps.requests:
             exchange.outcome = model.CAP_REQUESTS
@@ -221,7 +197,7 @@ class EgressSession:
         finally:
             self._inflight -= 1
 
-    def _check_token(self, request: web.Request) -> str | None:
+    def _check_token(self, request: web.BaseRequest) -> str | None:
         header = self.upstream.api.auth_header
         values = request.headers.getall(header, [])
         if not values:
@@ -234,7 +210,7 @@ class EgressSession:
         good = hmac.compare_digest(presented.strip().encode(), self.token.encode())
         return None if good and len(values) == 1 else model.FORBIDDEN_TOKEN
 
-    def _route(self, request: web.Request) -> str | None:
+    def _route(self, request: web.BaseRequest) -> str | None:
         path = request.raw_path.partition("?")[0]
         if not path.startswith(self.prefix + "/"):
             return None
@@ -256,8 +232,8 @@ class EgressSession:
             return model.CAP_BYTES_DOWN
         return None
 
-    async def _body(self, request: web.Request, exchange: _Exchange) -> AsyncIterator[bytes]:
-        async for chunk in request.content.iter_any():
+    async def _body(self, request: web.BaseRequest, exchange: _Exchange) -> AsyncIterator[bytes]:
+        while chunk := await _idle_bounded(request.content.readany()):
             if self._up + len(chunk) > self.caps.bytes_up:
                 exchange.outcome = model.CAP_BYTES_UP
                 self._up = self.caps.bytes_up  # spent: later requests get 429
@@ -267,7 +243,7 @@ class EgressSession:
             yield chunk
 
     async def _forward(
-        self, request: web.Request, rest: str, exchange: _Exchange
+        self, request: web.BaseRequest, rest: str, exchange: _Exchange
     ) -> web.StreamResponse:
         assert self._client is not None
         api = self.upstream.api
@@ -281,9 +257,12 @@ class EgressSession:
             upstream = await self._client.request(
                 request.method, url, headers=headers, data=body, allow_redirects=False
             )
-        except (aiohttp.ClientError, OSError, TimeoutError, _UploadCapReached) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError, _UploadCapReached, _ClientIdle) as exc:
             if exchange.outcome == model.CAP_BYTES_UP:
                 return _error(429, "the session's provider cap is reached")
+            if isinstance(exc, _ClientIdle):
+                exchange.outcome = model.CANCELLED
+                return _error(408, "the request body stalled")
             exchange.outcome = model.UPSTREAM_FAILED
             log.info("egress: upstream request failed (%s)", type(exc).__name__)
             return _error(502, "the provider could not be reached")
@@ -293,7 +272,7 @@ class EgressSession:
             upstream.release()
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, exchange: _Exchange
+        self, request: web.BaseRequest, upstream: aiohttp.ClientResponse, exchange: _Exchange
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             status=upstream.status, reason=upstream.reason,
@@ -303,6 +282,7 @@ class EgressSession:
             response.content_length = upstream.content_length
         exchange.status = upstream.status
         try:
+            response.force_close()  # one request per connection: see `Gate`
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 if self._down + len(chunk) > self.caps.bytes_down:
@@ -312,10 +292,11 @@ class EgressSession:
                     return response
                 self._down += len(chunk)
                 exchange.down += len(chunk)
-                await response.write(chunk)
+                await _idle_bounded(response.write(chunk))
             await response.write_eof()
-        except ConnectionError:
-            exchange.outcome = model.CANCELLED  # the client went away
+        except (ConnectionError, _ClientIdle):
+            exchange.outcome = model.CANCELLED  # the client went away or stopped reading
+            _cut(request)
         except (aiohttp.ClientError, TimeoutError):
             exchange.outcome = model.UPSTREAM_FAILED  # the provider broke off
             _cut(request)
@@ -341,93 +322,43 @@ class EgressSession:
             bytes_down=exchange.down,
             duration_ms=int((time.monotonic() - exchange.started) * 1000),
         )
-        self._host.emit(record)
+        self._emit_record(record)
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message}}, status=status)
+    response = web.json_response({"error": {"message": message}}, status=status)
+    response.force_close()
+    return response
 
 
-def _cut(request: web.Request) -> None:
+async def _idle_bounded(step: Coroutine[Any, Any, T]) -> T:
+    """One read from or write to the client, cut when it takes longer than IDLE_SECONDS."""
+    try:
+        return await asyncio.wait_for(step, IDLE_SECONDS)
+    except TimeoutError as exc:
+        raise _ClientIdle from exc
+
+
+def _cut(request: web.BaseRequest) -> None:
     """End the client's connection mid-response, so a cut stream is never taken as whole."""
     if request.transport is not None:
         request.transport.close()
 
 
-class EgressHost:
-    """Owns the loop thread and every session's proxy of this process."""
+class _Server(web.Server):
+    """The low-level HTTP server that tells `ProviderProxy._serve` when a connection ends."""
 
-    def __init__(self, audit: Callable[[EgressRecord], None] | None = None) -> None:
-        self._audit = audit
-        self._loop = asyncio.new_event_loop()
-        self._sessions: list[EgressSession] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="writerpool-egress", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-            self._loop.run_until_complete(self._loop.shutdown_default_executor())
-        finally:
-            self._loop.close()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
-        """Run coro on the loop and wait for it (from any thread but the loop's)."""
-        if self._loop.is_closed() or not self._thread.is_alive():
-            coro.close()
-            raise WriterpoolError("egress_failed", "the provider proxy host is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
-
-    def forget(self, proxy: EgressSession) -> None:
-        with self._lock:
-            if proxy in self._sessions:
-                self._sessions.remove(proxy)
-
-    def open(
+    def __init__(
         self,
-        *,
-        session: str,
-        writer: str | None,
-        socket_path: Path,
-        upstream: ResolvedProvider,
-        credential: str,
-        caps: Caps,
-    ) -> EgressSession:
-        """Start a session's proxy; returns once its socket (0600) listens."""
-        with self._lock:
-            if self._closed:
-                raise WriterpoolError("egress_failed", "the provider proxy host is closed")
-            proxy = EgressSession(
-                self, session=session, writer=writer, socket_path=socket_path,
-                upstream=upstream, credential=credential, caps=caps,
-            )  # fmt: skip
-            self.run(proxy._start(), OPEN_TIMEOUT)
-            self._sessions.append(proxy)
-        return proxy
+        handler: Callable[[web.BaseRequest], Coroutine[Any, Any, web.StreamResponse]],
+        ended: dict[object, asyncio.Future[None]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(handler, **kwargs)
+        self._ended = ended
 
-    def emit(self, record: EgressRecord) -> None:
-        """Hand a record to the audit callable off the loop (it may block on a lock)."""
-        if self._audit is None:
-            return
-        future = self._loop.run_in_executor(None, self._audit, record)
-        future.add_done_callback(_log_audit_failure)
-
-    def close(self) -> None:
-        """Stop every session (their sockets removed) and the loop thread."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            sessions, self._sessions = self._sessions, []
-        for proxy in sessions:
-            proxy.stop()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=STOP_TIMEOUT)
-
-
-def _log_audit_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.warning("egress: an audit record could not be written: %s", future.exception())
+    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        future = self._ended.setdefault(handler, asyncio.get_running_loop().create_future())
+        if not future.done():
+            future.set_result(None)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,13 +27,13 @@ from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
-from writerpool.pool.container import EGRESS_PORT, readonly_spec
+from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
 from writerpool.pool.fence import remove_stale_egress
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
+    from writerpool.egress.host import EgressHost
     from writerpool.egress.model import EgressRecord
-    from writerpool.egress.proxy import EgressHost
     from writerpool.pool.sessions import WriterSlot
 
 log = logging.getLogger(__name__)
@@ -134,10 +136,11 @@ class Launcher:
     def _egress_host(self) -> EgressHost:
         with self._lock:
             if self._egress is None:
-                # Loaded on first use: aiohttp is not needed before a contained session.
-                from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+                # Made on first use: a server without contained sessions starts no egress process.
+                from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
-                self._egress = EgressHost(audit=egress_auditor(self._paths))
+                self._egress = EgressHost(audit=egress_auditor(self._paths),
+                                          connect_audit=connect_auditor(self._paths))  # fmt: skip
             return self._egress
 
     def _scratch_root(self) -> ScratchRoot:
@@ -159,7 +162,7 @@ class Launcher:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT, allow=allow, connect_audit=connect_auditor(self._paths),
+            port=EGRESS_PORT, allow=allow,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -218,7 +221,9 @@ class Launcher:
                 )  # fmt: skip
                 args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
                 argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
-                agent = PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                agent = _started(
+                    held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                )
             except BaseException:
                 held.revoke()
                 remove_session_containers(session_id)
@@ -246,8 +251,11 @@ class Launcher:
             try:
                 args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
                 # Podman needs the account's real home (its storage), whatever HOME says.
-                agent = PiAgent.start(
-                    slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                agent = _started(
+                    held,
+                    lambda: PiAgent.start(
+                        slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                    ),
                 )
             except BaseException:
                 held.revoke()
@@ -256,6 +264,17 @@ class Launcher:
             slot.release()
             raise
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+
+def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
+    """pi, started while the session's proxy process comes up: both ready, or neither."""
+    agent = start()
+    try:
+        held.ready()
+    except BaseException:
+        agent.close(5.0)
+        raise
+    return agent
 
 
 def remove_session_containers(session: str) -> None:
@@ -311,6 +330,17 @@ def _holds_credential(agent_dir: Path) -> bool:
     )
 
 
+def _holds_socket(egress_dir: Path) -> bool:
+    """Whether a proxy socket (the provider's or the allowlist's) is left in egress_dir."""
+    for name in (EGRESS_SOCKET, CONNECT_SOCKET):
+        try:
+            if stat.S_ISSOCK(os.lstat(egress_dir / name).st_mode):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def sweep_writer_credentials(paths: Paths) -> int:
     """Remove the keys a killed server left in writers' agent directories; returns how
     many. A writer whose lease is held (a live session elsewhere, or an operator
@@ -321,8 +351,12 @@ def sweep_writer_credentials(paths: Paths) -> int:
         return 0
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
-        agent_dir = writer_dir / "agent"
-        if writer_dir.is_symlink() or not agent_dir.is_dir() or not _holds_credential(agent_dir):
+        agent_dir, egress_dir = writer_dir / "agent", writer_dir / "egress"
+        if writer_dir.is_symlink() or not agent_dir.is_dir():
+            continue
+        # Keyed on the socket too: a server killed after its proxy listened but before
+        # the token was written left a socket and no credential.
+        if not _holds_credential(agent_dir) and not _holds_socket(egress_dir):
             continue
         lease = Lease(writer_dir)
         try:
@@ -331,7 +365,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
             continue
         try:
             agent_launch.remove_credential(agent_dir)
-            remove_stale_egress(writer_dir / "egress")
+            remove_stale_egress(egress_dir)
         finally:
             lease.release()
         removed += 1

@@ -62,7 +62,7 @@ WORK: Schema = {
         "uncommittedChanges": {
             "type": ["boolean", "null"],
             "description": "Whether the clone holds uncommitted or untracked changes, judged "
-            "at close (null while the session runs).",
+            "between turns and at close (null while a turn runs).",
         },
         "note": string("Where the work goes next."),
     },

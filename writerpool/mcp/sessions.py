@@ -108,6 +108,8 @@ class Session:
     final_work: dict[str, Any] | None = None
     unread: str | None = None  # why the clone's refs could not be read, last time
     uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
+    # Between turns: (the last turn id, whether the clone held uncommitted changes then).
+    checked: tuple[str, bool | None] | None = None
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -116,7 +118,7 @@ class Session:
         launched = self.launched
         if self.closed_at is not None or launched is None:
             return "closed"
-        if not launched.agent.alive:
+        if not launched.agent.alive or launched.grant.lost:
             return "failed"
         last = self.last_turn()
         if last is not None and launched.agent.turn(self.turns[last]).status == "running":
@@ -154,13 +156,32 @@ class Session:
         if isinstance(now, str) and now != self.unread:
             log.warning("session %s: writer clone refs unreadable: %s", self.id, now)
         self.unread = now if isinstance(now, str) else None  # logged once per change
-        return clone_work(self.writer, self.start_refs, now, self.uncommitted, most)
+        return clone_work(self.writer, self.start_refs, now, self._uncommitted_now(), most)
 
     def keep_final_work(self) -> None:
         """Keep the bounded summary only: the refs read at start go with the agent."""
         self.final_work = self.work()
         self.start_refs = None
         self.clone = None
+
+    def _uncommitted_now(self) -> bool | None:
+        """Whether the clone holds uncommitted changes: as judged at close, or between
+        turns in a read-only view container beside pi, once per turn (None while a turn
+        runs, or when it cannot be told)."""
+        launched = self.launched
+        if self.closed_at is not None or launched is None or launched.slot is None:
+            return self.uncommitted
+        last = self.last_turn()
+        if last is None:
+            return False  # the lease admitted the writer at its baseline
+        if self.checked is not None and self.checked[0] == last:
+            return self.checked[1]
+        if self.state() != "idle":
+            return None
+        from writerpool.pool.inspect import VIEW  # noqa: PLC0415 - pool code on use
+
+        self.checked = (last, launched.slot.uncommitted(VIEW))
+        return self.checked[1]
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():
@@ -383,6 +404,10 @@ class SessionManager:
         agent = session.launched.agent
         if not agent.alive:
             raise WriterpoolError("session_failed", "the session's agent exited; close it")
+        if session.launched.grant.lost:
+            raise WriterpoolError(
+                "session_egress_lost", "the session's way to its provider is gone; close it"
+            )
         return agent
 
     def _close_seconds(self) -> float:

@@ -30,7 +30,7 @@ from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
 if TYPE_CHECKING:
-    from writerpool.egress.proxy import EgressHost
+    from writerpool.egress.host import EgressHost
 
 HARNESS_IN_CONTAINER = "/pi/harness.py"
 ACCEPTANCE_PROVIDER = "acceptance"
@@ -160,13 +160,14 @@ def _run_harness(
     info = network_info(state.network)
     host = None
     if info.egress:
-        from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+        from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
         host = EgressHost()
     try:
         with host_listener() as port:
             held, _ = _plant_canary(paths, state, pool, host, port if allowlist else None)
             try:
+                held.ready()
                 spec = spec.model_copy(
                     update={
                         "mounts": (

@@ -50,25 +50,26 @@ def open_relay(directory: Path, port: int) -> Iterator[Path]:
     """What an allowlist proxy must not be: a relay to every `*.acceptance.test` name
     (all on the host listener's port), so the harness's allowlist checks see an escape."""
     from writerpool.egress.allowlist import Allowlist, expand  # noqa: PLC0415
-    from writerpool.egress.connect import ConnectLimits, ConnectSession  # noqa: PLC0415
-    from writerpool.egress.proxy import EgressHost  # noqa: PLC0415
+    from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener  # noqa: PLC0415
+    from writerpool.egress.loop import InProcessLoop  # noqa: PLC0415
 
     names = [f"{n}.acceptance.test" for n in ("listed", "unlisted", "private", "loopback")]
     words = (*(f"{n}:{port}" for n in names), f"127.0.0.0/8:{port}")
-    host = EgressHost()
-    relay = ConnectSession(
-        host, session="control", writer=None, socket_path=directory / "connect.sock",
+    directory.mkdir(mode=0o700, exist_ok=True)
+    loop = InProcessLoop()
+    relay = LocalListener(loop, ConnectSession(
+        session="control", writer=None, socket_path=directory / "connect.sock",
         allowlist=Allowlist(expand(words, {})[0]),
         resolve={n: ("127.0.0.1",) for n in names},
         limits=ConnectLimits(concurrent=8, total=64, header_bytes=4096, header_seconds=10,
                              idle_seconds=30),
-    )  # fmt: skip
+    ))  # fmt: skip
     try:
         relay.start()
-        yield relay.socket_path
+        yield relay.listener.socket_path
     finally:
         relay.stop()
-        host.close()
+        loop.close()
 
 
 @contextmanager

@@ -61,14 +61,15 @@ class WriterSlot:
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.podman.run_argv(self.spec, ["pi", *pi_args], interactive=True)
 
-    def uncommitted(self) -> bool | None:
+    def uncommitted(self, role: str = "inspect") -> bool | None:
         """Whether the clone holds uncommitted or untracked changes, judged by content in
-        a throwaway container while the lease is still held (pi stopped first); None
-        when that cannot be told."""
+        a throwaway container while the lease is still held: at close (pi stopped
+        first), or between turns as a read-only VIEW beside pi. None when that cannot
+        be told."""
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
             return None
         try:
-            return inspect_writer(self.paths, self.podman, self.state, self.pool).dirty
+            return inspect_writer(self.paths, self.podman, self.state, self.pool, role).dirty
         except WriterpoolError as exc:
             log.info("writer %s not inspected at close: %s", self.name, exc.code)
             return None

@@ -18,6 +18,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.report import sanitize
+from writerpool.runtime.image_uv import UV_VERSION, uv_wheel
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 
@@ -88,6 +89,11 @@ class ImageDefinition:
     writerpool_version: str
 
     @property
+    def uv(self) -> str:
+        """The pinned uv wheel for this machine: its version and SHA-256."""
+        return f"{UV_VERSION}:{uv_wheel()[1]}"
+
+    @property
     def containerfile_path(self) -> Path:
         return self.directory / "Containerfile"
 
@@ -105,6 +111,7 @@ class ImageDefinition:
                 "launcher": hashlib.sha256(self.launcher).hexdigest(),
                 "forwarder": hashlib.sha256(self.forwarder).hexdigest(),
                 "piVersion": self.pi_version,
+                "uv": self.uv,
                 "writerpoolVersion": self.writerpool_version,
             }
         )

@@ -28,6 +28,7 @@ from writerpool.runtime.image import (
     save_pin,
     tagged_image,
 )
+from writerpool.runtime.image_uv import fetch_uv
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.images import BuiltImage, record_built
@@ -227,13 +228,15 @@ def ensure_rootfs(
 
 
 def podman_build_argv(
-    definition: ImageDefinition, base_id: str, pi_prefix: Path, iidfile: Path, *, force: bool
-) -> list[str]:
+    definition: ImageDefinition, base_id: str, pi_prefix: Path, iidfile: Path, *, force: bool,
+    uv_context: Path,
+) -> list[str]:  # fmt: skip
     argv = [
         "podman", "build", "--pull=never", "--network=none",
         "--file", str(definition.containerfile_path),
         "--build-arg", f"BASE={base_id}",
         "--build-context", f"pi={pi_prefix}",
+        "--build-context", f"uv={uv_context}",
         "--label", f"{LABEL_VERSION}={definition.writerpool_version}",
         "--label", f"{LABEL_INPUTS}={definition.inputs_digest()}",
         "--label", f"io.writerpool.pi={definition.pi_version}",
@@ -248,10 +251,12 @@ def _build(
     paths: Paths, definition: ImageDefinition, base_id: str, pi_prefix: Path,
     progress: Progress, *, force: bool,
 ) -> str:  # fmt: skip
-    progress.step("building the writer image (pi layer) with podman build")
+    progress.step("building the writer image (pi and uv layer) with podman build")
     iidfile = paths.image_cache_dir / "build.iid"
     iidfile.unlink(missing_ok=True)
-    argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force)
+    uv_context = fetch_uv(paths.cache_dir)
+    argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force,
+                             uv_context=uv_context)  # fmt: skip
     run_tool(argv, env=podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
              what="podman build")  # fmt: skip
     try:

@@ -9,7 +9,6 @@ then a build with `--network=none` installs exactly those wheels into /opt/venv.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -19,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.proc import CommandFailed, run
 from writerpool.runtime.image import HEX64
-from writerpool.runtime.image_build import PROXY_VARS, Progress, run_tool
+from writerpool.runtime.image_build import Progress, run_tool
+from writerpool.runtime.image_uv import pip_env
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir
 
@@ -31,8 +31,6 @@ VENV = "/opt/venv"
 PIP_TIMEOUT = 1800.0
 BUILD_TIMEOUT = 1800.0
 PROBE_TIMEOUT = 60.0
-# pip reads these from the operator's environment besides its config files.
-PIP_ENV = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT")
 # The oldest manylinux glibc a wheel may name (manylinux2014 = 2.17).
 OLDEST_GLIBC_MINOR = 17
 
@@ -114,12 +112,6 @@ class DeriveSource:
     requirements: Path | None = None
 
 
-def _pip_env() -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k.startswith("PIP_") and k != "PIP_TARGET"}
-    keep.update({k: os.environ[k] for k in (*PROXY_VARS, *PIP_ENV) if k in os.environ})
-    return clean_env(keep)
-
-
 def download_wheels(requirements: Path, facts: PythonFacts, wheelhouse: Path,
                     progress: Progress) -> list[str]:  # fmt: skip
     """pip download on the host into wheelhouse; the wheel file names, sorted."""
@@ -127,7 +119,7 @@ def download_wheels(requirements: Path, facts: PythonFacts, wheelhouse: Path,
     argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
             "--no-input", "--dest", str(wheelhouse), *facts.pip_target_args(),
             "--requirement", str(requirements)]  # fmt: skip
-    run_tool(argv, env=_pip_env(), timeout=PIP_TIMEOUT, progress=progress, what="pip download")
+    run_tool(argv, env=pip_env(), timeout=PIP_TIMEOUT, progress=progress, what="pip download")
     wheels = sorted(p.name for p in wheelhouse.iterdir() if p.name.endswith(".whl"))
     if not wheels:
         raise WriterpoolError("image_derive_failed", "pip downloaded no wheel")
