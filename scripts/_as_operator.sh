@@ -21,7 +21,8 @@ as_operator() {  # as_operator SCRIPT ARGS...: re-run SCRIPT from the copy, as W
     local keep=()
     for var in CI SSL_CERT_FILE SSL_CERT_DIR NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO PIP_CERT \
                REQUESTS_CA_BUNDLE ANTHROPIC_API_KEY OPENAI_API_KEY WRITERPOOL_BENCH_QUICK \
-               WRITERPOOL_BENCH_NODE_BEFORE; do
+               WRITERPOOL_BENCH_NODE_BEFORE WRITERPOOL_TESTHOST_URL WRITERPOOL_TESTHOST_IDENTITY \
+               WRITERPOOL_TESTHOST_KNOWN_HOSTS; do
         if [ -n "${!var:-}" ]; then keep+=("$var=${!var}"); fi
     done
     cd "$copy"

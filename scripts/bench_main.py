@@ -33,6 +33,7 @@ from bench_figures import (
 )
 from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
+from bench_remote import remote_figures, start_line
 from bench_startup import startup_figure
 
 from writerpool.runtime.image import resolve_image
@@ -53,6 +54,7 @@ REPS = {
     "proxy": (10, 30),
     "connect": (5, 15),
     "startup": (11, 31),
+    "remote": (5, 15),
 }
 
 
@@ -63,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,remote")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -147,6 +149,8 @@ def _detail(figure: Figure) -> str:
     if figure.name == "session_start_dirty_writer":
         return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
+    if figure.name == "remote_container_start":
+        return start_line(figure)
     if figure.name == "pool_contention":
         spread = figure.extra["startSecondsByRound"][-1]
         return (f"  each of the {POOL_SIZE} starts took {spread[0]:.2f} to {spread[-1]:.2f} s; "
@@ -155,19 +159,49 @@ def _detail(figure: Figure) -> str:
     return ""
 
 
-def say_figures(figures: list[Figure]) -> None:
-    for figure in figures:
-        say(figure.line())
-        detail = _detail(figure)
-        if detail:
-            say(detail)
+def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figure]:
+    """Every figure of the chosen groups, in a fixed order."""
+    figures: list[Figure] = []
+    if "startup" in groups:
+        say("measuring serve_startup")
+        figures.append(startup_figure(env, reps["startup"]))
+    if "provision" in groups:
+        say("measuring provision")
+        figures += provision_figures(env, reps["provision"])
+    if "session" in groups:
+        say("measuring session_start and mcp_overhead")
+        figures += anyio.run(session_figures, env, reps["session"], reps["pings"])
+    if "contention" in groups:
+        say("measuring pool_contention")
+        figures.append(anyio.run(contention_figure, env, reps["contention"]))
+    if "collect" in groups:
+        say("measuring collect_scaling")
+        figures.append(collect_figure(env, reps["collect"]))
+    if "guard" in groups:
+        say("measuring guard_5000_files")
+        figures.append(guard_figure(env, reps["guard"]))
+    if "dirty" in groups:
+        say("measuring session_start_dirty_writer")
+        figures.append(anyio.run(dirty_figure, env, reps["dirty"]))
+    if "proxy" in groups:
+        say("measuring proxy_overhead")
+        figures.append(proxy_figure(reps["proxy"]))
+    if "connect" in groups:
+        say("measuring connect_overhead")
+        figures.append(connect_figure(reps["connect"]))
+    if "remote" in groups:
+        say("measuring remote_container_start, remote_stream_in, remote_stream_out")
+        figures += remote_figures(resolve_image(env.paths, "default"), reps["remote"])
+    return figures
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "connect", "startup"
+        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "connect",
+        "startup",
+        *(["remote"] if os.environ.get("WRITERPOOL_TESTHOST_URL") else []),
     }  # fmt: skip
     facts = host_facts()
     say(f"host: {facts['cpus']} cpus, load {' '.join(f'{x:.2f}' for x in facts['loadavg'])}, "
@@ -178,43 +212,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     began = time.perf_counter()
     try:
         # proxy_overhead, connect_overhead and serve_startup need no writers.
-        if groups - {"proxy", "connect", "startup"}:
+        if groups - {"proxy", "connect", "startup", "remote"}:
             setup(env, groups)
         elif "startup" in groups:
             env.add_workspace("small", SMALL_COMMITS, writers=1)
             env.write_config()
-        if "startup" in groups:
-            say("measuring serve_startup")
-            figures.append(startup_figure(env, reps["startup"]))
-        if "provision" in groups:
-            say("measuring provision")
-            figures += provision_figures(env, reps["provision"])
-        if "session" in groups:
-            say("measuring session_start and mcp_overhead")
-            figures += anyio.run(session_figures, env, reps["session"], reps["pings"])
-        if "contention" in groups:
-            say("measuring pool_contention")
-            figures.append(anyio.run(contention_figure, env, reps["contention"]))
-        if "collect" in groups:
-            say("measuring collect_scaling")
-            figures.append(collect_figure(env, reps["collect"]))
-        if "guard" in groups:
-            say("measuring guard_5000_files")
-            figures.append(guard_figure(env, reps["guard"]))
-        if "dirty" in groups:
-            say("measuring session_start_dirty_writer")
-            figures.append(anyio.run(dirty_figure, env, reps["dirty"]))
-        if "proxy" in groups:
-            say("measuring proxy_overhead")
-            figures.append(proxy_figure(reps["proxy"]))
-        if "connect" in groups:
-            say("measuring connect_overhead")
-            figures.append(connect_figure(reps["connect"]))
+        figures = measure(env, groups, reps)
     finally:
         env.close()
     facts_after = host_facts()
     say("")
-    say_figures(figures)
+    for figure in figures:
+        say(figure.line())
+        detail = _detail(figure)
+        if detail:
+            say(detail)
     say(f"load before/after: {' '.join(f'{x:.2f}' for x in facts['loadavg'])} / "
         f"{' '.join(f'{x:.2f}' for x in facts_after['loadavg'])}; "
         f"measured in {time.perf_counter() - began:.0f} s")  # fmt: skip

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from writerpool.config.hosts import Host
 from writerpool.config.paths import Paths
 
 # The operator account's real locations, read before any test redirects HOME and XDG_*:
 # the writer image's pin and the installed pi live there.
 REAL_PATHS = Paths.from_env()
 REQUIRE = os.environ.get("WRITERPOOL_REQUIRE_PODMAN") == "1"
-INTEGRATION_MARKERS = ("podman", "git", "pi", "image", "clients")
+INTEGRATION_MARKERS = ("podman", "git", "pi", "image", "clients", "remote")
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +48,19 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("WRITERPOOL_PODMAN", raising=False)
     monkeypatch.delenv("WRITERPOOL_PODMAN_SOCKET", raising=False)
     return home
+
+
+@pytest.fixture
+def testhost() -> Host:
+    """The second Podman host scripts/test brings up (scripts/testhost), as configured."""
+    url = os.environ.get("WRITERPOOL_TESTHOST_URL")
+    if not url:
+        pytest.skip("no test host: run the tests through scripts/test as root")
+    return Host(
+        url=url,
+        identity=Path(os.environ["WRITERPOOL_TESTHOST_IDENTITY"]),
+        known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]),
+    )
 
 
 @pytest.fixture

@@ -219,6 +219,22 @@ CODES: dict[str, str] = {
     "image_name_unknown": "No image was derived under that name",
     "image_record_invalid": "The record of images writerpool built is unreadable or invalid",
     "cache_tool_missing": "The image lacks the tool a --cache option is for (uv, go)",
+    # hosts (`[hosts.NAME]`: a Podman host reached over SSH)
+    "host_unknown": "The host name is neither `local` nor a configured [hosts.NAME]",
+    "host_config_invalid": "A host's identity or known_hosts file is missing or unreadable",
+    "host_key_mismatch": "The host presented another key than the pinned one; refused",
+    "host_key_unpinned": "The host's known_hosts file pins no key for its address; refused",
+    "writer_host_unsupported": "Writers cannot be provisioned on an SSH host yet; nothing changed",
+    "writer_host_unreachable": "The writer's host does not answer over SSH; nothing changed",
+    "image_transferred": "The writer image was copied to a host and verified by its ID",
+    "image_present": "The host already has the writer image, by the same ID",
+    "image_transfer_failed": "Copying the writer image to a host failed or its ID differs",
+    "remote_reachable": "Doctor: the host answers over SSH with its pinned key",
+    "remote_podman": "Doctor: the host runs rootless Podman, and its version",
+    "remote_api": "Doctor: the host's Podman API service answers through the connection",
+    "remote_cgroups": "Doctor: whether resource limits apply on the host (cgroups)",
+    "remote_image": "Doctor: the pinned writer image is on the host, by the same ID",
+    "remote_disk": "Doctor: free disk space in the host's container storage",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -122,6 +123,37 @@ def spawn(
 
 
 Process = subprocess.Popen[bytes]
+
+
+def _close_pipes(proc: Process) -> None:
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
+            with contextlib.suppress(OSError):  # a broken stdin pipe on close
+                stream.close()
+
+
+def stop(proc: Process, grace: float = 5.0) -> int:
+    """End a spawned process: SIGTERM, then SIGKILL after `grace` seconds; its exit code.
+    Its pipes are closed."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    _close_pipes(proc)
+    return proc.returncode
+
+
+def wait_or_stop(proc: Process, timeout: float) -> int:
+    """Wait up to `timeout` seconds for a process to end by itself, then stop it."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return stop(proc, grace=1.0)
+    _close_pipes(proc)
+    return proc.returncode
 
 
 def wait(process: Process, timeout: float) -> int | None:

@@ -79,6 +79,8 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
         n: "pass" for n in ("allow_listed", "allow_unlisted", "allow_private", "allow_loopback",
                             "net_host_loopback", "net_direct")
     }  # fmt: skip
+    _, status = wp("writer", "status", "demo-w1")
+    assert status["data"]["writers"][0]["networkClass"] == "limited-allowlist"
     _, shown = wp("mode", "show", "demo", check=True)
     stored = finding(shown, "mode_stored")
     assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(

@@ -23,6 +23,6 @@ def doctor(registry: bool, as_json: bool) -> None:
 
     Exit status: 0 every check ok, 1 warnings only, 2 at least one error.
     """
-    results = diagnose(Paths.from_env(), registry_problem if registry else None)
+    results = diagnose(Paths.from_env(), registry_problem if registry else None, hosts=True)
     click.echo(render_json(results) if as_json else render_text(results))
     leave(exit_code(results), [r.id for r in results if r.severity == "error"])

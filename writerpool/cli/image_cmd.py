@@ -13,6 +13,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.image_derive import derive_image, derive_source
 from writerpool.pool.image_prune import prune_images
+from writerpool.pool.remote_image import prune_host, transfer_to_host
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
 from writerpool.runtime.image_build import Progress, build_image
@@ -91,10 +92,24 @@ def derive(name: str, containerfile: Path | None, context: Path | None,
 
 @image.command("prune")
 @click.option("--apply", is_flag=True, help="Remove them; without this, only plan.")
+@click.option("--host", "host", metavar="NAME", help="Prune on the configured host NAME.")
 @json_option
-def prune(apply: bool, as_json: bool) -> None:
+def prune(apply: bool, host: str | None, as_json: bool) -> None:
     """Plan (or remove) writer images that no pin, mode or writer uses."""
-    emit(prune_images(Paths.from_env(), apply), as_json)
+    paths = Paths.from_env()
+    emit(prune_host(paths, host, apply) if host else prune_images(paths, apply), as_json)
+
+
+@image.command("transfer")
+@click.option("--host", "host", metavar="NAME", required=True, help="A [hosts.NAME] table.")
+@json_option
+def transfer(host: str, as_json: bool) -> None:
+    """Copy the pinned writer image to a host over its SSH connection, verified by ID."""
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    emit(transfer_to_host(Paths.from_env(), host, say), as_json)
 
 
 @image.command("show")

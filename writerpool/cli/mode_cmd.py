@@ -78,6 +78,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
     "host, *.domain, host:port, http://host, an address range, or a set name; "
     "comma-separated.",
 )
+@click.option(
+    "--hosts",
+    help="Comma-separated hosts to place writers on, round robin in this order: "
+    "`local` and names of [hosts.NAME] tables (default: local).",
+)
 @click.option("--discard", is_flag=True, help="Allow losing surplus writers' uncollected work.")
 @click.option("--apply", is_flag=True, help="Make the change (default: plan only).")
 @json_option
@@ -94,6 +99,7 @@ def set_cmd(
     cache: str | None,
     base: str | None,
     allow: str | None,
+    hosts: str | None,
     discard: bool,
     apply: bool,
     as_json: bool,
@@ -109,6 +115,7 @@ def set_cmd(
         "cache": cache,
         "base": base,
         "allow": allow,
+        "hosts": hosts,
     }
     paths = Paths.from_env()
     if image is not None:
@@ -128,6 +135,7 @@ def set_cmd(
         cache=cache or "none",
         base=base,
         allow=split_words(allow or ""),
+        hosts=split_words(hosts or ""),
         discard=discard,
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),

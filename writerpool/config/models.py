@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from writerpool.config.hosts import LOCAL, Host
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.untrusted import DocumentRefused, loads_toml, read_regular
@@ -165,6 +166,14 @@ class Config(Strict):
     providers: dict[Alias, Provider] = {}
     pool: Pool = Pool()
     egress: Egress = Egress()
+    # Further Podman hosts reached over SSH; `local` is this machine's own.
+    hosts: dict[Alias, Host] = {}
+
+    @model_validator(mode="after")
+    def _local_is_reserved(self) -> Config:
+        if LOCAL in self.hosts:
+            raise ValueError(f"hosts.{LOCAL} is reserved for this machine's own Podman")
+        return self
 
     @model_validator(mode="after")
     def _one_read_only_default(self) -> Config:

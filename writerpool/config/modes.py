@@ -17,6 +17,8 @@ from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 MODES_SCHEMA_VERSION = 1
 IMAGE_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+HOST_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+LOCAL_HOST = "local"  # config.hosts.LOCAL: this machine's own Podman
 
 Mode = Literal["host", "container", "read-only"]
 # container: a leased writer; readonly_container: a throwaway container with the
@@ -40,6 +42,8 @@ class ContainerSettings(Strict):
     # The egress allowlist's words as given (hosts, ranges, set names); sets are expanded
     # when a session starts. None: no allowlist, no CONNECT proxy.
     allow: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=64)
+    # The hosts writers are placed on, in order (see host_for); None: `local` only.
+    hosts: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=16)
 
     @model_validator(mode="after")
     def _image(self) -> ContainerSettings:
@@ -47,7 +51,22 @@ class ContainerSettings(Strict):
             raise ValueError("image must be 'default' or a 64-hex local image id")
         if self.allow is not None and self.network != "provider":
             raise ValueError("an allowlist needs the provider network")
+        if self.hosts is not None:
+            if len(set(self.hosts)) != len(self.hosts):
+                raise ValueError("hosts: each host once")
+            if not all(HOST_NAME_RE.fullmatch(h) for h in self.hosts):
+                raise ValueError("hosts: `local` or names of [hosts.NAME] tables")
         return self
+
+    def placed_on(self) -> tuple[str, ...]:
+        return self.hosts or (LOCAL_HOST,)
+
+
+def host_for(index: int, hosts: tuple[str, ...]) -> str:
+    """The placement rule: writer `index` (1-based) on the hosts in the order given,
+    round robin: with `local,b` w1 is on local, w2 on b, w3 on local. Adding writers
+    never moves a writer that exists."""
+    return hosts[(index - 1) % len(hosts)]
 
 
 class ModeEntry(Strict):

@@ -131,7 +131,8 @@ def blocking_failures(
     network: str | None = None,
 ) -> list[CheckResult]:
     """The errors that stop container provisioning (`doctor_failed`, one per result):
-    host-wide blocking errors, plus those of the named workspace and profiles. With
+    host-wide blocking errors, plus those of the named workspace and profiles (another
+    host's, `host/NAME`, never block this machine's). With
     a limited network (provider, none), user-mode network problems do not block."""
     subjects = {f"profile/{name}" for name in profiles}
     if workspace is not None:
@@ -142,7 +143,7 @@ def blocking_failures(
             continue
         if network is not None and network_info(network).limited and result.id in NETWORK_CHECKS:
             continue
-        scoped = result.subject.startswith(("workspace/", "profile/", "writer/"))
+        scoped = result.subject.startswith(("workspace/", "profile/", "writer/", "host/"))
         if scoped and result.subject not in subjects:
             continue
         chosen.append(result)

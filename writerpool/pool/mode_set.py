@@ -10,8 +10,10 @@ from pydantic import ValidationError
 from writerpool.config.models import Config, LoadedConfig, describe_validation
 from writerpool.config.modes import (
     IMAGE_ID_RE,
+    LOCAL_HOST,
     ContainerSettings,
     ModeEntry,
+    host_for,
     load_modes,
     store_entry,
 )
@@ -55,6 +57,7 @@ class ModeRequest:
     cache: str = "none"
     base: str | None = None
     allow: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
     discard: bool = False
     apply: bool = False
     container_options_given: bool = False
@@ -121,9 +124,18 @@ def choose_base(
     return default_base_name(repo)  # type: ignore[arg-type]
 
 
+def check_hosts(config: Config, hosts: tuple[str, ...]) -> None:
+    """Every --hosts name is `local` or a configured [hosts.NAME] (nothing stored else)."""
+    for name in hosts:
+        if name != LOCAL_HOST and name not in config.hosts:
+            raise UsageError(f"--hosts: no [hosts.{name}] in the configuration",
+                             code="host_unknown")  # fmt: skip
+
+
 def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
     if req.allow:
         check_allow(config, req)
+    check_hosts(config, req.hosts)
     if mode == "host":
         return ModeEntry(mode="host", accept_host_writes=True)
     if mode == "read-only":
@@ -139,6 +151,7 @@ def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> Mod
             cache=req.cache,
             base=base or "",
             allow=req.allow or None,
+            hosts=req.hosts if req.hosts and req.hosts != (LOCAL_HOST,) else None,
         )
     except ValidationError as exc:
         raise UsageError(f"invalid container settings: {describe_validation(exc)}") from exc
@@ -205,7 +218,7 @@ def set_mode(
             discard=req.discard,
             step=step,
         )
-        if not plan_writers(ctx):
+        if not plan_writers(ctx) or (req.apply and not remote_placement_supported(ctx)):
             return report
         if not req.apply:
             plan_base_moves(ctx)
@@ -259,7 +272,9 @@ def plan_writers(ctx: PoolContext) -> bool:
             ok = False
         elif state is None:
             if not ctx.apply:
-                ctx.report.add("writer_planned", "planned", target, "would be provisioned")
+                host = host_for(index, ctx.settings.placed_on())
+                ctx.report.add("writer_planned", "planned", target,
+                               f"would be provisioned on host {host}", host=host)  # fmt: skip
         elif state.settings_digest != digest:
             ok = plan_replacement(ctx, state) and ok
         elif not ctx.apply:
@@ -284,6 +299,20 @@ def plan_writers(ctx: PoolContext) -> bool:
                 "writer_remove_planned", "planned", target, "surplus writer would be removed"
             )
     return ok
+
+
+def remote_placement_supported(ctx: PoolContext) -> bool:
+    """Writers placed on a host over SSH cannot be provisioned yet: refused before
+    anything is stored or provisioned; the plan (without --apply) shows the placement."""
+    states = existing_states(ctx.paths, ctx.alias)
+    new = [i for i in range(1, ctx.settings.writers + 1) if i not in states]
+    remote = sorted({host_for(i, ctx.settings.placed_on()) for i in new} - {LOCAL_HOST})
+    if remote:
+        ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
+                       f"writers on {', '.join(remote)} cannot be provisioned yet (only the "
+                       "image, doctor and the session socket reach other hosts); nothing changed",
+                       remedy="place the new writers on local (--hosts local)")  # fmt: skip
+    return not remote
 
 
 def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:

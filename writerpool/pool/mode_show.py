@@ -23,6 +23,8 @@ def reproduce(alias: str, entry: ModeEntry) -> str:
         words += ["--cache", settings.cache, "--base", settings.base]
         if settings.allow:
             words += ["--allow", ",".join(settings.allow)]
+        if settings.hosts:
+            words += ["--hosts", ",".join(settings.hosts)]
     return shlex.join(words)
 
 

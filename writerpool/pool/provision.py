@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from writerpool.config.modes import ContainerSettings
+from writerpool.config.modes import LOCAL_HOST, ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
@@ -102,6 +102,7 @@ def provision(
     settings: ContainerSettings,
     base: BaseRef,
     report: Report,
+    host: str = LOCAL_HOST,
 ) -> WriterState:
     """Provision (or finish an interrupted provisioning of) one writer; lease held."""
     target = f"writer/{alias}/{name}"
@@ -118,6 +119,7 @@ def provision(
         tags=settings.tags,
         profiles=settings.profiles,
         base=base_record(base),
+        host=host,
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
     save_state(lay["root"], state)

@@ -50,6 +50,8 @@ class WriterStatus:
     unseen: str | None = None
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
+    host: str = "local"  # its host's name (never its address)
+    allowlist: bool = False  # the workspace has an egress allowlist (limited-allowlist)
 
     @property
     def leasable(self) -> bool:
@@ -57,10 +59,11 @@ class WriterStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "workspace": self.workspace, "phase": self.phase,
+            "name": self.name, "workspace": self.workspace, "host": self.host,
+            "phase": self.phase,
             "base": self.base, "workspaceBase": self.workspace_base,
             "lifecycle": self.lifecycle, "network": self.network,
-            "networkClass": classification(self.network),
+            "networkClass": classification(self.network, self.allowlist),
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
@@ -72,7 +75,7 @@ class WriterStatus:
         }  # fmt: skip
 
     def text(self) -> str:
-        network = f"network {describe(self.network)}"
+        network = f"network {describe(self.network)}, host {self.host}"
         behind = f"; behind {self.base} by {self.behind}" if self.behind else ""
         if self.leasable:
             line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
@@ -179,7 +182,9 @@ def status_of(
     common = WriterStatus(
         name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
         workspace_base=wbase, lifecycle=state.lifecycle, network=state.network,
-        code="", reason="", readiness=state.reason if state.phase != "ready" else None,
+        host=state.host, code="", reason="",
+        readiness=state.reason if state.phase != "ready" else None,
+        allowlist=bool(entry and entry.container and entry.container.allow),
     )  # fmt: skip
     wdir = paths.writer_dir(state.name)
     count = lease_count(wdir)  # before the lease test: any later lease makes it stale

@@ -74,12 +74,12 @@ def _executable_stamp(binary: str) -> _Stamp | None:
     return (found, info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
-def _default_socket() -> Path:
+def default_socket() -> Path:
     runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     return Path(runtime_dir) / "podman" / "podman.sock"
 
 
-def _socket_answers(path: Path) -> bool:
+def socket_answers(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(1.0)
         try:
@@ -102,7 +102,7 @@ class Podman:
     def __init__(self, binary: str | None = None, socket_path: Path | None = None) -> None:
         self.binary = binary or os.environ.get("WRITERPOOL_PODMAN", "podman")
         explicit = os.environ.get("WRITERPOOL_PODMAN_SOCKET")
-        self.socket_path = socket_path or (Path(explicit) if explicit else _default_socket())
+        self.socket_path = socket_path or (Path(explicit) if explicit else default_socket())
 
     # -- CLI ---------------------------------------------------------------
     def cli(
@@ -161,7 +161,7 @@ class Podman:
 
     # -- API ---------------------------------------------------------------
     def _ensure_service(self) -> None:
-        if _socket_answers(self.socket_path):
+        if socket_answers(self.socket_path):
             return
         try:
             self.socket_path.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +179,7 @@ class Podman:
             raise PodmanApiUnavailable("Podman's API service cannot be started") from exc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if _socket_answers(self.socket_path):
+            if socket_answers(self.socket_path):
                 return
             time.sleep(0.05)
         raise PodmanApiUnavailable("Podman's API service did not come up")

@@ -69,6 +69,8 @@ class WriterState(Strict):
     fingerprint: str | None = None
     accepted_at: str | None = None
     collection: Collection | None = None
+    # The host the writer lives on: `local`, or a [hosts.NAME] of the configuration.
+    host: str = "local"
     updated_at: str = Field(default_factory=now)
 
 

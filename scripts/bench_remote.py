@@ -1,0 +1,84 @@
+"""remote_*: the paths a writer on a host over SSH uses, beside the same on this machine,
+in one run: a container's start (`podman run --rm IMAGE true`), 50 MB streamed into a
+container's stdin (how provisioning sends a base bundle) and out of its stdout (how
+collection brings one back). Ours: through the host's pinned connection (scripts/testhost,
+WRITERPOOL_TESTHOST_*); baseline: this machine's Podman. Goals: start at most 0.3 s
+more than local, stream in at most 1.3x, stream out at most 1.5x.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench_figures import Figure
+
+from writerpool.config.hosts import Host
+from writerpool.runtime.image_transfer import transfer_image
+from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.remote import RemotePodman, connect
+
+PAYLOAD = 50 * 1024 * 1024
+START_EXTRA_GOAL = 0.3
+
+
+def configured() -> Host | None:
+    url = os.environ.get("WRITERPOOL_TESTHOST_URL")
+    if not url:
+        return None
+    return Host(url=url, identity=Path(os.environ["WRITERPOOL_TESTHOST_IDENTITY"]),
+                known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]))  # fmt: skip
+
+
+def _run_argv(podman: Podman, image: str, command: list[str], interactive: bool) -> list[str]:
+    url = podman.url_args() if isinstance(podman, RemotePodman) else []
+    flags = ["run", "--rm", "--pull=never", "--network=none", "--log-driver=none"]
+    return [podman.binary, *url, *flags, *(["-i"] if interactive else []), image, *command]
+
+
+def _timed(argv: list[str], data: bytes | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, input=data, capture_output=True, timeout=600, env=podman_env(),
+                          stdin=None if data is not None else subprocess.DEVNULL)  # fmt: skip
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"bench: {argv[0]} failed: {done.stderr.decode()[-500:]}")
+    return seconds
+
+
+def _pair(name: str, reps: int, goal: float | None, measure: Callable[[str], float]) -> Figure:
+    figure = Figure(name, goal=goal, ours_label="host over SSH", baseline_label="local")
+    for _ in range(reps):  # bounded by reps
+        for sample, podman in ((figure.ours, "remote"), (figure.baseline, "local")):
+            sample.append(measure(podman))
+    return figure
+
+
+def remote_figures(image: str, reps: int) -> list[Figure]:
+    host = configured()
+    if host is None:
+        raise SystemExit("bench: remote needs WRITERPOOL_TESTHOST_* (scripts/testhost up)")
+    local = Podman()
+    blob = os.urandom(PAYLOAD)
+    with connect("bench", host) as remote:
+        transfer_image(local, remote, image, lambda sent, total: None)
+        by = {"remote": remote, "local": local}
+        start = _pair("remote_container_start", reps, None,
+                      lambda p: _timed(_run_argv(by[p], image, ["true"], False)))  # fmt: skip
+        sink = ["sh", "-c", "cat > /dev/null"]
+        stream_in = _pair("remote_stream_in", reps, 1.3,
+                          lambda p: _timed(_run_argv(by[p], image, sink, True), blob))  # fmt: skip
+        source = ["head", "-c", str(PAYLOAD), "/dev/zero"]
+        stream_out = _pair("remote_stream_out", reps, 1.5,
+                           lambda p: _timed(_run_argv(by[p], image, source, False)))  # fmt: skip
+    return [start, stream_in, stream_out]
+
+
+def start_line(figure: Figure) -> str:
+    extra = statistics.median(figure.ours) - statistics.median(figure.baseline)
+    verdict = "met" if extra <= START_EXTRA_GOAL else "MISSED"
+    return f"  remote start costs {extra:+.3f} s over local  [goal <= +{START_EXTRA_GOAL} s: {verdict}]"

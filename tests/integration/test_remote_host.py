@@ -1,0 +1,276 @@
+"""A second Podman host over SSH (scripts/testhost): its Podman answers only through a
+connection with the pinned host key; the writer image reaches it by the same ID."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from writerpool.config.hosts import Host
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.proc import run
+from writerpool.runtime.image_transfer import remote_image_id, transfer_image
+from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.remote import connect
+from writerpool.runtime.spec import ContainerSpec, Mount
+from writerpool.runtime.ssh import SshHost
+from writerpool.state.images import BuiltImage, record_built
+
+pytestmark = [pytest.mark.podman, pytest.mark.remote]
+
+
+def _other_key(tmp_path: Path, host: Host) -> Path:
+    """A known_hosts file pinning a freshly made key for the host's address."""
+    key = tmp_path / "other_host_key"
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
+    known = tmp_path / "known_hosts_changed"
+    public = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+    known.write_text(f"{host.target.address} {public}\n")
+    return known
+
+
+def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> None:
+    with connect("th", testhost) as remote:
+        assert remote.socket_path.parent.stat().st_mode & 0o077 == 0
+        version = remote.version()
+        info = json.loads(remote.cli(["info", "--format", "json"]).out)
+        forwarded = remote.socket_path
+    assert version.split(".")[0] in ("4", "5")
+    assert info["host"]["security"]["rootless"] is True
+    # The host's own socket path, not this machine's: the forward ended with the block.
+    assert not forwarded.exists()
+
+
+def test_a_changed_host_key_is_refused_and_the_pin_is_kept(testhost: Host, tmp_path: Path) -> None:
+    known = _other_key(tmp_path, testhost)
+    before = known.read_bytes()
+    changed = testhost.model_copy(update={"known_hosts": known})
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", changed).exec(["true"])
+    assert exc.value.code == "host_key_mismatch"
+    with pytest.raises(WriterpoolError) as exc, connect("th", changed):
+        pass
+    assert exc.value.code == "host_key_mismatch"
+    assert known.read_bytes() == before
+
+
+def test_a_host_with_no_pinned_key_is_refused(testhost: Host, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts_empty"
+    empty.write_text("")
+    unpinned = testhost.model_copy(update={"known_hosts": empty})
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", unpinned).exec(["true"])
+    assert exc.value.code == "host_key_unpinned"
+    assert empty.read_text() == ""
+
+
+def test_a_closed_port_is_writer_host_unreachable(testhost: Host) -> None:
+    target = testhost.target
+    closed = testhost.model_copy(
+        update={"url": f"ssh://{target.user}@{target.address}:2{target.socket}"}
+    )
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th", closed).exec(["true"])
+    assert exc.value.code == "writer_host_unreachable"
+
+
+def _cli(*args: str) -> tuple[int, dict[str, Any]]:
+    done = run([sys.executable, "-m", "writerpool", *args, "--json"], env=dict(os.environ),
+               timeout=900, check=False)  # fmt: skip
+    assert done.stdout, done.stderr[-3000:]
+    return done.returncode, json.loads(done.out)
+
+
+def _configure_host(testhost: Host) -> None:
+    assert _cli("config", "init")[0] == 0
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    with config.open("a") as out:
+        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
+                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+
+
+@pytest.mark.image
+def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
+    testhost: Host, image_pin: Path
+) -> None:
+    _configure_host(testhost)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    code, report = _cli("image", "transfer", "--host", "th")
+    assert code == 0, report
+    assert report["findings"][0]["code"] in ("image_transferred", "image_present")
+    with connect("th", testhost) as remote:
+        assert remote_image_id(remote, pinned) == pinned
+    code, again = _cli("image", "transfer", "--host", "th")
+    assert [f["code"] for f in again["findings"]] == ["image_present"]
+    _, doctor = _cli("doctor")
+    checks = {f["code"]: f for f in doctor["findings"] if f["target"] == "host/th"}
+    assert checks["remote_reachable"]["status"] == "ok"
+    assert checks["remote_api"]["status"] == "ok"
+    assert checks["remote_podman"]["status"] == "ok"
+    assert checks["remote_image"]["status"] == "ok"
+    assert checks["remote_disk"]["data"]["freeBytes"] > 0
+    code, prune = _cli("image", "prune", "--host", "th")
+    assert code == 0 and pinned in prune["data"]["kept"]
+    assert pinned not in prune["data"]["prunable"]
+
+
+def test_doctor_reports_a_changed_host_key_with_its_remedy(testhost: Host, tmp_path: Path) -> None:
+    _configure_host(testhost.model_copy(update={"known_hosts": _other_key(tmp_path, testhost)}))
+    _, doctor = _cli("doctor")
+    [reach] = [f for f in doctor["findings"] if f["target"] == "host/th"]
+    assert reach["code"] == "remote_reachable" and reach["status"] == "error"
+    assert "host_key_mismatch" in reach["message"] and reach["remedy"]
+    assert testhost.target.address not in json.dumps(doctor)
+
+
+def _serve_once(path: Path, stop: threading.Event) -> threading.Thread:
+    """A Unix socket on the controller answering `pong:` and what it was sent."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.2)
+
+    def loop() -> None:
+        with server:
+            while not stop.is_set():  # bounded by the test: stop is set at its end
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.sendall(b"pong:" + conn.recv(64))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.image
+def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_only(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    local = tmp_path / "proxy.sock"
+    stop = threading.Event()
+    thread = _serve_once(local, stop)
+    probe = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/proxy.sock'); "
+             "s.sendall(b'ping'); print(s.recv(64).decode())")  # fmt: skip
+    try:
+        with connect("th", testhost) as remote:
+            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+            with remote.session_socket(local, "s-1") as there:
+                mount = Mount(source=Path(str(there)), target="/run/proxy.sock")
+                spec = ContainerSpec(image_id=pinned, name="writerpool-test-remote-sock",
+                                     workdir="/tmp", mounts=(mount,))  # fmt: skip
+                done = remote.run(spec, ["python3", "-c", probe], timeout=120)
+                assert done.returncode == 0, done.stderr[-2000:]
+                assert done.out.strip() == "pong:ping"
+                # The host's socket is the controller's, not a host path of the controller.
+                assert str(tmp_path) not in " ".join(spec.run_argv(["true"]))
+            gone = remote.host.exec(["test", "-e", str(there)])
+            assert gone.returncode != 0
+            again = remote.run(spec, ["python3", "-c", probe], timeout=120)
+            assert again.returncode != 0
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _forwarder_pid(local_socket: Path) -> int:
+    """The ssh process forwarding `local_socket` (this test's own child)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"ssh") and any(str(local_socket).encode() in a for a in argv):
+            return int(entry.name)
+    raise AssertionError("no ssh process forwards the socket")
+
+
+def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) -> None:
+    with connect("th", testhost) as remote:
+        assert remote.version()
+        os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
+        with pytest.raises(WriterpoolError) as exc:
+            remote.containers("io.writerpool.writer", "none")
+        assert exc.value.code == "writer_host_unreachable"
+        with pytest.raises(WriterpoolError) as exc:
+            remote.cli(["info", "--format", "json"])
+        assert exc.value.code == "writer_host_unreachable"
+        assert testhost.target.address not in exc.value.message
+    # A new connection works at once: nothing was left half-open on either side.
+    with connect("th", testhost) as again:
+        assert again.version()
+
+
+def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
+    testhost: Host,
+) -> None:
+    _configure_host(testhost)
+    code, plan = _cli("control", "--host", "th")
+    assert code == 0 and plan["findings"][0]["code"] == "isolation_control_planned"
+    code, report = _cli("control", "--host", "th", "--apply")
+    assert code == 0, report
+    [finding] = report["findings"]
+    assert (finding["code"], finding["target"]) == ("isolation_control_passed", "host/th/control")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "writerpool"
+    record = json.loads((state / "isolation-control-hosts" / "th.json").read_text())
+    assert record["passed"] is True and record["missed"] == []
+    # The host's own control is not this machine's.
+    assert not (state / "isolation-control.json").exists()
+    with connect("th", testhost) as remote:
+        left = remote.host.exec(["sh", "-c", "ls -a ~ | grep -c writerpool-canary || true"])
+    assert left.out.strip() == "0"
+
+
+def _tiny_image(tmp_path: Path) -> str:
+    """A one-file image made here by `podman import`, labelled for this test."""
+    root = tmp_path / "rootfs"
+    root.mkdir()
+    (root / "marker").write_text(secrets.token_hex(8))  # a fresh ID for every run
+    archive = tmp_path / "rootfs.tar"
+    run(["tar", "-C", str(root), "-cf", str(archive), "."])
+    done = run(["podman", "import", "--quiet", str(archive)], env=podman_env(), timeout=120)
+    return done.out.strip().removeprefix("sha256:")
+
+
+def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    _configure_host(testhost)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    old = _tiny_image(tmp_path)
+    try:
+        record_built(Paths.from_env(), [BuiltImage(id=old, kind="derived", base=pinned,
+                                                   name="old-tools")])  # fmt: skip
+        with connect("th", testhost) as remote:
+            assert transfer_image(Podman(), remote, old, lambda sent, total: None)
+            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+        code, plan = _cli("image", "prune", "--host", "th")
+        assert code == 0 and plan["data"]["prunable"] == [old], plan
+        with connect("th", testhost) as remote:
+            assert remote_image_id(remote, old) == old, "a plan removes nothing"
+        code, done = _cli("image", "prune", "--host", "th", "--apply")
+        assert code == 0 and "image_removed" in [f["code"] for f in done["findings"]], done
+        with connect("th", testhost) as remote:
+            assert remote_image_id(remote, old) is None
+            assert remote_image_id(remote, pinned) == pinned
+        # This machine's copy is not the host's: prune --host leaves it.
+        assert (
+            run(["podman", "image", "exists", old], env=podman_env(), check=False).returncode == 0
+        )
+    finally:
+        run(["podman", "image", "rm", "--force", old], env=podman_env(), check=False)

@@ -1,0 +1,188 @@
+"""[hosts.NAME] parsing, the pinned ssh argv, how ssh failures are named, and doctor's
+judgement of a host's facts (recorded `podman info`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from writerpool.config.hosts import Host, parse_ssh_url
+from writerpool.config.models import parse_config
+from writerpool.config.modes import ContainerSettings, host_for
+from writerpool.doctor.remote import judge_host
+from writerpool.errors import WriterpoolError
+from writerpool.runtime.info import PodmanInfo
+from writerpool.runtime.remote_info import RemoteFacts
+from writerpool.runtime.ssh import SshHost, classify
+
+SOCKET = "/run/user/1010/podman/podman.sock"
+PIN = "a" * 64
+
+
+def test_an_ssh_url_gives_user_address_port_and_socket() -> None:
+    target = parse_ssh_url(f"ssh://wp-th1@10.231.0.2:2222{SOCKET}")
+    assert (target.user, target.address, target.port, target.socket) == (
+        "wp-th1", "10.231.0.2", 2222, SOCKET)  # fmt: skip
+    # Podman 4.3.1 needs the port written; the URL writerpool renders always has it.
+    assert parse_ssh_url(f"ssh://u@h.test{SOCKET}").url() == f"ssh://u@h.test:22{SOCKET}"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://u@h.test:22{SOCKET}",
+        f"ssh://h.test:22{SOCKET}",
+        f"ssh://-oProxyCommand=x@h.test:22{SOCKET}",
+        f"ssh://u:pw@h.test:22{SOCKET}",
+        "ssh://u@h.test:22/run/../etc/passwd",
+        "ssh://u@h.test:22relative",
+        f"ssh://u@h.test:99999{SOCKET}",
+        f"ssh://u@-h.test:22{SOCKET}",
+        f"ssh://u@h.test:22{SOCKET}?x=1",
+    ],
+)
+def test_a_bad_url_is_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        parse_ssh_url(url)
+
+
+def _toml(name: str, url: str) -> bytes:
+    return (f'[hosts.{name}]\nurl = "{url}"\nidentity = "/k/id"\n'
+            f'known_hosts = "/k/known"\n').encode()  # fmt: skip
+
+
+def test_config_reads_hosts_and_reserves_local() -> None:
+    config = parse_config(_toml("th1", f"ssh://u@10.0.0.2:22{SOCKET}"))
+    assert config.hosts["th1"].target.address == "10.0.0.2"
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(_toml("local", f"ssh://u@10.0.0.2:22{SOCKET}"))
+    assert exc.value.code == "config_invalid" and "reserved" in exc.value.message
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(_toml("th1", "ssh://u@10.0.0.2:22/x y"))
+    assert "hosts.th1.url" in exc.value.message
+
+
+def test_relative_key_paths_are_refused() -> None:
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(
+            b'[hosts.a]\nurl = "ssh://u@h.test:22/s"\nidentity = "id"\nknown_hosts = "k"\n'
+        )
+    assert "identity" in exc.value.message and "known_hosts" in exc.value.message
+
+
+def test_key_paths_with_spaces_are_refused() -> None:
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(b'[hosts.a]\nurl = "ssh://u@h.test:22/s"\nidentity = "/k/id"\n'
+                     b'known_hosts = "/k/known /etc/other"\n')  # fmt: skip
+    assert "hosts.a.known_hosts" in exc.value.message
+
+
+def test_the_ssh_argv_checks_the_pinned_key_and_ignores_the_users_config(tmp_path: Path) -> None:
+    for name in ("id", "known"):
+        (tmp_path / name).write_text("x")
+    host = Host(url=f"ssh://u@10.0.0.2:2222{SOCKET}", identity=tmp_path / "id",
+                known_hosts=tmp_path / "known")  # fmt: skip
+    argv = SshHost.from_config("th1", host).argv("-N")
+    pairs = {argv[i + 1] for i, word in enumerate(argv) if word == "-o"}
+    assert {"StrictHostKeyChecking=yes", f"UserKnownHostsFile={tmp_path / 'known'}",
+            "GlobalKnownHostsFile=/dev/null", "BatchMode=yes"} <= pairs  # fmt: skip
+    assert argv[argv.index("-F") + 1] == "/dev/null"
+    assert argv[-2:] == ["--", "u@10.0.0.2"] and argv[argv.index("-p") + 1] == "2222"
+
+
+def test_missing_key_files_are_host_config_invalid(tmp_path: Path) -> None:
+    host = Host(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=tmp_path / "none",
+                known_hosts=tmp_path / "none2")  # fmt: skip
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th1", host)
+    assert exc.value.code == "host_config_invalid" and str(tmp_path) not in exc.value.message
+
+
+CHANGED = b"""@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+Host key verification failed.
+"""
+
+
+@pytest.mark.parametrize(
+    ("stderr", "code"),
+    [
+        (CHANGED, "host_key_mismatch"),
+        (
+            b"No ED25519 host key is known for 10.0.0.2 and you have requested strict checking.\n"
+            b"Host key verification failed.\n",
+            "host_key_unpinned",
+        ),
+        (b"ssh: connect to host 10.0.0.2 port 22: Connection refused\n", "writer_host_unreachable"),
+        (b"u@10.0.0.2: Permission denied (publickey).\n", "host_config_invalid"),
+    ],
+)
+def test_ssh_failures_get_their_codes_without_the_address(stderr: bytes, code: str) -> None:
+    err = classify("th1", stderr)
+    assert err.code == code
+    assert "10.0.0.2" not in err.message and "u@" not in err.message
+
+
+def _info(
+    rootless: bool = True, version: str = "v1", controllers: tuple[str, ...] = ()
+) -> PodmanInfo:
+    return PodmanInfo.model_validate({
+        "host": {"cgroupVersion": version, "cgroupControllers": list(controllers),
+                 "security": {"rootless": rootless}},
+        "store": {"graphDriverName": "overlay"}, "version": {"Version": "4.3.1"},
+    })  # fmt: skip
+
+
+def _by_id(facts: RemoteFacts, pin: str | None = PIN) -> dict[str, tuple[str, bool]]:
+    return {r.id: (r.severity, r.blocking) for r in judge_host(facts, pin)}
+
+
+def test_a_healthy_host_passes_every_check_but_warns_of_cgroup_v1() -> None:
+    facts = RemoteFacts("th1", info=_info(), version="4.3.1", image_present=True,
+                        free_bytes=10 * 1024**3)  # fmt: skip
+    assert _by_id(facts) == {
+        "remote_reachable": ("ok", False), "remote_api": ("ok", False),
+        "remote_podman": ("ok", False), "remote_cgroups": ("warning", False),
+        "remote_image": ("ok", False), "remote_disk": ("ok", False),
+    }  # fmt: skip
+    v2 = RemoteFacts("th1", info=_info(version="v2", controllers=("cpu", "memory", "pids")),
+                     version="5.4.2", image_present=True, free_bytes=10 * 1024**3)  # fmt: skip
+    assert _by_id(v2)["remote_cgroups"] == ("ok", False)
+
+
+def test_a_refused_key_stops_every_later_check_and_blocks() -> None:
+    err = WriterpoolError("host_key_mismatch", "host th1 presented another key")
+    results = judge_host(RemoteFacts("th1", reach_error=err), PIN)
+    assert [(r.id, r.severity, r.blocking) for r in results] == [
+        ("remote_reachable", "error", True)]  # fmt: skip
+    assert results[0].data["code"] == "host_key_mismatch" and results[0].subject == "host/th1"
+
+
+def test_a_missing_image_rootful_podman_and_low_disk_are_reported() -> None:
+    facts = RemoteFacts("th1", info=_info(rootless=False), version="4.3.1",
+                        image_present=False, free_bytes=1024**3)  # fmt: skip
+    found = _by_id(facts)
+    assert found["remote_podman"] == ("error", True)
+    assert found["remote_image"] == ("error", True)
+    assert found["remote_disk"] == ("warning", False)
+
+
+def test_no_api_service_is_one_blocking_error() -> None:
+    found = _by_id(RemoteFacts("th1", api_error="its Podman API socket does not answer"))
+    assert found == {"remote_reachable": ("ok", False), "remote_api": ("error", True)}
+
+
+def test_the_placement_rule_is_round_robin_in_the_order_given() -> None:
+    hosts = ("local", "b", "c")
+    assert [host_for(i, hosts) for i in range(1, 8)] == [
+        "local", "b", "c", "local", "b", "c", "local"]  # fmt: skip
+    assert host_for(5, ("local",)) == "local"
+
+
+@pytest.mark.parametrize("hosts", [("local", "local"), ("Bad",), ("-x",), ()])
+def test_bad_host_lists_are_refused_by_the_mode_entry(hosts: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        ContainerSettings(profiles=("code",), base="main", hosts=hosts)
+    assert ContainerSettings(profiles=("code",), base="main").placed_on() == ("local",)

@@ -1,0 +1,121 @@
+"""The writer image on another host, by the same ID: `podman save` here, streamed into
+`podman load` on the host through its connection, then verified by ID."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Callable
+from typing import IO
+
+from writerpool.errors import WriterpoolError
+from writerpool.proc import CommandFailed, Process, spawn, stop, wait_or_stop
+from writerpool.runtime.image import HEX64
+from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.remote import RemotePodman
+
+CHUNK = 1024 * 1024
+# Progress is reported after each this many bytes (and at the end).
+PROGRESS_EVERY = 64 * 1024 * 1024
+LOAD_SECONDS = 900.0
+Progress = Callable[[int, int], None]  # (bytes sent, bytes expected)
+
+
+def _size(local: Podman, image_id: str) -> int:
+    found = local.cli(["image", "inspect", "--format", "{{.Size}}", image_id], timeout=30)
+    return int(found.out.strip() or 0)
+
+
+def remote_image_id(remote: RemotePodman, image_id: str) -> str | None:
+    """The full ID the host stores for `image_id`, or None when it has no such image."""
+    found = remote.cli(["image", "inspect", "--format", "{{.Id}}", image_id], timeout=60,
+                       check=False)  # fmt: skip
+    return found.out.strip() if found.returncode == 0 else None
+
+
+def _relay(source: IO[bytes], sink: IO[bytes], total: int, progress: Progress) -> int:
+    """Copy source to sink; bounded by the archive's size, one CHUNK per round."""
+    sent = reported = 0
+    while chunk := source.read(CHUNK):
+        sink.write(chunk)
+        sent += len(chunk)
+        if sent - reported >= PROGRESS_EVERY:
+            progress(sent, total)
+            reported = sent
+    sink.close()
+    progress(sent, total)
+    return sent
+
+
+def _stderr(errors: IO[bytes]) -> str:
+    errors.seek(0)
+    lines = errors.read(16384).decode(errors="replace").strip().splitlines()
+    return lines[-1][:200] if lines else "no message"
+
+
+def transfer_image(local: Podman, remote: RemotePodman, image_id: str, progress: Progress) -> bool:
+    """Make the host hold `image_id`; False when it already did. Raises
+    `image_transfer_failed` when the copy fails or arrives under another ID."""
+    if remote_image_id(remote, image_id) == image_id:
+        return False
+    total = _size(local, image_id)
+    save_argv = [local.binary, "image", "save", "--format", "docker-archive", image_id]
+    load_argv = [remote.binary, *remote.url_args(), "image", "load", "--quiet"]
+    with tempfile.TemporaryFile() as save_err, tempfile.TemporaryFile() as load_err:
+        save = spawn(save_argv, env=podman_env(), stdin_pipe=False, stderr_to=save_err.fileno())
+        load = spawn(load_argv, env=podman_env(), stderr_to=load_err.fileno())
+        try:
+            _pump(save, load, total, progress)
+        finally:
+            save_rc, load_rc = stop(save, grace=30), _finish(load)
+        if save_rc != 0:
+            raise WriterpoolError("image_transfer_failed", f"podman save: {_stderr(save_err)}")
+        if load_rc != 0:
+            remote.raise_if_gone(CommandFailed(load_argv, load_rc, b"", b""))
+            raise WriterpoolError(
+                "image_transfer_failed", f"podman load on {remote.host.name}: {_stderr(load_err)}"
+            )
+    arrived = remote_image_id(remote, image_id)
+    if arrived != image_id:
+        raise WriterpoolError(
+            "image_transfer_failed",
+            f"host {remote.host.name} holds no image with the ID {image_id[:12]} after the copy",
+        )
+    return True
+
+
+def _pump(save: Process, load: Process, total: int, progress: Progress) -> None:
+    assert save.stdout is not None and load.stdin is not None
+    # A load that ends early breaks the pipe: its exit code and stderr say why.
+    with contextlib.suppress(BrokenPipeError):
+        _relay(save.stdout, load.stdin, total, progress)
+    save.wait()
+
+
+def _finish(load: Process) -> int:
+    """Wait for `podman load` to import what it was sent (minutes at most)."""
+    if load.stdin is not None and not load.stdin.closed:
+        load.stdin.close()
+    return wait_or_stop(load, LOAD_SECONDS)
+
+
+def remote_images(remote: RemotePodman) -> dict[str, int]:
+    """Every image on the host (intermediate ones too): full ID -> size in bytes."""
+    found = remote.cli(["images", "--all", "--format", "json"], timeout=120)
+    try:
+        listed = json.loads(found.out or "[]")
+        return {str(i["Id"]): int(i.get("Size", 0)) for i in listed if HEX64.fullmatch(i["Id"])}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WriterpoolError(
+            "command_failed", f"`podman images` on host {remote.host.name} did not parse"
+        ) from exc
+
+
+def remove_remote_image(remote: RemotePodman, image_id: str) -> str | None:
+    """Remove one image from the host; Podman's refusal (a container uses it) as text."""
+    done = remote.cli(["image", "rm", "--", image_id], timeout=120, check=False)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return lines[-1][:200] if lines else f"podman image rm exited {done.returncode}"

@@ -1,0 +1,129 @@
+"""A Podman host over SSH: the same Podman class, pointed at a forwarded API socket.
+
+The host's API socket is forwarded to a private socket of the controller for as long
+as the connection is open; podman-py and the podman CLI (`--url unix://…`) both use it,
+so every operation of `Podman` works unchanged on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+from writerpool.config.hosts import Host
+from writerpool.errors import WriterpoolError
+from writerpool.proc import CommandFailed, Completed
+from writerpool.runtime.podman import (
+    ContainerRef,
+    Podman,
+    PodmanApiUnavailable,
+    default_socket,
+    socket_answers,
+)
+from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
+
+SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+class RemotePodman(Podman):
+    """Podman on `host`, through the forwarded socket `socket_path`."""
+
+    def __init__(self, host: SshHost, socket_path: Path, forward: Forward | None = None) -> None:
+        super().__init__(socket_path=socket_path)
+        self.host = host
+        self.forward = forward
+
+    def connected(self) -> bool:
+        alive = self.forward is None or self.forward.alive()
+        return alive and socket_answers(self.socket_path)
+
+    def url_args(self) -> list[str]:
+        return ["--url", f"unix://{self.socket_path}"]
+
+    def cli(
+        self,
+        args: Sequence[str],
+        *,
+        timeout: float = 120.0,
+        input: bytes | None = None,
+        check: bool = True,
+    ) -> Completed:
+        try:
+            done = super().cli([*self.url_args(), *args], timeout=timeout, input=input, check=check)
+        except CommandFailed as exc:
+            self.raise_if_gone(exc)
+            raise
+        if done.returncode == 125 and not self.connected():
+            raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
+        return done
+
+    def raise_if_gone(self, cause: BaseException) -> None:
+        if not self.connected():
+            raise HostUnreachable(
+                self.host.name, "the connection to its Podman was lost"
+            ) from cause
+
+    def version(self) -> str:
+        """The host's Podman (the server), not this machine's client."""
+        found = self.cli(["version", "--format", "{{.Server.Version}}"], timeout=30)
+        return found.out.strip()
+
+    def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
+        return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=interactive)]
+
+    @contextlib.contextmanager
+    def session_socket(self, local: Path, session: str) -> Iterator[PurePosixPath]:
+        """The controller's Unix socket `local`, made to answer on the host for one
+        session: a socket path there that a container of that session may mount. The
+        forward and the host's socket end with the block."""
+        if not SESSION_RE.fullmatch(session):
+            raise ValueError("session id must be lowercase letters, digits and dashes")
+        directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
+        remote = directory / f"{session}.sock"
+        self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+        try:
+            with self.host.forward(local, str(remote), reverse=True):
+                yield remote
+        finally:
+            with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
+                self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
+
+    def _ensure_service(self) -> None:
+        # The host's service is its own (a user unit or `podman system service`); the
+        # controller cannot start it, only find it gone.
+        if not self.connected():
+            raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
+
+    def containers(self, label: str, value: str) -> list[ContainerRef]:
+        try:
+            return super().containers(label, value)
+        except PodmanApiUnavailable as exc:
+            self.raise_if_gone(exc)
+            raise
+
+    def remove(self, container_id: str) -> None:
+        try:
+            super().remove(container_id)
+        except PodmanApiUnavailable as exc:
+            self.raise_if_gone(exc)
+            raise
+
+
+@contextlib.contextmanager
+def connect(name: str, host: Host) -> Iterator[RemotePodman]:
+    """Podman on the configured host `name` for the life of the block."""
+    ssh = SshHost.from_config(name, host)
+    base = default_socket().parent.parent  # $XDG_RUNTIME_DIR
+    base = base if base.is_dir() else Path(tempfile.gettempdir())
+    private = Path(tempfile.mkdtemp(prefix="writerpool-host-", dir=base))  # 0700
+    local = private / "podman.sock"
+    try:
+        with ssh.forward(local, host.target.socket) as forward:
+            yield RemotePodman(ssh, local, forward)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
