@@ -153,10 +153,10 @@ class BenchEnv:
             raise SystemExit(f"bench: writerpool {' '.join(args)} failed: {json.dumps(bad)[:1500]}")
         return report
 
-    def set_container_mode(self, alias: str) -> dict[str, Any]:
+    def set_container_mode(self, alias: str, *more: str) -> dict[str, Any]:
         ws = self.workspaces[alias]
         return self.wp_ok("mode", "set", alias, "container", "--profiles", PROFILE,
-                          "--writers", str(ws.writers), "--apply")  # fmt: skip
+                          "--writers", str(ws.writers), *more, "--apply")  # fmt: skip
 
     def clone_dir(self, writer: str) -> Path:
         return self.paths.writer_dir(writer) / "clone"

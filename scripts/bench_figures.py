@@ -22,6 +22,7 @@ from bench_env import PROFILE, BenchEnv, git, timed
 from bench_mcp import Client, connect
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import NODE_VERSION
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings
@@ -114,7 +115,7 @@ def bare_pi_start(env: BenchEnv, cwd: Path) -> float:
     agent_launch.render_for_profile(config, agent_dir, "scripted", False)
     argv = [str(env.pi), *agent_launch.pi_args(config.profiles[PROFILE], False, agent_dir)]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=agent_launch.host_env(agent_dir, tmp),
+    proc = subprocess.Popen(argv, cwd=cwd, env=pi_env(agent_dir, HOST, tmpdir=tmp),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -140,7 +141,7 @@ async def session_figures(env: BenchEnv, reps: int, pings: int) -> list[Figure]:
     alias = "pool"
     image_id = resolve_image(env.paths, "default")
     workspace = env.workspaces[alias].repo
-    start = Figure("session_start", goal=1.3,
+    start = Figure("session_start", goal=1.2,
                    ours_label="pi_session_start through MCP to a ready pi in a leased writer",
                    baseline_label="podman run --rm IMAGE true + host pi --mode rpc to first answer")  # fmt: skip
     readonly = Figure("readonly_session_start", goal=1.3,

@@ -35,6 +35,7 @@ from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
 from bench_remote import remote_figures, start_line
 from bench_startup import startup_figure
+from bench_warm import warm_figure, warm_line
 
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import podman_env
@@ -54,6 +55,7 @@ REPS = {
     "proxy": (10, 30),
     "connect": (5, 15),
     "startup": (11, 31),
+    "warm": (11, 21),
     "remote": (5, 15),
 }
 
@@ -65,7 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,remote")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,warm,remote")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -112,6 +114,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
         env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
     if "dirty" in groups:
         bench_dirty.add_workspaces(env, SMALL_COMMITS)
+    if "warm" in groups:
+        env.add_workspace("warm", SMALL_COMMITS, writers=1)
     before = bench_node.wanted() if "session" in groups else None
     if before:
         env.add_workspace(bench_node.ALIAS, SMALL_COMMITS, writers=bench_node.WRITERS)
@@ -137,6 +141,9 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     if "dirty" in groups:
         say("setup: two pools of two writers")
         bench_dirty.prepare(env)
+    if "warm" in groups:
+        say("setup: provisioning a writer kept warm (--warm 1)")
+        env.set_container_mode("warm", "--warm", "1")
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
 
@@ -149,6 +156,8 @@ def _detail(figure: Figure) -> str:
     if figure.name == "session_start_dirty_writer":
         return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
+    if figure.name == "warm_claim":
+        return warm_line(figure)
     if figure.name == "remote_container_start":
         return start_line(figure)
     if figure.name == "pool_contention":
@@ -171,6 +180,9 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
     if "session" in groups:
         say("measuring session_start and mcp_overhead")
         figures += anyio.run(session_figures, env, reps["session"], reps["pings"])
+    if "warm" in groups:
+        say("measuring warm_claim")
+        figures.append(warm_figure(env, reps["warm"]))
     if "contention" in groups:
         say("measuring pool_contention")
         figures.append(anyio.run(contention_figure, env, reps["contention"]))
@@ -199,7 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "contention", "collect", "guard", "dirty", "proxy", "connect",
+        "provision", "session", "warm", "contention", "collect", "guard", "dirty", "proxy", "connect",
         "startup",
         *(["remote"] if os.environ.get("WRITERPOOL_TESTHOST_URL") else []),
     }  # fmt: skip

@@ -97,6 +97,7 @@ CODES: dict[str, str] = {
     "writer_not_ready": "The writer is not ready for sessions",
     "writer_status": "A writer's phase, readiness and reason",
     "writer_leasable": "A session would get this writer now",
+    "writer_warm": "The pool service keeps the writer started and idle for a session's claim",
     "writer_holds_work": "The writer holds work no complete collection covers; no session gets it",
     "writer_collected_unfinished": "The work was collected but finish or reset has not run",
     "writer_on_other_base": "The writer is on another base than the workspace's",

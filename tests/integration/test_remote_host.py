@@ -22,8 +22,9 @@ from writerpool.proc import run
 from writerpool.runtime.image_transfer import remote_image_id, transfer_image
 from writerpool.runtime.podman import Podman, podman_env
 from writerpool.runtime.remote import connect
-from writerpool.runtime.spec import ContainerSpec, Mount
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.volumes import create_volumes, remove_volumes, writer_volumes
 from writerpool.state.images import BuiltImage, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
@@ -274,3 +275,30 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
         )
     finally:
         run(["podman", "image", "rm", "--force", old], env=podman_env(), check=False)
+
+
+@pytest.mark.image
+def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
+    testhost: Host, image_pin: Path
+) -> None:
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    writer = f"tvol{secrets.token_hex(3)}-w1"
+    with connect("th", testhost) as remote:
+        transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+        made = create_volumes(remote, writer, cache=False)
+        assert create_volumes(remote, writer, cache=False) == made  # idempotent
+        assert sorted(writer_volumes(remote, writer)) == sorted(made.values())
+        clone = VolumeMount(volume=made["clone"], target="/work")
+        spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-{writer}", volumes=(clone,))
+        # What an agent leaves: files of another id inside its own user namespace too.
+        wrote = remote.run(spec, ["sh", "-c", "echo work > /work/f && unshare -Ur sh -c "
+                                  "'mkdir /work/d && echo x > /work/d/g' && ls /work"])  # fmt: skip
+        assert wrote.returncode == 0, wrote.stderr[-1000:]
+        again = remote.run(spec, ["cat", "/work/f"])
+        assert again.out.strip() == "work"
+        where = remote.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", made["clone"]])
+        # In the host account's storage: this machine's account cannot even read it.
+        assert where.out.startswith("/") and not os.access(where.out.strip(), os.R_OK)
+        assert remove_volumes(remote, writer) == 3
+        assert writer_volumes(remote, writer) == []
+        assert not Podman().cli(["volume", "ls", "-q"]).out.count(writer)

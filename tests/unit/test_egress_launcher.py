@@ -47,7 +47,7 @@ def test_with_both_variables_pi_runs_under_the_forwarder(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     cli = f"{tmp_path}/opt/pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
     assert (tmp_path / "log").read_text().splitlines() == [
-        f"python3 {tmp_path}/usr/local/lib/writerpool/egress-forwarder --supervise "
+        f"python3 -I -S {tmp_path}/usr/local/lib/writerpool/egress-forwarder --supervise "
         f"{tmp_path}/opt/pi/bin/node {cli} --mode rpc",
     ]
     assert done.stdout == ""  # pi is the forwarder's to start

@@ -3,6 +3,8 @@ judgement of a host's facts (recorded `podman info`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ from writerpool.doctor.remote import judge_host
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import PodmanInfo
 from writerpool.runtime.remote_info import RemoteFacts
+from writerpool.runtime.spec import ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost, classify
+from writerpool.runtime.volumes import volume_name
 
 SOCKET = "/run/user/1010/podman/podman.sock"
 PIN = "a" * 64
@@ -38,6 +42,7 @@ def test_an_ssh_url_gives_user_address_port_and_socket() -> None:
         "ssh://u@h.test:22/run/../etc/passwd",
         "ssh://u@h.test:22relative",
         f"ssh://u@h.test:99999{SOCKET}",
+        f"ssh://u@h.test:0{SOCKET}",
         f"ssh://u@-h.test:22{SOCKET}",
         f"ssh://u@h.test:22{SOCKET}?x=1",
     ],
@@ -186,3 +191,20 @@ def test_bad_host_lists_are_refused_by_the_mode_entry(hosts: tuple[str, ...]) ->
     with pytest.raises(ValueError):
         ContainerSettings(profiles=("code",), base="main", hosts=hosts)
     assert ContainerSettings(profiles=("code",), base="main").placed_on() == ("local",)
+
+
+def test_a_spec_without_volumes_keeps_its_digest_and_one_with_them_mounts_by_name() -> None:
+    spec = ContainerSpec(image_id="a" * 64, name="w")
+    before = {k: v for k, v in spec.model_dump(mode="json").items() if k != "volumes"}
+    digest = "sha256:" + hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+    assert spec.digest() == digest
+    clone = VolumeMount(volume=volume_name("demo-w1", "clone"), target="/work")
+    with_volume = spec.model_copy(update={"volumes": (clone,)})
+    assert with_volume.digest() != digest
+    assert "type=volume,src=writerpool-demo-w1-clone,dst=/work" in with_volume.run_argv(["true"])
+
+
+@pytest.mark.parametrize("volume", ["other-w1-clone", "writerpool-x,src=/etc", "writerpool-A"])
+def test_a_volume_mount_takes_only_writerpool_volume_names(volume: str) -> None:
+    with pytest.raises(ValueError):
+        VolumeMount(volume=volume, target="/work")

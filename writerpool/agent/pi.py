@@ -124,6 +124,23 @@ class PiAgent:
             if not answer.success:
                 raise WriterpoolError("session_start_failed", "the agent refused its setup")
 
+    def configure(self, provider: str, model: str, thinking: str, timeout: float) -> None:
+        """Give an idle pi a fresh session of this provider, model and thinking level.
+        `new_session` rebuilds pi's runtime, which reads the agent directory's models.json
+        again: a credential written there after pi started is used from now on."""
+        deadline = time.monotonic() + timeout
+        for command in (
+            {"type": "new_session"},
+            {"type": "set_model", "provider": provider, "modelId": model},
+            {"type": "set_thinking_level", "level": thinking},
+        ):
+            answer = self._request(command, max(0.0, deadline - time.monotonic()))
+            if answer is None or not answer.success:
+                why = "did not answer" if answer is None else "refused"
+                raise WriterpoolError(
+                    "session_start_failed", f"the agent {why} its {command['type']}"
+                )
+
     @property
     def alive(self) -> bool:
         return not self._eof and self._proc.poll() is None

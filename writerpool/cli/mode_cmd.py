@@ -79,6 +79,11 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
     "comma-separated.",
 )
 @click.option(
+    "--warm",
+    type=click.IntRange(0, 16),
+    help="Writers the pool service keeps started and idle for a claim (default 0).",
+)
+@click.option(
     "--hosts",
     help="Comma-separated hosts to place writers on, round robin in this order: "
     "`local` and names of [hosts.NAME] tables (default: local).",
@@ -99,6 +104,7 @@ def set_cmd(
     cache: str | None,
     base: str | None,
     allow: str | None,
+    warm: int | None,
     hosts: str | None,
     discard: bool,
     apply: bool,
@@ -115,6 +121,7 @@ def set_cmd(
         "cache": cache,
         "base": base,
         "allow": allow,
+        "warm": warm,
         "hosts": hosts,
     }
     paths = Paths.from_env()
@@ -135,6 +142,7 @@ def set_cmd(
         cache=cache or "none",
         base=base,
         allow=split_words(allow or ""),
+        warm=warm or 0,
         hosts=split_words(hosts or ""),
         discard=discard,
         apply=apply,

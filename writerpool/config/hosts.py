@@ -55,9 +55,11 @@ def parse_ssh_url(value: str) -> SshTarget:
         if not _HOSTNAME.fullmatch(host):
             raise ValueError("url's host is not a host name or IP address") from None
     try:
-        port = parts.port or 22
+        port = 22 if parts.port is None else parts.port
     except ValueError:
-        raise ValueError("url's port must be 1-65535") from None
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ValueError("url's port must be 1-65535")
     path = parts.path
     if not _SOCKET.fullmatch(path) or ".." in PurePosixPath(path).parts:
         raise ValueError("url's path must be the absolute path of Podman's API socket")

@@ -42,6 +42,8 @@ class ContainerSettings(Strict):
     # The egress allowlist's words as given (hosts, ranges, set names); sets are expanded
     # when a session starts. None: no allowlist, no CONNECT proxy.
     allow: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=64)
+    # How many of the writers the pool service keeps started and idle for a claim.
+    warm: int = Field(default=0, ge=0, le=16)
     # The hosts writers are placed on, in order (see host_for); None: `local` only.
     hosts: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=16)
 
@@ -51,6 +53,8 @@ class ContainerSettings(Strict):
             raise ValueError("image must be 'default' or a 64-hex local image id")
         if self.allow is not None and self.network != "provider":
             raise ValueError("an allowlist needs the provider network")
+        if self.warm > self.writers:
+            raise ValueError("warm cannot exceed writers")
         if self.hosts is not None:
             if len(set(self.hosts)) != len(self.hosts):
                 raise ValueError("hosts: each host once")

@@ -217,6 +217,21 @@ def _close(stream: IO[bytes] | None) -> None:
             stream.close()
 
 
+def _spawn_worker() -> proc.Process:
+    argv = [sys.executable, "-m", "writerpool.egress.worker"]
+    # Its working directory is the spec's (egress.worker.confine); none is needed before.
+    return proc.spawn(argv, env=_worker_env(), cwd=Path("/"), stderr_to=2)
+
+
+def _end_spare(process: proc.Process) -> None:
+    """A spare ends at the end of its stdin, before any spec reached it."""
+    _close(process.stdin)
+    _close(process.stdout)
+    if proc.wait(process, STOP_TIMEOUT) is None:
+        process.kill()
+        process.wait()
+
+
 class EgressHost:
     """Starts and tracks the egress processes of this server's sessions."""
 
@@ -231,6 +246,7 @@ class EgressHost:
         self._lock = threading.Lock()
         self._closed = False
         self._loop: InProcessLoop | None = None
+        self._spares: list[proc.Process] = []
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a listener's coroutine on the server's own egress loop (made on first use):
@@ -275,14 +291,37 @@ class EgressHost:
             if self._closed:
                 raise WriterpoolError("egress_failed", "the provider proxy host is closed")
             socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            argv = [sys.executable, "-m", "writerpool.egress.worker"]
-            process = proc.spawn(argv, env=_worker_env(), cwd=socket_path.parent, stderr_to=2)
+            process = self._take_spare() or _spawn_worker()
             proxy = EgressSession(self, spec, process)
             self._sessions.append(proxy)
         proxy._start(spec)
         if wait:
             proxy.wait_ready()
         return proxy
+
+    def keep_spares(self, count: int) -> int:
+        """Keep `count` egress processes started ahead, each holding nothing (no spec,
+        no credential, no socket) until `open` hands one a session: a warm writer's
+        claim then skips the interpreter's start. Returns how many are kept."""
+        with self._lock:
+            self._spares = [p for p in self._spares if p.poll() is None]
+            surplus = self._spares[count:] if count < len(self._spares) else []
+            del self._spares[len(self._spares) - len(surplus):]
+            while not self._closed and len(self._spares) < count:  # bounded by `count`
+                self._spares.append(_spawn_worker())
+            kept = len(self._spares)
+        for process in surplus:
+            _end_spare(process)
+        return kept
+
+    def _take_spare(self) -> proc.Process | None:
+        """A spare still running, or None. The caller holds the lock."""
+        while self._spares:  # bounded by the spares kept
+            process = self._spares.pop()
+            if process.poll() is None:
+                return process
+            _end_spare(process)
+        return None
 
     def forget(self, proxy: EgressSession) -> None:
         with self._lock:
@@ -310,6 +349,9 @@ class EgressHost:
                 return
             self._closed = True
             sessions, self._sessions = self._sessions, []
+            spares, self._spares = self._spares, []
+        for process in spares:
+            _end_spare(process)
         for proxy in sessions:
             proxy.stop()
         if self._loop is not None:

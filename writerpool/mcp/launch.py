@@ -35,10 +35,13 @@ if TYPE_CHECKING:
     from writerpool.egress.host import EgressHost
     from writerpool.egress.model import EgressRecord
     from writerpool.pool.sessions import WriterSlot
+    from writerpool.pool.warm import WarmPool, WarmWriter
 
 log = logging.getLogger(__name__)
 
 HOST_READY_SECONDS = 30.0
+# A warm pi answers new_session, set_model and set_thinking_level in milliseconds.
+CLAIM_SECONDS = 10.0
 # A container adds Podman's start to pi's own (about a second each on this kind of host).
 CONTAINER_READY_SECONDS = 90.0
 # Where the writer's private agent directory is mounted inside its container.
@@ -79,9 +82,14 @@ class Launched:
 
 
 class Launcher:
-    def __init__(self, paths: Paths, loaded: LoadedConfig) -> None:
+    def __init__(
+        self, paths: Paths, loaded: LoadedConfig, warm: WarmPool | None = None
+    ) -> None:
         self._paths = paths
         self._loaded = loaded
+        self._warm = warm  # the pool service's warm writers, claimed before a cold start
+        if warm is not None:
+            warm.keep_spares_with(lambda count: self._egress_host().keep_spares(count))
         self._config = loaded.config
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
@@ -242,6 +250,11 @@ class Launcher:
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
         from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
+        warm = None
+        if self._warm is not None:
+            warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
+        if warm is not None:
+            return self._claim_warm(plan, session_id, warm)
         slot = lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
         try:
             held = self._grant(
@@ -261,6 +274,29 @@ class Launcher:
                 held.revoke()
                 raise
         except BaseException:
+            slot.release()
+            raise
+        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+    def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
+        """Grant a warm writer the session's egress (its token reaches pi through the
+        agent directory, which new_session reads again) and give pi the session's model."""
+        slot, agent = warm.slot, warm.agent
+        slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
+        try:
+            held = self._grant(
+                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
+                slot.allow,
+            )  # fmt: skip
+            try:
+                profile = plan.profile
+                agent.configure(profile.provider, profile.model, profile.thinking, CLAIM_SECONDS)
+                held.ready()
+            except BaseException:
+                held.revoke()
+                raise
+        except BaseException:
+            agent.close(5.0)
             slot.release()
             raise
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)

@@ -136,6 +136,10 @@ CAPABILITIES: dict[str, Schema] = {
                 "alias": string("Workspace alias."),
                 "mode": string("host, container, read-only or unset."),
                 "writers": {"type": "integer", "description": "Configured writers."},
+                "warm": {
+                    "type": "integer",
+                    "description": "Writers the pool service keeps started for a quick start.",
+                },
                 "defaultBase": string("The base branch used when none is given."),
                 "containerProfiles": {"type": "array", "items": {"type": "string"}},
             },

@@ -50,11 +50,18 @@ def fingerprint_groups(
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    image_id = resolve_image(paths, state.image)
+    return groups_given(paths, state, pool, resolve_image(paths, state.image), podman.version())
+
+
+def groups_given(
+    paths: Paths, state: WriterState, pool: Pool, image_id: str, podman_version: str
+) -> dict[str, str]:
+    """The same with the image and Podman's version known (a warm writer's container
+    runs that image): no Podman call."""
     spec = writer_spec(paths, state, image_id, pool, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
-        "podman": podman.version(),
+        "podman": podman_version,
         "writerpool": __version__,
         "container_spec": spec.digest(),
         "network": state.network,

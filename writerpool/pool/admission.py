@@ -33,6 +33,8 @@ REASONS = {
     "isolation_control_required": "no passing isolation control",
     "writer_provisioned": "provisioned but not accepted",
     "writer_busy": "held by a session or an operator command",
+    "writer_warm": "kept warm by the pool service: a session claims it, an operator command "
+    "makes the service yield it",
     "writer_on_other_base": "on another base than the workspace's",
 }
 

@@ -17,6 +17,10 @@ from writerpool.pool.verdicts import advance
 from writerpool.state.atomic import ensure_private_dir
 
 POLL_SECONDS = 0.05
+# A warm writer's holder (the pool service) yields it when an operator command asks:
+# the request is a file beside the lease, and the command waits at least this long.
+YIELD_REQUEST = "yield"
+YIELD_WAIT_SECONDS = 10.0
 
 
 class Lease:
@@ -24,15 +28,32 @@ class Lease:
         self.path = writer_dir / "lease"
         self._fd: int | None = None
 
-    def acquire(self, wait: float, *, judging: bool = False) -> None:
-        """Take the lease, waiting at most `wait` seconds, else writer_busy. Unless the
-        holder only judges the writer (`judging`: it changes nothing in the clone), the
-        guard's recorded verdict stops being current (pool/verdicts.py)."""
+    def acquire(self, wait: float, *, ask_warm: bool = False, judging: bool = False) -> None:
+        """Take the lease, waiting at most `wait` seconds, else writer_busy. With
+        `ask_warm` (an operator command), a warm writer's holder is asked to yield it and
+        waited for at least YIELD_WAIT_SECONDS: warmth never makes a command busy. Unless
+        the holder only judges the writer (`judging`: it changes nothing in the clone),
+        the guard's recorded verdict stops being current (pool/verdicts.py). Bounded by
+        wait / POLL_SECONDS rounds."""
         deadline = time.monotonic() + wait
-        while not self.try_acquire(judging=judging):
-            if time.monotonic() >= deadline:
-                raise self.busy()
-            time.sleep(POLL_SECONDS)
+        asked = False
+        try:
+            while not self.try_acquire(judging=judging):
+                if ask_warm and not asked and ask_to_yield(self.path.parent):
+                    asked = True
+                    deadline = max(deadline, time.monotonic() + YIELD_WAIT_SECONDS)
+                if time.monotonic() >= deadline:
+                    raise self.busy()
+                time.sleep(POLL_SECONDS)
+        finally:
+            if asked:
+                withdraw_yield(self.path.parent)
+
+    def mark_warm(self, warm: bool = True) -> None:
+        """Say in the lease file whether its holder keeps the writer warm (and so yields
+        it when asked) or has given it to a session."""
+        if self._fd is not None:
+            _record_holder(self._fd, warm=warm)
 
     def try_acquire(self, *, judging: bool = False) -> bool:
         """Take the lease if it is free now; False when another process holds it."""
@@ -87,6 +108,7 @@ class Holder:
 
     pid: int
     command: str
+    warm: bool = False  # a warm writer's holder, which yields it on request
 
     def describe(self) -> str:
         return f"pid {self.pid}: {self.command}"
@@ -99,9 +121,12 @@ def _command() -> str:
     return "".join(c for c in shown if c.isprintable())[:160]
 
 
-def _record_holder(fd: int) -> None:
+def _record_holder(fd: int, warm: bool = False) -> None:
     # Best effort: the lock is what excludes others; this only tells them who holds it.
-    data = json.dumps({"pid": os.getpid(), "command": _command()}).encode()
+    record: dict[str, object] = {"pid": os.getpid(), "command": _command()}
+    if warm:
+        record["warm"] = True
+    data = json.dumps(record).encode()
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
@@ -136,7 +161,29 @@ def read_holder(writer_dir: Path) -> Holder | None:
     if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(command, str):
         return None
     clean = "".join(c for c in command if c.isprintable())[:160]
-    return Holder(pid=pid, command=clean)
+    return Holder(pid=pid, command=clean, warm=record.get("warm") is True)
+
+
+def ask_to_yield(writer_dir: Path) -> bool:
+    """Ask a warm writer's holder to yield it; False when the holder is no warm pool."""
+    holder = read_holder(writer_dir)
+    if holder is None or not holder.warm:
+        return False
+    try:
+        fd = os.open(writer_dir / YIELD_REQUEST, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def yield_asked(writer_dir: Path) -> bool:
+    return os.path.lexists(writer_dir / YIELD_REQUEST)
+
+
+def withdraw_yield(writer_dir: Path) -> None:
+    with suppress(OSError):
+        os.unlink(writer_dir / YIELD_REQUEST)
 
 
 def lease_taken(writer_dir: Path) -> bool:
@@ -159,8 +206,9 @@ def lease_taken(writer_dir: Path) -> bool:
 
 @contextmanager
 def leased(writer_dir: Path, wait: float) -> Iterator[Lease]:
+    """An operator command's lease (a warm writer is asked to yield)."""
     lease = Lease(writer_dir)
-    lease.acquire(wait)
+    lease.acquire(wait, ask_warm=True)
     try:
         yield lease
     finally:
@@ -181,16 +229,28 @@ class LeaseBatch:
     def acquire(self, wait: float) -> None:
         """Bounded by len(writers) tries per round and wait / POLL_SECONDS rounds."""
         deadline = time.monotonic() + wait
+        asked: set[str] = set()
         while True:
             waiting = 0
             for name, lease in self._leases.items():
                 if name in self._failed:
                     continue
                 try:
-                    waiting += not lease.try_acquire()
+                    if lease.try_acquire():
+                        if name in asked:
+                            withdraw_yield(lease.path.parent)
+                            asked.discard(name)
+                        continue
+                    waiting += 1
                 except WriterpoolError as exc:  # its lease file cannot be opened
                     self._failed[name] = exc
+                    continue
+                if name not in asked and ask_to_yield(lease.path.parent):
+                    asked.add(name)
+                    deadline = max(deadline, time.monotonic() + YIELD_WAIT_SECONDS)
             if not waiting or time.monotonic() >= deadline:
+                for name in asked:  # the writers still held by someone else
+                    withdraw_yield(self._leases[name].path.parent)
                 return
             time.sleep(POLL_SECONDS)
 

@@ -57,6 +57,7 @@ class ModeRequest:
     cache: str = "none"
     base: str | None = None
     allow: tuple[str, ...] = ()
+    warm: int = 0
     hosts: tuple[str, ...] = ()
     discard: bool = False
     apply: bool = False
@@ -151,6 +152,7 @@ def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> Mod
             cache=req.cache,
             base=base or "",
             allow=req.allow or None,
+            warm=req.warm,
             hosts=req.hosts if req.hosts and req.hosts != (LOCAL_HOST,) else None,
         )
     except ValidationError as exc:

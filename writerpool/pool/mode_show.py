@@ -23,6 +23,8 @@ def reproduce(alias: str, entry: ModeEntry) -> str:
         words += ["--cache", settings.cache, "--base", settings.base]
         if settings.allow:
             words += ["--allow", ",".join(settings.allow)]
+        if settings.warm:
+            words += ["--warm", str(settings.warm)]
         if settings.hosts:
             words += ["--hosts", ",".join(settings.hosts)]
     return shlex.join(words)
@@ -35,6 +37,8 @@ def intent(entry: ModeEntry) -> dict[str, object]:
         out["acceptHostWrites"] = True
     if entry.container is not None:
         out.update(entry.container.model_dump(mode="json", exclude_none=True))
+        if not entry.container.warm:
+            del out["warm"]  # the default: entries stored before the setting read the same
     return out
 
 

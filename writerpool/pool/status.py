@@ -69,6 +69,7 @@ class WriterStatus:
             "next": self.next, "heldBy": self.holder, "work": self.work,
             "atBaseline": None if self.unseen is not None else not self.problems,
             "atBaselineUnknown": self.unseen,
+            "warm": self.code == "writer_warm",
             "notAtBaseline": [sanitize(p) for p in self.problems],
             "behind": self.behind,
             "atLease": self.refresh.to_json() if self.refresh else None,
@@ -153,7 +154,7 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         "writer_inspect_failed": f"writerpool writer reset {name} --discard (shows what it "
         "would lose), then the same with --apply; writerpool doctor if every writer fails",
     }
-    if code in (LEASABLE, "writer_busy"):
+    if code in (LEASABLE, "writer_busy", "writer_warm"):
         return None
     return commands.get(code, f"{mode_set} --apply (re-runs acceptance)")
 
@@ -164,14 +165,21 @@ def _busy(paths: Paths, name: str) -> dict[str, Any] | None:
     if not lease_taken(paths.writer_dir(name)):
         return None
     holder = read_holder(paths.writer_dir(name))
-    return {"pid": holder.pid, "command": holder.command} if holder else {}
+    if holder is None:
+        return {}
+    return {"pid": holder.pid, "command": holder.command, "warm": holder.warm}
 
 
 def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
+    """writer_busy, or writer_warm when the holder is the pool service keeping it warm
+    (at its baseline: it was admitted when warmed, and nothing has run in it since)."""
     who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
-    reason = REASONS["writer_busy"] + who
-    unseen = "held by a session or command; its clone is not inspected meanwhile"
-    return replace(common, code="writer_busy", reason=reason, holder=holder, unseen=unseen)
+    code = "writer_warm" if holder.get("warm") else "writer_busy"
+    # A warm writer was admitted when warmed and nothing has run in it since.
+    unseen: str | None = "held by a session or command; its clone is not inspected meanwhile"
+    if code == "writer_warm":
+        unseen = None
+    return replace(common, code=code, reason=REASONS[code] + who, holder=holder, unseen=unseen)
 
 
 def status_of(
@@ -279,7 +287,9 @@ def writer_statuses(
         statuses = list(workers.map(lambda s: status_of(paths, podman, loaded, s[1]), states))
     for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
-        report.add(status.code, "ok" if status.leasable else "warning", target, status.text(),
+        fine = status.leasable or status.code == "writer_warm"
+        report.add(status.code, "ok" if fine else "warning", target, status.text(),
                    remedy=status.next or "")  # fmt: skip
     report.data["writers"] = rows
+    report.data["warm"] = sum(1 for row in rows if row["warm"])
     return report

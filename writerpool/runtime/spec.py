@@ -44,6 +44,22 @@ class Mount(Strict):
         return ["--mount", opts + (",ro=true" if self.read_only else "")]
 
 
+VOLUME_RE = r"^writerpool-[a-z0-9][a-z0-9_.-]{0,100}$"
+
+
+class VolumeMount(Strict):
+    """A named volume of the container's own host: storage that lives where the container
+    runs, with no path of the controller (a writer on a host over SSH)."""
+
+    volume: str = Field(pattern=VOLUME_RE)
+    target: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$")
+    read_only: bool = False
+
+    def argv(self) -> list[str]:
+        opts = f"type=volume,src={self.volume},dst={self.target}"
+        return ["--mount", opts + (",ro=true" if self.read_only else "")]
+
+
 class Limits(Strict):
     memory: str
     cpus: float
@@ -57,6 +73,7 @@ class ContainerSpec(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     labels: dict[str, str] = {}
     mounts: tuple[Mount, ...] = ()
+    volumes: tuple[VolumeMount, ...] = ()
     env: dict[str, str] = {}
     network: PodmanNetwork = "none"
     workdir: str = "/work"
@@ -64,7 +81,10 @@ class ContainerSpec(Strict):
 
     def digest(self) -> str:
         """Stable digest of the rendered spec (part of the acceptance fingerprint)."""
-        data = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        dumped = self.model_dump(mode="json")
+        if not dumped["volumes"]:
+            del dumped["volumes"]  # a spec without volumes keeps the digest it always had
+        data = json.dumps(dumped, sort_keys=True).encode()
         return "sha256:" + hashlib.sha256(data).hexdigest()
 
     def run_argv(self, command: list[str], *, interactive: bool = False) -> list[str]:
@@ -85,6 +105,8 @@ class ContainerSpec(Strict):
             argv += ["--label", f"{key}={value}"]
         for mount in self.mounts:
             argv += mount.argv()
+        for volume in self.volumes:
+            argv += volume.argv()
         for key, value in sorted(self.env.items()):
             argv += ["--env", f"{key}={value}"]
         if self.limits is not None:

@@ -1,0 +1,136 @@
+"""Warm writers (pool/warm.py) on real rootless Podman, pi started in them on the
+scripted provider: no provider access while warm, a claim that runs a coding session,
+and a warm writer yielded to an operator command without writer_busy."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import KEY_ENV
+from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_pool, result_value
+from tests.integration.writers_support import codes, git, podman, wp
+from writerpool.agent.launch import PLACEHOLDER_KEY
+from writerpool.agent.scripted import ScriptedProvider
+from writerpool.config.models import LoadedConfig, load_config
+from writerpool.mcp.launch import Launcher
+from writerpool.mcp.placement import SessionPlan
+from writerpool.pool.container import EGRESS_PORT
+from writerpool.pool.lease import read_holder
+from writerpool.pool.warm import WarmPool
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
+
+COMMIT_PROMPT = "commit-work: the feature is called ibis-3141"
+# From inside the writer, what pi would do: ask the provider through the forwarder.
+ASK_PROVIDER = (
+    "import urllib.request, sys\n"
+    "try:\n"
+    f"    urllib.request.urlopen('http://127.0.0.1:{EGRESS_PORT}/p/v1/models', timeout=10)\n"
+    "except Exception as exc:\n"
+    "    print(type(exc).__name__); sys.exit(3)\n"
+    "print('reached')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[ScriptedProvider]:
+    with ScriptedProvider(POOL_SCRIPT) as scripted:
+        yield scripted
+
+
+def _warm_pool(
+    tmp_path: Path, provider: ScriptedProvider, stem: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[PoolEnv, LoadedConfig, WarmPool]:
+    pool = make_pool(tmp_path, provider, stem, writers=1)
+    wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", "1",
+       "--warm", "1", "--apply", check=True)  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, pool.key)  # the launcher reads the provider's key here
+    loaded = load_config(pool.server.paths)
+    return pool, loaded, WarmPool(pool.server.paths, loaded)
+
+
+def _plan(pool: PoolEnv, loaded: LoadedConfig) -> SessionPlan:
+    return SessionPlan(
+        workspace=pool.alias, workspace_dir=pool.checkout, profile_name="code",
+        profile=loaded.config.profiles["code"], placement="container", read_only=False,
+        base=None,
+    )  # fmt: skip
+
+
+def _ask_provider(writer: str) -> str:
+    """Run ASK_PROVIDER in the writer's running container; its output and exit status."""
+    try:
+        out = podman("exec", f"writerpool-{writer}", "python3", "-c", ASK_PROVIDER)
+        return f"0 {out.strip()}"
+    except Exception as exc:
+        return f"failed {getattr(exc, 'stdout', '')!s}".strip()
+
+
+def test_a_warm_writer_has_no_provider_access_and_a_claim_runs_a_coding_session(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, loaded, warm = _warm_pool(tmp_path, provider, "warm", monkeypatch)
+    w1 = pool.writer(1)
+    writer_dir = pool.server.paths.writer_dir(w1)
+    launcher = Launcher(pool.server.paths, loaded, warm=warm)
+    try:
+        assert warm.fill() == [w1]
+        assert containers_of(w1, running_only=True) == [f"writerpool-{w1}"]
+        holder = read_holder(writer_dir)
+        assert holder is not None and holder.warm
+        # Warm: no key, no token, no proxy socket; a request from inside goes nowhere.
+        models = json.loads((writer_dir / "agent" / "models.json").read_text())
+        assert models["providers"]["scripted"]["apiKey"] == PLACEHOLDER_KEY
+        assert pool.key not in (writer_dir / "agent" / "models.json").read_text()
+        assert [p.name for p in (writer_dir / "egress").iterdir() if p.is_socket()] == []
+        seen = provider.request_count
+        asked = _ask_provider(w1)
+        assert asked.startswith("failed") and "reached" not in asked, asked
+        assert provider.request_count == seen
+
+        launched = launcher.launch(_plan(pool, loaded), "s-warm-claim")
+        assert launched.writer == w1
+        assert warm.warm_names() == []  # claimed: out of the pool, the same pi
+        turn = launched.agent.prompt(COMMIT_PROMPT)
+        done = launched.agent.wait(turn, 300)
+        assert done.status == "completed", done
+        commit = result_value(done.text or "", "commit")
+        assert provider.request_count > seen
+        assert provider.last_model == "scripted-model"
+        launcher.stop(launched, 10.0)
+        assert git(pool.clone(1), "rev-parse", "pi-work") == commit
+        assert containers_of(w1) == []
+        # The writer holds work now: it is not warmed again until collect and reset.
+        assert warm.fill() == []
+        assert not read_holder(writer_dir)
+    finally:
+        warm.close()
+        launcher.shutdown()
+    assert containers_of(w1) == []
+
+
+def test_a_warm_writer_yields_to_writer_collect_without_writer_busy(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, _, warm = _warm_pool(tmp_path, provider, "yield", monkeypatch)
+    w1 = pool.writer(1)
+    assert warm.fill() == [w1]
+    warm.start()  # the service's thread: watches for operators, refills
+    try:
+        code, report = wp("writer", "collect", w1, "--apply")
+        assert code == 0, report
+        assert "writer_busy" not in codes(report)
+        # Still at its baseline: the pool warms it again once the command is done.
+        deadline = time.monotonic() + 120
+        while warm.warm_names() != [w1] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert warm.warm_names() == [w1]
+    finally:
+        warm.close()
+    assert containers_of(w1) == []
+    assert read_holder(pool.server.paths.writer_dir(w1)) is None

@@ -1,0 +1,270 @@
+"""Warm writers: leased, at baseline, their container running and pi started and idle,
+with no provider access (no credential, no token, no proxy socket) until a session
+claims one.
+
+`WarmPool` is what the long-lived pool service hosts: `tick()` yields the writers an
+operator command asked for and keeps up to each workspace's `warm` count started;
+`claim()` hands a session a warm writer after checking that its settings, acceptance
+and clone are still what they were when it was warmed. The session's launcher then
+grants its egress and gives pi the session's model (mcp/launch.py); when the session
+ends its lease is released like any other, and the writer is warmed again only once
+the guard admits it again (at baseline, after finish or reset).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from writerpool.agent import launch as agent_launch
+from writerpool.agent.pi import PiAgent
+from writerpool.config.models import LoadedConfig, Profile
+from writerpool.config.modes import load_modes
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.acceptance import fingerprint_of, groups_given
+from writerpool.pool.container import AGENT_DIR
+from writerpool.pool.control import control_current
+from writerpool.pool.lease import yield_asked
+from writerpool.pool.sessions import WriterSlot, lease_ready_writer
+from writerpool.runtime.image import load_pin
+from writerpool.runtime.podman import Podman, podman_env
+
+log = logging.getLogger(__name__)
+
+READY_SECONDS = 90.0  # Podman's start and pi's, on a loaded host
+CLOSE_SECONDS = 5.0
+YIELD_POLL_SECONDS = 0.05
+FILL_EVERY_SECONDS = 1.0
+
+
+@dataclass
+class WarmWriter:
+    alias: str
+    slot: WriterSlot
+    agent: PiAgent
+    profile: Profile  # what pi was started with; a claim may change model and thinking
+    image_id: str
+    state_digest: str
+    podman_version: str
+
+
+def _state_digest(writer_dir: Path) -> str:
+    try:
+        return hashlib.sha256((writer_dir / "state.json").read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+class WarmPool:
+    """The warm writers of every workspace, held by this process. Thread-safe."""
+
+    def __init__(self, paths: Paths, loaded: LoadedConfig, podman: Podman | None = None) -> None:
+        self._paths = paths
+        self._loaded = loaded
+        self._podman = podman or Podman()
+        self._warm: dict[str, WarmWriter] = {}  # by writer name
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._spares: Callable[[int], object] | None = None
+
+    def keep_spares_with(self, spares: Callable[[int], object]) -> None:
+        """How to keep one egress process started ahead per warm writer (the launcher's
+        egress host): a claim then skips that process's start too."""
+        self._spares = spares
+
+    # -- what is warm ------------------------------------------------------------
+
+    def wanted(self) -> dict[str, int]:
+        """Each container workspace's warm count (0 omitted), from the modes as now."""
+        workspaces = load_modes(self._paths).workspaces
+        return {
+            alias: entry.container.warm
+            for alias, entry in workspaces.items()
+            if entry.container is not None and entry.container.warm > 0
+        }
+
+    def warm_names(self, alias: str | None = None) -> list[str]:
+        with self._lock:
+            return sorted(n for n, w in self._warm.items() if alias in (None, w.alias))
+
+    # -- keeping them --------------------------------------------------------------
+
+    def tick(self, fill: bool = True) -> None:
+        """Yield what operators asked for, drop what died, and (with `fill`) start more."""
+        self._yield_asked()
+        if fill:
+            self.fill()
+
+    def fill(self) -> list[str]:
+        """Warm writers up to each workspace's count; returns the names warmed now.
+        Bounded by the sum of the warm counts (each at most 16)."""
+        started: list[str] = []
+        wanted = self.wanted()
+        if self._spares is not None and wanted:
+            # Before pi starts: each spare's interpreter starts beside a writer's pi.
+            self._spares(sum(wanted.values()))
+        for alias in {w.alias for w in list(self._warm.values())} - set(wanted):
+            self._trim(alias, 0)
+        for alias, count in sorted(wanted.items()):
+            self._trim(alias, count)
+            while len(self.warm_names(alias)) < count and not self._stopping.is_set():
+                warm = self._warm_one(alias)
+                if warm is None:
+                    break  # no other writer can be warmed now: try again next time
+                started.append(warm.slot.name)
+        return started
+
+    def _trim(self, alias: str, count: int) -> None:
+        for name in self.warm_names(alias)[count:]:
+            self._retire(name, "surplus")
+
+    def _profile(self, alias: str) -> Profile | None:
+        entry = load_modes(self._paths).workspaces.get(alias)
+        if entry is None or entry.container is None:
+            return None
+        profiles = self._loaded.config.profiles
+        named = [profiles[p] for p in entry.container.profiles if p in profiles]
+        return next((p for p in named if p.permission == "coding"), None)
+
+    def _warm_one(self, alias: str) -> WarmWriter | None:
+        """Lease a writer the guard admits and start pi in it without any credential."""
+        profile = self._profile(alias)
+        if profile is None:
+            return None
+        try:
+            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._podman)
+        except WriterpoolError as exc:
+            log.info("workspace %s: no writer warmed (%s)", alias, exc.code)
+            return None
+        writer_dir = self._paths.writer_dir(slot.name)
+        if yield_asked(writer_dir):  # an operator command waits for it
+            slot.release()
+            return None
+        slot.lease.mark_warm()
+        try:
+            warm = self._start(alias, slot, profile)
+        except BaseException:
+            slot.release()
+            raise
+        with self._lock:
+            self._warm[slot.name] = warm
+        log.info("writer %s is warm", slot.name)
+        return warm
+
+    def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
+        config = self._loaded.config
+        # Rendered without any key: until a claim grants one, pi has nothing to send.
+        agent_launch.remove_credential(slot.agent_dir)
+        agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
+        args = agent_launch.pi_args(profile, False, AGENT_DIR)
+        agent = PiAgent.start(slot.pi_argv(args), podman_env(), None, READY_SECONDS)
+        digest = _state_digest(self._paths.writer_dir(slot.name))
+        return WarmWriter(
+            alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
+            state_digest=digest, podman_version=self._podman.version(),
+        )  # fmt: skip
+
+    def _yield_asked(self) -> None:
+        """Bounded by the warm writers (at most 16 per workspace)."""
+        for name in self.warm_names():
+            with self._lock:
+                warm = self._warm.get(name)
+            if warm is None:
+                continue
+            if yield_asked(self._paths.writer_dir(name)):
+                self._retire(name, "an operator command asked for it")
+            elif not warm.agent.alive:
+                self._retire(name, "its pi ended")
+
+    def _retire(self, name: str, why: str) -> None:
+        """Stop the writer's pi and container and release its lease."""
+        with self._lock:
+            warm = self._warm.pop(name, None)
+        if warm is None:
+            return
+        log.info("writer %s is no longer warm: %s", name, why)
+        try:
+            warm.agent.close(CLOSE_SECONDS)
+        finally:
+            warm.slot.release()
+
+    # -- claiming --------------------------------------------------------------------
+
+    def claim(self, alias: str, base: str | None, profile: Profile) -> WarmWriter | None:
+        """A warm writer of `alias` on `base` (default: the workspace's) for a session of
+        `profile`, taken out of the pool; None when none is warm or still current.
+        Bounded by the workspace's warm writers."""
+        for name in self.warm_names(alias):
+            with self._lock:
+                warm = self._warm.get(name)
+                if warm is None or warm.profile.provider != profile.provider:
+                    continue
+                if base is not None and warm.slot.base_ref != base:
+                    continue
+                del self._warm[name]
+            why = self._stale(warm)
+            if why is None:
+                return warm
+            with self._lock:
+                self._warm[name] = warm
+            self._retire(name, why)
+        return None
+
+    def _stale(self, warm: WarmWriter) -> str | None:
+        """Why a warm writer may no longer take a session (None: it may). No Podman call:
+        the running container is the image; the settings, acceptance and clone checks
+        are file reads."""
+        writer_dir = self._paths.writer_dir(warm.slot.name)
+        state = warm.slot.state
+        if not warm.agent.alive:
+            return "its pi ended"
+        if yield_asked(writer_dir):
+            return "an operator command asked for it"
+        if state is None or _state_digest(writer_dir) != warm.state_digest:
+            return "its state changed"
+        if not control_current(self._paths):
+            return "isolation_control_required"
+        pin = load_pin(self._paths)
+        if state.image == "default" and (pin is None or pin.image_id != warm.image_id):
+            return "the pinned image changed"
+        groups = groups_given(
+            self._paths, state, self._loaded.config.pool, warm.image_id, warm.podman_version
+        )
+        if fingerprint_of(groups) != state.fingerprint:
+            return "writer_acceptance_stale"
+        return None
+
+    # -- the service's thread ----------------------------------------------------------
+
+    def start(self) -> None:
+        """Keep the pool in a thread of its own until close()."""
+        self._thread = threading.Thread(target=self._run, name="warm-pool", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_fill = 0.0
+        while not self._stopping.wait(YIELD_POLL_SECONDS):
+            due = time.monotonic() >= next_fill
+            try:
+                self.tick(fill=due)
+            except WriterpoolError as exc:
+                log.warning("warm pool: %s", exc.code)
+            except OSError as exc:  # a full disk, say: the next round tries again
+                log.warning("warm pool: %s", exc.strerror)
+            if due:
+                next_fill = time.monotonic() + FILL_EVERY_SECONDS
+
+    def close(self) -> None:
+        """Stop the thread and every warm writer (their leases released)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(READY_SECONDS)
+        for name in self.warm_names():
+            self._retire(name, "the pool service stops")
