@@ -14,9 +14,9 @@ import pytest
 from tests.e2e.conftest import KEY_ENV
 from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_pool, result_value
 from tests.integration.writers_support import codes, git, podman, wp
-from writerpool.agent.launch import PLACEHOLDER_KEY
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import LoadedConfig, load_config
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.mcp.launch import Launcher
 from writerpool.mcp.placement import SessionPlan
 from writerpool.pool.container import EGRESS_PORT
@@ -83,6 +83,10 @@ def test_a_warm_writer_has_no_provider_access_and_a_claim_runs_a_coding_session(
         assert containers_of(w1, running_only=True) == [f"writerpool-{w1}"]
         holder = read_holder(writer_dir)
         assert holder is not None and holder.warm
+        # The operator sees it as warm, not busy, and counted.
+        code, report = wp("writer", "status", w1)
+        assert code == 0 and codes(report) == ["writer_warm"], report
+        assert report["data"]["warm"] == 1 and report["data"]["writers"][0]["warm"] is True
         # Warm: no key, no token, no proxy socket; a request from inside goes nowhere.
         models = json.loads((writer_dir / "agent" / "models.json").read_text())
         assert models["providers"]["scripted"]["apiKey"] == PLACEHOLDER_KEY

@@ -26,7 +26,7 @@ from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refres
 from writerpool.pool.verdicts import Verdict, lease_count, remember
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState, load_state
 
 
@@ -183,7 +183,7 @@ def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
 
 
 def status_of(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
 ) -> WriterStatus:
     entry = load_modes(paths).workspaces.get(state.alias)
     wbase = entry.container.base if entry and entry.container else None
@@ -202,7 +202,7 @@ def status_of(
     unseen: str | None = None
     try:
         # A view: its container runs beside a session that starts meanwhile.
-        verdict = admit(paths, podman, loaded.config.pool, state, full=True, role=VIEW)
+        verdict = admit(paths, host, loaded.config.pool, state, full=True, role=VIEW)
     except WriterpoolError as exc:
         holder = _busy(paths, state.name)
         if holder is not None:  # a session took the writer while it was read
@@ -259,7 +259,7 @@ def lease_refresh(
 
 
 def writer_statuses(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, command: str, name: str | None
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, command: str, name: str | None
 ) -> Report:
     """`writer status [NAME]` (and `writer list`): one finding and one row per writer."""
     # Imported here: listing imports this module for `writer list`.
@@ -284,7 +284,7 @@ def writer_statuses(
             states.append((target, state))
     # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
     with ThreadPoolExecutor(max_workers=PARALLEL) as workers:
-        statuses = list(workers.map(lambda s: status_of(paths, podman, loaded, s[1]), states))
+        statuses = list(workers.map(lambda s: status_of(paths, host, loaded, s[1]), states))
     for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
         fine = status.leasable or status.code == "writer_warm"
