@@ -20,7 +20,7 @@ from writerpool.pool.collect import find_writer
 from writerpool.pool.inspect import OID, VIEW, run_tool, tool_spec
 from writerpool.pool.lease import Lease, lease_taken
 from writerpool.report import Report
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 # CSI and OSC sequences first (so their parameters go too), then any other control.
@@ -78,7 +78,11 @@ def _branch(name: str | None) -> str | None:
 
 
 def _review(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState, request: dict[str, Any]
+    paths: Paths,
+    host: WriterHost,
+    loaded: LoadedConfig,
+    state: WriterState,
+    request: dict[str, Any],
 ) -> ReviewReport:
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
@@ -90,9 +94,9 @@ def _review(
         "caps": caps,
         **request,
     }
-    spec = tool_spec(paths, state, pool, VIEW)
+    spec = tool_spec(paths, host, state, pool, VIEW)
     try:
-        answer = run_tool(podman, spec, "review", request, "writer_inspect_failed")
+        answer = run_tool(host, spec, "review", request, "writer_inspect_failed")
     except WriterpoolError as exc:
         # A session changing the clone as it was read: say so, not a broken clone.
         if lease_taken(paths.writer_dir(state.name)):
@@ -111,11 +115,11 @@ def _what(branch: str | None, wip: bool) -> str:
 
 
 def writer_log(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, branch: str | None
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str, branch: str | None
 ) -> tuple[Report, str]:
     """`writer log NAME [BRANCH]`: the commits not in the base; (report, text)."""
     ref = find_writer(paths, name)
-    seen = _review(paths, podman, loaded, ref.load(), {"branch": _branch(branch)})
+    seen = _review(paths, host, loaded, ref.load(), {"branch": _branch(branch)})
     commits = [
         {"commit": c.commit, "parents": list(c.parents), "author": terminal_safe(c.author),
          "email": terminal_safe(c.email), "date": terminal_safe(c.date),
@@ -149,7 +153,7 @@ def _stat_lines(files: list[dict[str, Any]], total: int) -> list[str]:
 
 def writer_diff(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     branch: str | None,
@@ -162,7 +166,7 @@ def writer_diff(
         raise UsageError("give a BRANCH or --wip, not both")
     ref = find_writer(paths, name)
     request = {"branch": _branch(branch), "wip": wip, "patch": not stat}
-    seen = _review(paths, podman, loaded, ref.load(), request)
+    seen = _review(paths, host, loaded, ref.load(), request)
     files = [{"path": terminal_safe(f.path), "binary": f.binary, "added": f.added,
               "removed": f.removed} for f in seen.files]  # fmt: skip
     total = max(seen.files_total, len(files))
