@@ -109,6 +109,9 @@ def _extra_refs(
         if name.startswith(b"refs/tags/") and not new:
             continue
         found.append({"name": name.decode("utf-8", "surrogateescape"), "new": new})
+    # Refs that reach new history first: the cap must never drop work behind many
+    # refs that are not.
+    found.sort(key=lambda ref: not ref["new"])
     return found[:200]
 
 
