@@ -16,7 +16,7 @@ from bench_figures import Figure, interleave
 from writerpool.config.models import load_config
 from writerpool.pool.baseline import writer_problems
 from writerpool.pool.inspect import tool_spec
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 GUARD_FILES = 5000
@@ -29,11 +29,11 @@ def guard_figure(env: BenchEnv, reps: int) -> Figure:
                                f"{GUARD_FILES}-file clone, throwaway container",
                     baseline_label="git status --porcelain on the same clone in the same "
                                    "throwaway container")  # fmt: skip
-    podman = Podman()
+    podman = open_host()
     state = load_state(env.paths.writer_dir(WRITER))
     assert state is not None
     pool = load_config(env.paths).config.pool
-    spec = tool_spec(env.paths, state, pool, "gitstatus")
+    spec = tool_spec(env.paths, podman, state, pool, "gitstatus")
 
     def ours(_rep: int) -> float:
         seconds, problems = timed(writer_problems, env.paths, podman, state, pool)

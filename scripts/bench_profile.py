@@ -24,7 +24,7 @@ from writerpool.config.modes import load_modes
 from writerpool.mcp.launch import Launcher
 from writerpool.mcp.placement import plan_session
 from writerpool.pool.mode_set import ModeRequest, set_mode
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 
 @contextlib.contextmanager
@@ -76,7 +76,7 @@ def mode_sets(env: BenchEnv, reps: int) -> None:
         shutil.rmtree(env.paths.writer_dir("big-w1"), ignore_errors=True)
         with profiled(n == reps - 1) as profiler:
             began = time.perf_counter()
-            report = set_mode(env.paths, Podman(), load_config(env.paths), request)
+            report = set_mode(env.paths, open_host(), load_config(env.paths), request)
             took = time.perf_counter() - began
         print(f"mode set {n}: {took:.3f} s, {report.codes()}")
         show(profiler)

@@ -19,7 +19,7 @@ from bench_figures import Figure
 
 from writerpool.config.hosts import Host
 from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import RemotePodman, connect
 
 PAYLOAD = 50 * 1024 * 1024
@@ -34,7 +34,7 @@ def configured() -> Host | None:
                 known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]))  # fmt: skip
 
 
-def _run_argv(podman: Podman, image: str, command: list[str], interactive: bool) -> list[str]:
+def _run_argv(podman: PodmanHost, image: str, command: list[str], interactive: bool) -> list[str]:
     url = podman.url_args() if isinstance(podman, RemotePodman) else []
     flags = ["run", "--rm", "--pull=never", "--network=none", "--log-driver=none"]
     return [podman.binary, *url, *flags, *(["-i"] if interactive else []), image, *command]
@@ -62,7 +62,7 @@ def remote_figures(image: str, reps: int) -> list[Figure]:
     host = configured()
     if host is None:
         raise SystemExit("bench: remote needs WRITERPOOL_TESTHOST_* (scripts/testhost up)")
-    local = Podman()
+    local = PodmanHost()
     blob = os.urandom(PAYLOAD)
     with connect("bench", host) as remote:
         transfer_image(local, remote, image, lambda sent, total: None)

@@ -30,10 +30,11 @@ from tests.e2e.pool_support import (
 )
 from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import codes, git, podman, wp
-from writerpool.agent.launch import PLACEHOLDER_KEY
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import load_config
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.pool.container import writer_spec
+from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image
 from writerpool.state.writer import load_state
 
@@ -342,9 +343,9 @@ def _plant_leftover(pool: PoolEnv, name: str) -> None:
     paths = pool.server.paths
     state = load_state(paths.writer_dir(name))
     assert state is not None
-    spec = writer_spec(
-        paths, state, resolve_image(paths, state.image), load_config(paths).config.pool
-    )
+    pool_settings = load_config(paths).config.pool
+    image_id = resolve_image(paths, state.image)
+    spec = writer_spec(paths, state, image_id, pool_settings, open_host().facts())
     argv = spec.run_argv(["sleep", "600"])
     podman(argv[0], "-d", *argv[1:])
     assert containers_of(name, running_only=True) == [f"writerpool-{name}"]

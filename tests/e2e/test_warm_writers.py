@@ -14,9 +14,9 @@ import pytest
 from tests.e2e.conftest import KEY_ENV
 from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_pool, result_value
 from tests.integration.writers_support import codes, git, podman, wp
-from writerpool.agent.launch import PLACEHOLDER_KEY
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import LoadedConfig, load_config
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.mcp.launch import Launcher
 from writerpool.mcp.placement import SessionPlan
 from writerpool.pool.container import EGRESS_PORT

@@ -30,7 +30,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.baseline import writer_problems
 from writerpool.pool.sessions import lease_ready_writer
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -64,7 +64,7 @@ def problems(name: str) -> str:
     paths = Paths.from_env()
     state = load_state(paths.writer_dir(name))
     assert state is not None
-    return "; ".join(writer_problems(paths, Podman(), state, load_config(paths).config.pool))
+    return "; ".join(writer_problems(paths, open_host(), state, load_config(paths).config.pool))
 
 
 def unexportable(report: dict[str, object]) -> list[dict[str, object]]:

@@ -26,7 +26,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.inspect import at_baseline, inspect_writer
 from writerpool.pool.work import has_uncollected_work
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -62,7 +62,7 @@ def writer(repo: Path, alias: str) -> str:
 
 def _uncollected(name: str) -> bool:
     paths = Paths.from_env()
-    return has_uncollected_work(paths, Podman(), state_of(name), load_config(paths).config.pool)
+    return has_uncollected_work(paths, open_host(), state_of(name), load_config(paths).config.pool)
 
 
 def test_collect_imports_two_branches_and_a_wip_commit_and_leaves_the_clone_alone(
@@ -150,7 +150,7 @@ def test_session_guard_sees_every_kind_of_change(repo: Path, writer: str) -> Non
     def clean() -> bool:
         state = state_of(writer)
         assert state.baseline is not None
-        return at_baseline(inspect_writer(paths, Podman(), state, pool), state.baseline)
+        return at_baseline(inspect_writer(paths, open_host(), state, pool), state.baseline)
 
     assert clean()
     run_agent(writer, "echo x > untracked.txt")

@@ -21,8 +21,8 @@ from writerpool.config.paths import Paths
 from writerpool.pool.container import writer_spec
 from writerpool.pool.control import run_control
 from writerpool.pool.mode_set import ModeRequest, set_mode
+from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
 from writerpool.state.writer import WriterState, load_state
 
 AGENT_ENV = (
@@ -65,7 +65,7 @@ def ready_writer(
         apply=True,
         container_options_given=True,
     )
-    report = set_mode(paths, Podman(), load_config(paths), request)
+    report = set_mode(paths, open_host(), load_config(paths), request)
     if "writer_accepted" not in report.codes():
         raise AssertionError(report.render_text())
     return f"{alias}-w1"
@@ -86,8 +86,8 @@ def run_agent(name: str, script: str) -> str:
     paths = Paths.from_env()
     state = state_of(name)
     pool = load_config(paths).config.pool
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool)
-    done = Podman().run(spec, ["bash", "-euc", AGENT_ENV + script], timeout=600)
+    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool, open_host().facts())
+    done = open_host().run(spec, ["bash", "-euc", AGENT_ENV + script], timeout=600)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.out
 

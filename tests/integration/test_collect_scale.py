@@ -22,7 +22,7 @@ from tests.support.repos import git_out, make_repo
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.collect import collect
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -32,7 +32,7 @@ ONE_COMMIT = "echo 'one more line' >> src/file-0007.txt && git commit -q -am 'on
 def _timed_collect(name: str) -> float:
     paths = Paths.from_env()
     start = time.perf_counter()
-    report = collect(paths, Podman(), load_config(paths), name, apply=True)
+    report = collect(paths, open_host(), load_config(paths), name, apply=True)
     elapsed = time.perf_counter() - start
     assert report.codes() == ["writer_collected"], report.render_text()
     return elapsed

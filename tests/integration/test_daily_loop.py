@@ -11,9 +11,11 @@ import pytest
 
 from tests.integration.test_collect_helpers import (
     clone_of,
+    collected,
     ready_writer,
     run_agent,
     state_of,
+    tree_files,
     unique_alias,
     write_workspaces,
 )
@@ -154,3 +156,53 @@ def test_a_fix_round_writer_is_leasable_for_its_base(repo: Path, alias: str) -> 
         assert (slot.name, slot.base_ref) == (writer, "fix")
     finally:
         slot.release()
+
+
+# Commits only a tag (annotated or not) or a ref holding a tag object reaches: work.
+KEPT_BY_TAGS = """
+base=$(git symbolic-ref -q --short HEAD)
+git checkout -q --detach
+git commit -q --allow-empty -m only-a-tag && git tag only-tag
+git commit -q --allow-empty -m only-annotated && git tag -a -m keep only-annotated
+git commit -q --allow-empty -m only-a-ref && git tag -a -m keep aside
+git update-ref refs/keep/aside "$(git rev-parse aside)" && git tag -d aside
+git checkout -q "$base"
+"""
+
+
+def test_commits_only_tags_reach_are_work_the_lease_never_removes(repo: Path, alias: str) -> None:
+    writer = ready_writer(alias)
+    run_agent(writer, KEPT_BY_TAGS)
+    row = _row(writer)
+    assert row["state"] == "writer_holds_work" and not row["leasable"], row
+    with pytest.raises(WriterpoolError) as caught:
+        _lease(alias)
+    assert caught.value.code == "writer_unavailable"
+    kept = run_agent(writer, "git for-each-ref --format='%(refname)' refs/tags refs/keep")
+    assert kept.split() == ["refs/keep/aside", "refs/tags/only-annotated", "refs/tags/only-tag"]
+    code, report = wp("writer", "collect", writer, "--apply")
+    unexportable = [f for f in report["findings"] if f["code"] == "writer_work_unexportable"]
+    assert sorted(f["data"]["name"] for f in unexportable) == [
+        "refs/keep/aside",
+        "refs/tags/only-annotated",
+        "refs/tags/only-tag",
+    ], report
+
+
+def test_an_ignored_file_added_with_force_is_work_the_lease_never_removes(
+    repo: Path, alias: str
+) -> None:
+    writer = ready_writer(alias)
+    run_agent(writer, TEST_RUN + "echo wanted > src/__pycache__/kept.txt\n"
+              "git add -f src/__pycache__/kept.txt\n")  # fmt: skip
+    row = _row(writer)
+    assert row["state"] == "writer_holds_work" and not row["leasable"], row
+    with pytest.raises(WriterpoolError) as caught:
+        _lease(alias)
+    assert caught.value.code == "writer_unavailable"
+    assert (clone_of(writer) / "src" / "__pycache__" / "kept.txt").read_text() == "wanted\n"
+    code, report = wp("writer", "collect", writer, "--apply")
+    assert code == 0, report
+    [wip] = [c for name, c in collected(repo, writer).items() if name.endswith("-wip")]
+    files = tree_files(repo, wip)
+    assert "src/__pycache__/kept.txt" in files and "src/__pycache__/m.cpython-313.pyc" not in files

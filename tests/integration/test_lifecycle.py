@@ -24,7 +24,7 @@ from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.inspect import at_baseline, inspect_writer
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -51,7 +51,7 @@ def _at_baseline(name: str) -> bool:
     state = state_of(name)
     assert state.baseline is not None
     pool = load_config(paths).config.pool
-    return at_baseline(inspect_writer(paths, Podman(), state, pool), state.baseline)
+    return at_baseline(inspect_writer(paths, open_host(), state, pool), state.baseline)
 
 
 def _heads(name: str) -> list[str]:

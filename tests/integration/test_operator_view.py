@@ -205,3 +205,28 @@ def test_a_new_collection_moves_the_ref_it_overwrites_aside_and_keeps_the_others
     wp("writer", "refs", writer, "--prune", "--apply", check=True)
     assert sorted(collected(repo, writer)) == ["topic/sub"]
     assert run_git(repo, "rev-parse", "-q", "--verify", aside, check=False).returncode != 0
+
+
+# A commit message of 200,000 characters on one line, and a commit of 2,100 files.
+HUGE = """
+head -c 200000 /dev/zero | tr '\\0' s | git commit -q --allow-empty -F -
+mkdir many && for i in $(seq 2100); do : > many/f$i; done
+git add many && git commit -q -m many
+"""
+
+
+def test_log_and_diff_answers_are_bounded_whatever_the_clone_holds(
+    repo: Path, alias: str
+) -> None:
+    writer = ready_writer(alias)
+    run_agent(writer, HUGE)
+    code, report = wp("writer", "log", writer)
+    assert code == 0, report
+    subjects = [c["subject"] for c in report["data"]["commits"]]
+    assert subjects[0] == "many" and subjects[1] == "s" * 4096, subjects[:1]
+    code, report = wp("writer", "diff", writer, "--stat")
+    assert code == 0, report
+    assert len(report["data"]["files"]) == 2000 and report["data"]["filesTotal"] == 2100
+    assert "2100 file(s) changed" in report["findings"][0]["message"], report["findings"]
+    stat = _text("writer", "diff", writer, "--stat")
+    assert "... and 100 more file(s), not listed" in stat, stat[-300:]

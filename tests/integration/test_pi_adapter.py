@@ -23,6 +23,7 @@ from writerpool.agent.pi import PiAgent
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Profile, Provider
 from writerpool.config.paths import Paths
+from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
 
@@ -290,7 +291,7 @@ def test_the_installed_credential_is_what_pi_sends(
     assert provider.last_authorization == "Bearer sk-session-key"
     plain = start_agent(read_only=True)
     assert plain.wait(plain.prompt("say hello"), 120).status == "completed"
-    assert provider.last_authorization == f"Bearer {launch.PLACEHOLDER_KEY}"
+    assert provider.last_authorization == f"Bearer {PLACEHOLDER_KEY}"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a 0500 directory regardless")

@@ -19,12 +19,13 @@ from writerpool.config.hosts import Host
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
+from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_transfer import remote_image_id, transfer_image
-from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import SshHost
-from writerpool.runtime.volumes import create_volumes, remove_volumes, writer_volumes
+from writerpool.runtime.volumes import create_volumes, writer_volumes
 from writerpool.state.images import BuiltImage, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
@@ -168,7 +169,7 @@ def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_onl
              "s.sendall(b'ping'); print(s.recv(64).decode())")  # fmt: skip
     try:
         with connect("th", testhost) as remote:
-            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+            transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
             with remote.session_socket(local, "s-1") as there:
                 mount = Mount(source=Path(str(there)), target="/run/proxy.sock")
                 spec = ContainerSpec(image_id=pinned, name="writerpool-test-remote-sock",
@@ -258,8 +259,8 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
         record_built(Paths.from_env(), [BuiltImage(id=old, kind="derived", base=pinned,
                                                    name="old-tools")])  # fmt: skip
         with connect("th", testhost) as remote:
-            assert transfer_image(Podman(), remote, old, lambda sent, total: None)
-            transfer_image(Podman(), remote, pinned, lambda sent, total: None)
+            assert transfer_image(PodmanHost(), remote, old, lambda sent, total: None)
+            transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
         code, plan = _cli("image", "prune", "--host", "th")
         assert code == 0 and plan["data"]["prunable"] == [old], plan
         with connect("th", testhost) as remote:
@@ -284,9 +285,11 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
     pinned = json.loads(image_pin.read_text())["imageId"]
     writer = f"tvol{secrets.token_hex(3)}-w1"
     with connect("th", testhost) as remote:
-        transfer_image(Podman(), remote, pinned, lambda sent, total: None)
-        made = create_volumes(remote, writer, cache=False)
-        assert create_volumes(remote, writer, cache=False) == made  # idempotent
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        # Through the seam: the host's storage operations make and remove the volumes.
+        handle = writer_at(Paths.from_env(), writer, remote.name)
+        remote.create_storage(handle, cache=False)
+        made = create_volumes(remote, writer, cache=False)  # idempotent: the same names
         assert sorted(writer_volumes(remote, writer)) == sorted(made.values())
         clone = VolumeMount(volume=made["clone"], target="/work")
         spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-{writer}", volumes=(clone,))
@@ -299,6 +302,6 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         where = remote.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", made["clone"]])
         # In the host account's storage: this machine's account cannot even read it.
         assert where.out.startswith("/") and not os.access(where.out.strip(), os.R_OK)
-        assert remove_volumes(remote, writer) == 3
+        remote.remove_storage(handle)
         assert writer_volumes(remote, writer) == []
-        assert not Podman().cli(["volume", "ls", "-q"]).out.count(writer)
+        assert not PodmanHost().cli(["volume", "ls", "-q"]).out.count(writer)

@@ -27,7 +27,7 @@ from writerpool.config.paths import Paths
 from writerpool.pool.acceptance import accept
 from writerpool.pool.control import run_control
 from writerpool.pool.writers import operate
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -140,7 +140,9 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
     from writerpool.runtime.image import resolve_image
 
     config = load_config(paths).config
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), config.pool)
+    spec = writer_spec(
+        paths, state, resolve_image(paths, state.image), config.pool, open_host().facts()
+    )
     script = (
         "git config core.fsmonitor 'touch /work/pwned' && echo CONFIG-WRITABLE; "
         "touch /work/.git/hooks/pre-commit && echo HOOKS-WRITABLE; "
@@ -152,7 +154,7 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
         + str(Path.home())
         + " 2>&1 | head -1"
     )
-    done = Podman().run(spec, ["sh", "-c", script], timeout=60)
+    done = open_host().run(spec, ["sh", "-c", script], timeout=60)
     out = done.stdout.decode()
     assert "WORK-WRITABLE" in out
     assert "CONFIG-WRITABLE" not in out and "HOOKS-WRITABLE" not in out
@@ -202,7 +204,7 @@ def test_changed_image_makes_writer_not_ready(accepted: Path) -> None:
 
 def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
     paths = Paths.from_env()
-    podman_ = Podman()
+    podman_ = open_host()
     pool = load_config(paths).config.pool
     state = load_state(paths.writer_dir("demo-w1"))
     assert state is not None
@@ -300,7 +302,7 @@ def test_fence_removes_orphan_container(accepted: Path) -> None:
     from writerpool.pool.lease import leased
 
     with leased(paths.writer_dir("demo-w1"), 1.0) as lease:
-        removed = fence(Podman(), "demo-w1", lease)
+        removed = fence(open_host(), "demo-w1", lease)
     assert removed == 1
     assert writer_containers("demo-w1") == []
 

@@ -12,10 +12,11 @@ from writerpool.agent import launch
 from writerpool.agent.compact import PRELOAD_NAME
 from writerpool.agent.environment import EGRESS_ENV, HOST, pi_env
 from writerpool.config.models import Config, Profile, Provider
-from writerpool.config.providers import provider_key, resolve_provider
+from writerpool.config.providers import PLACEHOLDER_KEY, provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import AGENT_DIR, readonly_spec
 from writerpool.proc import run
+from writerpool.runtime.host import EngineFacts
 
 CUSTOM = Provider(
     base_url="http://127.0.0.1:8080/v1",
@@ -38,7 +39,7 @@ def test_models_json_names_the_endpoint_and_the_profiles_models(tmp_path: Path) 
     assert [m["id"] for m in entry["models"]] == ["m-a", "m-b"]
     assert entry["models"][0] == {"id": "m-a", "contextWindow": 32000, "maxTokens": 4096}
     assert entry["compat"]["supportsDeveloperRole"] is False
-    assert entry["apiKey"] == launch.PLACEHOLDER_KEY  # never the real key
+    assert entry["apiKey"] == PLACEHOLDER_KEY  # never the real key
     assert mode(tmp_path / "agent") == 0o700
     assert mode(tmp_path / "agent" / "models.json") == 0o600
 
@@ -92,7 +93,7 @@ def test_custom_key_goes_into_models_json_and_is_taken_out_again(tmp_path: Path)
     launch.remove_credential(agent)
     assert "sk-one" not in models.read_text()
     entry = json.loads(models.read_text())["providers"]["local"]
-    assert entry["apiKey"] == launch.PLACEHOLDER_KEY and entry["baseUrl"] == CUSTOM.base_url
+    assert entry["apiKey"] == PLACEHOLDER_KEY and entry["baseUrl"] == CUSTOM.base_url
 
 
 def test_builtin_key_is_a_key_only_entry_removed_with_the_file(tmp_path: Path) -> None:
@@ -161,6 +162,7 @@ def test_every_placement_loads_the_preload_that_keeps_pi_output_linear(tmp_path:
     readonly = readonly_spec(
         image_id="0" * 64, session_id="s1", checkout=tmp_path, agent_dir=tmp_path / "agent",
         egress_dir=tmp_path / "egress", pool=Config().pool,
+        facts=EngineFacts(host="local", podman_version="4.3.1", limits=True, rootless=True),
     )  # fmt: skip
     writer = pi_env(AGENT_DIR, "provider", writer="w1", cache="go")
     assert readonly.env["NODE_OPTIONS"] == writer["NODE_OPTIONS"] == preload

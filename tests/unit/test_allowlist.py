@@ -74,6 +74,7 @@ def test_a_range_entry_admits_literal_addresses_and_private_answers() -> None:
     assert listed.decide("10.2.0.1", 443).reason == "not_listed"
     assert address_refusal(ipaddress.ip_address("10.1.9.9"), listed.ranges) is None
     assert address_refusal(ipaddress.ip_address("10.2.9.9"), listed.ranges) == "address_private"
+    assert address_refusal(ipaddress.ip_address("64:ff9b::a01:909"), listed.ranges) is None
 
 
 @pytest.mark.parametrize(
@@ -97,6 +98,15 @@ def test_a_range_entry_admits_literal_addresses_and_private_answers() -> None:
         ("240.0.0.1", "address_private"),
         ("8.8.8.8", None),
         ("2001:4860::1", None),
+        # IPv6 forms of an IPv4 address are judged as that address.
+        ("64:ff9b::7f00:1", "address_loopback"),
+        ("64:ff9b::a9fe:a9fe", "address_metadata"),
+        ("64:ff9b::a00:1", "address_private"),
+        ("64:ff9b::808:808", None),
+        ("64:ff9b:1::a00:1", "address_reserved"),
+        ("::127.0.0.1", "address_loopback"),
+        ("::10.0.0.1", "address_private"),
+        ("::", "address_private"),
     ],
 )
 def test_addresses_are_judged_after_resolution(address: str, reason: str | None) -> None:

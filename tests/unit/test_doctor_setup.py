@@ -281,7 +281,7 @@ def test_cli_exit_codes_follow_the_worst_severity(
 ) -> None:
     facts = {"now": v2_facts()}
     monkeypatch.setattr("writerpool.doctor.service.gather_host_facts", lambda **_: facts["now"])
-    monkeypatch.setattr("writerpool.doctor.registry.EXTRA_CHECKS", ())
+    monkeypatch.setattr("writerpool.cli.doctor_cmd.POOL_CHECKS", ())
     write_config(paths, git_checkout(tmp_path / "demo"))
     write_modes(paths)
     write_pin(paths)

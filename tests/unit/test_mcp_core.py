@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from writerpool.agent.events import TEXT_CAP, cap_text
 from writerpool.audit import audit
 from writerpool.config.models import Config, parse_config
 from writerpool.config.modes import ContainerSettings, ExecutionModes, ModeEntry
@@ -19,7 +20,7 @@ from writerpool.errors import CODES, WriterpoolError
 from writerpool.mcp.placement import plan_session, workspace_capabilities
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.tools import TOOLS, TOOLS_BY_NAME
-from writerpool.mcp.turns import TEXT_CAP_BYTES, cap_text, turn_view
+from writerpool.mcp.turns import turn_view
 from writerpool.mcp.validate import check_arguments
 
 SID = "s-0123456789abcdef"
@@ -209,11 +210,11 @@ def test_unknown_stop_reasons_and_statuses_are_not_passed_through() -> None:
 
 
 def test_text_is_capped_at_64_kib_on_a_character_boundary() -> None:
-    text = "é" * TEXT_CAP_BYTES  # two bytes each
+    text = "é" * TEXT_CAP  # two bytes each
     capped, truncated = cap_text(text)
     assert truncated
-    assert len(capped.encode()) <= TEXT_CAP_BYTES
-    assert capped == "é" * (TEXT_CAP_BYTES // 2)
+    assert len(capped.encode()) <= TEXT_CAP
+    assert capped == "é" * (TEXT_CAP // 2)
     view = turn_view("t-1", Snap("completed", text, "stop"))
     assert view["textTruncated"] is True
     assert cap_text("short") == ("short", False)

@@ -10,7 +10,10 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.pool import writers
+from writerpool.pool.clonetool import removal
 from writerpool.pool.clonetool.removal import remove_path
+from writerpool.runtime.host import writer_at
+from writerpool.runtime.hosts import open_host
 
 
 def _hostile_tree(top: Path) -> None:
@@ -69,7 +72,7 @@ def _writer(tmp_path: Path) -> tuple[Paths, str]:
 
 def test_delete_writer_files_leaves_only_the_lease(tmp_path: Path) -> None:
     paths, name = _writer(tmp_path)
-    writers.delete_writer_files(paths, name)
+    writers.delete_writer_files(paths, open_host(), name)
     assert os.listdir(paths.writer_dir(name)) == ["lease"]
 
 
@@ -81,9 +84,31 @@ def test_a_failed_removal_keeps_the_state_file(
     def fail(path: Path) -> None:
         raise PermissionError(13, "denied")
 
-    monkeypatch.setattr(writers, "remove_path", fail)
+    monkeypatch.setattr(removal, "remove_path", fail)  # the host's storage removal
     with pytest.raises(OSError):
-        writers.delete_writer_files(paths, name)
+        writers.delete_writer_files(paths, open_host(), name)
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"
     # pytest's own clean-up of tmp_path recurses and cannot remove a tree this deep.
     remove_path(paths.writer_dir(name))
+
+
+def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Path) -> None:
+    paths = Paths.from_env()
+    host = open_host()
+    writer = writer_at(paths, "demo-w2", host.name)
+    assert writer.storage == writer.record == paths.writer_dir("demo-w2")
+    host.create_storage(writer, cache=True)
+    for path in (writer.storage, writer.agent, writer.collections, writer.cache):
+        assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
+    assert not writer.clone.exists(), "the clone is made by provisioning, not here"
+    _hostile_tree(writer.clone)
+    _hostile_tree(writer.scratch("clone.new"))
+    (writer.record / "state.json").write_text("{}")
+    (writer.record / "lease").write_text("")
+    writer.egress.mkdir()
+    host.remove_storage(writer)
+    # The controller's record (state, lease, the proxy sockets' directory) stays.
+    assert sorted(os.listdir(writer.record)) == ["egress", "lease", "state.json"]
+    host.remove_storage(writer)  # nothing left to remove is no error
+    with pytest.raises(ValueError):
+        writer.scratch("state.json")

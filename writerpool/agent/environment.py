@@ -16,6 +16,7 @@ from pathlib import Path
 
 from writerpool.agent.compact import node_options
 from writerpool.config.network import network_info
+from writerpool.proc import CA_VARIABLES
 
 # The network "kind" of pi started on the host rather than in a container.
 HOST = "host"
@@ -56,8 +57,6 @@ CACHE_ENV = {
     "go": {"GOPATH": "/pi/go", "GOCACHE": "/pi/go/cache", "GOTOOLCHAIN": "local"},
     "uv": {"UV_CACHE_DIR": "/pi/uv/cache", "npm_config_cache": "/pi/uv/npm"},
 }
-# Trust anchors of hosts behind an intercepting proxy; they are not secrets.
-CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 
 
@@ -107,7 +106,7 @@ def _host_part(tmpdir: Path) -> dict[str, str]:
         "PI_OFFLINE": "1",
         "PI_TELEMETRY": "0",
     }
-    env.update({k: os.environ[k] for k in CA_VARS if os.environ.get(k)})
+    env.update({k: os.environ[k] for k in CA_VARIABLES if os.environ.get(k)})
     return env
 
 

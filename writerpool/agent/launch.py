@@ -22,13 +22,11 @@ from typing import Any
 
 from writerpool.agent.compact import install_preload
 from writerpool.config.models import Config, Profile, Provider
-from writerpool.config.providers import ResolvedProvider, usable_key
+from writerpool.config.providers import PLACEHOLDER_KEY, ResolvedProvider, usable_key
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.state.atomic import write_atomic
 
-# A custom provider that needs no key still needs some key for pi; this one is sent.
-PLACEHOLDER_KEY = "scripted"
 READ_ONLY_TOOLS = "read,grep,find,ls"
 CODING_TOOLS = "read,bash,edit,write,grep,find,ls"
 # Used when the caller names no model: pi turns an unknown `--model M` of a provider

@@ -9,6 +9,7 @@ from writerpool.cli.output import json_option, leave
 from writerpool.config.paths import Paths
 from writerpool.doctor import diagnose, exit_code
 from writerpool.doctor.render import render_json, render_text
+from writerpool.pool.checks import POOL_CHECKS
 
 
 @click.command()
@@ -23,6 +24,8 @@ def doctor(registry: bool, as_json: bool) -> None:
 
     Exit status: 0 every check ok, 1 warnings only, 2 at least one error.
     """
-    results = diagnose(Paths.from_env(), registry_problem if registry else None, hosts=True)
+    results = diagnose(
+        Paths.from_env(), registry_problem if registry else None, POOL_CHECKS, hosts=True
+    )
     click.echo(render_json(results) if as_json else render_text(results))
     leave(exit_code(results), [r.id for r in results if r.severity == "error"])

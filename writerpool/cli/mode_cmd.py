@@ -12,7 +12,7 @@ from writerpool.egress.allowlist import split_words
 from writerpool.pool.image_derive import image_setting, require_cache_tool
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.pool.mode_show import show_modes
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 CONTAINER_OPTIONS = (
     "profiles",
@@ -148,5 +148,5 @@ def set_cmd(
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),
     )
-    report = set_mode(paths, Podman(), load_config(paths), req, terminal_steps)
+    report = set_mode(paths, open_host(), load_config(paths), req, terminal_steps)
     emit(report, as_json)

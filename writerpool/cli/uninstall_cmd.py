@@ -8,7 +8,7 @@ from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.uninstall import uninstall
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 
 @click.command("uninstall")
@@ -19,5 +19,5 @@ from writerpool.runtime.podman import Podman
 def uninstall_cmd(discard: bool, keep_images: bool, apply: bool, as_json: bool) -> None:
     """Remove writers, registrations, images, state and caches (config.toml is kept)."""
     paths = Paths.from_env()
-    report = uninstall(paths, Podman(), load_config(paths), discard, keep_images, apply)
+    report = uninstall(paths, open_host(), load_config(paths), discard, keep_images, apply)
     emit(report, as_json)

@@ -15,7 +15,7 @@ from writerpool.pool.review import writer_diff, writer_log
 from writerpool.pool.review_list import writer_refs
 from writerpool.pool.status import writer_statuses
 from writerpool.report import Report
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 
 
 @click.group()
@@ -28,7 +28,7 @@ def writer() -> None:
 def list_cmd(as_json: bool) -> None:
     """Each writer with its phase, readiness and reason."""
     paths = Paths.from_env()
-    emit(list_writers(paths, Podman(), load_config(paths)), as_json)
+    emit(list_writers(paths, open_host(), load_config(paths)), as_json)
 
 
 @writer.command("status")
@@ -37,7 +37,7 @@ def list_cmd(as_json: bool) -> None:
 def status_cmd(name: str | None, as_json: bool) -> None:
     """Per writer: whether a session would get it, why not, and the next command."""
     paths = Paths.from_env()
-    emit(writer_statuses(paths, Podman(), load_config(paths), "writer status", name), as_json)
+    emit(writer_statuses(paths, open_host(), load_config(paths), "writer status", name), as_json)
 
 
 @writer.command("refs")
@@ -58,7 +58,7 @@ def refs_cmd(name: str, prune: bool, apply: bool, as_json: bool) -> None:
 def log_cmd(name: str, branch: str | None, as_json: bool) -> None:
     """The agent's commits on BRANCH (default HEAD) that the base does not hold."""
     paths = Paths.from_env()
-    report, text = writer_log(paths, Podman(), load_config(paths), name, branch)
+    report, text = writer_log(paths, open_host(), load_config(paths), name, branch)
     _show(report, text, as_json)
 
 
@@ -71,7 +71,7 @@ def log_cmd(name: str, branch: str | None, as_json: bool) -> None:
 def diff_cmd(name: str, branch: str | None, wip: bool, stat: bool, as_json: bool) -> None:
     """The agent's changes on BRANCH (default HEAD) against the base, or its --wip."""
     paths = Paths.from_env()
-    report, text = writer_diff(paths, Podman(), load_config(paths), name, branch, wip, stat)
+    report, text = writer_diff(paths, open_host(), load_config(paths), name, branch, wip, stat)
     _show(report, text, as_json)
 
 
@@ -96,7 +96,7 @@ def _show(report: Report, text: str, as_json: bool) -> None:
 def verify_cmd(name: str, timeout: float, as_json: bool) -> None:
     """Doctor plus a bounded MCP handshake; starts no session."""
     paths = Paths.from_env()
-    report = verify_writer(paths, Podman(), load_config(paths), name)
+    report = verify_writer(paths, open_host(), load_config(paths), name)
     target = f"writer/{name.rsplit('-w', 1)[0]}/{name}"
     _doctor_findings(paths, name, report, target)
     _handshake_finding(paths, timeout, report, target)

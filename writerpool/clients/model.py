@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
+from writerpool.proc import CA_VARIABLES, GIT_CA_VARIABLE
 
 SERVER_NAME = "writerpool"
 Client = Literal["claude-code", "codex"]
@@ -87,9 +88,8 @@ def server_command() -> list[str]:
 # its runtime files, writerpool's XDG locations, and pi's auth store when it was moved.
 # None is a secret; the provider key variables come from the configuration.
 PASSED_VARS = (
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
-    "REQUESTS_CA_BUNDLE", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME",
-    "XDG_CACHE_HOME", "XDG_DATA_HOME", "PI_CODING_AGENT_DIR",
+    *CA_VARIABLES, GIT_CA_VARIABLE, "REQUESTS_CA_BUNDLE", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "PI_CODING_AGENT_DIR",
 )  # fmt: skip
 
 

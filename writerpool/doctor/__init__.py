@@ -1,12 +1,11 @@
 """Doctor: what the host lacks for writerpool, and how to fix it (SPEC section 12)."""
 
 from writerpool.doctor.model import CheckContext, CheckResult, exit_code
-from writerpool.doctor.registry import BUILTIN_CHECKS, EXTRA_CHECKS, blocking_failures, run_checks
+from writerpool.doctor.registry import BUILTIN_CHECKS, blocking_failures, run_checks
 from writerpool.doctor.service import diagnose
 
 __all__ = [
     "BUILTIN_CHECKS",
-    "EXTRA_CHECKS",
     "CheckContext",
     "CheckResult",
     "blocking_failures",

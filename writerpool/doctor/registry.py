@@ -35,7 +35,6 @@ from writerpool.doctor.image import read_pin, writer_image
 from writerpool.doctor.lease import lease_dir
 from writerpool.doctor.model import Check, CheckContext, CheckResult
 from writerpool.doctor.services import podman_api
-from writerpool.doctor.writers import isolation_control, writer_readiness
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.info import HostFacts
 
@@ -86,11 +85,6 @@ CHECK_IDS = (
     "server_descriptors",
 )
 
-# Extension point: checks owned by other parts of writerpool run after the built-in
-# ones, with the same CheckContext. The isolation-control record check and the
-# per-writer readiness checks belong here. Keep them in doctor/ (importing state/ or
-# runtime/, never pool/, which itself calls blocking_failures).
-EXTRA_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
 
 # Checks that matter only to a writer with a user-mode network.
 NETWORK_CHECKS = frozenset({"network_helper", "tun_device"})
@@ -112,13 +106,12 @@ def build_context(paths: Paths, facts: HostFacts) -> CheckContext:
     return CheckContext(paths, facts, loaded, config_error, modes, modes_error, pin, pin_error)
 
 
-def run_checks(
-    paths: Paths, facts: HostFacts, extra: Sequence[Check] | None = None
-) -> list[CheckResult]:
-    """Every built-in check, then the extra ones (EXTRA_CHECKS unless given), in order."""
+def run_checks(paths: Paths, facts: HostFacts, extra: Sequence[Check] = ()) -> list[CheckResult]:
+    """Every built-in check, then `extra` (checks other parts of writerpool own, such as
+    pool/checks.py's: doctor never imports them), in order, with the same context."""
     ctx = build_context(paths, facts)
     results: list[CheckResult] = []
-    for check in (*BUILTIN_CHECKS, *(EXTRA_CHECKS if extra is None else extra)):
+    for check in (*BUILTIN_CHECKS, *extra):
         results.extend(check(ctx))
     return results
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.doctor import registry
 from writerpool.doctor.host import probe_node
 from writerpool.doctor.image import read_pin
-from writerpool.doctor.model import CheckResult
+from writerpool.doctor.model import Check, CheckResult
 from writerpool.doctor.registry import run_checks
 from writerpool.doctor.remote import remote_hosts
-from writerpool.doctor.services import CA_VARIABLES, npm_registry
+from writerpool.doctor.services import npm_registry
 from writerpool.errors import WriterpoolError
+from writerpool.proc import CA_VARIABLES
 from writerpool.runtime.info import gather_host_facts
 
 
@@ -40,18 +40,20 @@ def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
 def diagnose(
     paths: Paths,
     registry_probe: Callable[[], str | None] | None = None,
+    extra: Sequence[Check] = (),
     *,
     hosts: bool = False,
 ) -> list[CheckResult]:
-    """Every check; with `registry_probe` (it uses the network), also whether npm
-    reaches its registry: the probe returns why not, or None. With `hosts`, every
-    configured [hosts.NAME] is probed over SSH too (the doctor command; provisioning
-    on this machine does not touch other hosts)."""
+    """Every built-in check, then `extra` (checks doctor does not own, such as the pool's);
+    with `registry_probe` (it uses the network), also whether npm reaches its registry:
+    the probe returns why not, or None. With `hosts`, every configured [hosts.NAME] is
+    probed over SSH too (the doctor command; provisioning on this machine does not touch
+    other hosts)."""
     pinned, image_ids = images_to_probe(paths)
     facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
     facts = replace(facts, node=probe_node(paths.pi_prefix))
-    # Read at call time: the registry's extension point may be replaced.
-    extra = (*registry.EXTRA_CHECKS, remote_hosts) if hosts else None
+    if hosts:
+        extra = (*extra, remote_hosts)
     results = run_checks(paths, facts, extra)
     if registry_probe is not None:
         ca_set = tuple(name for name in CA_VARIABLES if os.environ.get(name))

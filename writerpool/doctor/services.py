@@ -19,7 +19,6 @@ def podman_api(ctx: CheckContext) -> list[CheckResult]:
     return [CheckResult("podman_api", "ok", "podman", "Podman's API service lists containers")]
 
 
-CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 
 
 def npm_registry(problem: str | None, ca_set: tuple[str, ...]) -> CheckResult:

@@ -232,14 +232,35 @@ METADATA = frozenset(
     ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
 )
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
+# IPv6 addresses that stand for an IPv4 one in their last 32 bits: NAT64's well-known
+# prefix (RFC 6052) and the deprecated IPv4-compatible form. A NAT64 gateway would carry
+# 64:ff9b::a9fe:a9fe to 169.254.169.254.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_V4_COMPATIBLE = ipaddress.ip_network("::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: embedding is local
+
+
+def _as_ipv4(address: Address) -> Address:
+    """The IPv4 address an IPv6 one stands for (mapped, NAT64, compatible), else itself."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64 or (address in _V4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
 
 
 def address_refusal(address: Address, ranges: Iterable[Network]) -> str | None:
     """Why the proxy will not connect to `address` (None: it may). Only global unicast
     addresses pass, unless an entry names a range holding the address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if any(address in network for network in ranges if network.version == address.version):
+    listed = tuple(ranges)
+    if any(address in network for network in listed if network.version == address.version):
+        return None
+    if address in _NAT64_LOCAL:
+        return "address_reserved"
+    address = _as_ipv4(address)
+    if any(address in network for network in listed if network.version == address.version):
         return None
     if address in METADATA:
         return "address_metadata"

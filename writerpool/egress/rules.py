@@ -11,9 +11,10 @@ from urllib.parse import unquote_plus
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from writerpool.proc import CA_VARIABLES
+
 log = logging.getLogger(__name__)
 
-CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 # Headers that carry a credential: whatever the agent sends in them is dropped.
 CREDENTIAL_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
@@ -39,7 +40,7 @@ def sanitize_path(raw: str) -> str:
 def ssl_context(environ: Mapping[str, str]) -> ssl.SSLContext:
     """The host's trust store plus the CA variables of this process's environment."""
     context = ssl.create_default_context()
-    for var in CA_VARS:
+    for var in CA_VARIABLES:
         value = environ.get(var)
         if not value:
             continue

@@ -3,11 +3,8 @@ throwaway read-only container (read-only), or pi on the host (host mode)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
-import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +24,12 @@ from writerpool.errors import WriterpoolError
 from writerpool.mcp.placement import SessionPlan
 from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
-from writerpool.pool.container import CONNECT_SOCKET, EGRESS_PORT, EGRESS_SOCKET, readonly_spec
-from writerpool.pool.fence import remove_stale_egress
+from writerpool.pool.container import (
+    EGRESS_PORT,
+    readonly_spec,
+    writer_image,
+)
+from writerpool.pool.sweep import remove_session_containers, sweep_writer_credentials
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
@@ -127,7 +128,9 @@ class Launcher:
                         launched.uncommitted = launched.slot.uncommitted()
                         launched.slot.release()
                     if launched.container is not None:
-                        remove_session_containers(launched.container)
+                        from writerpool.runtime.hosts import open_host  # noqa: PLC0415
+
+                        remove_session_containers(open_host(), launched.container)
                 finally:
                     if launched.scratch is not None:
                         shutil.rmtree(launched.scratch, ignore_errors=True)
@@ -212,12 +215,13 @@ class Launcher:
     def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
-        from writerpool.runtime.image import resolve_image  # noqa: PLC0415
-        from writerpool.runtime.podman import Podman, podman_env  # noqa: PLC0415
+        from writerpool.runtime.hosts import open_host  # noqa: PLC0415
+        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
-        image_id = resolve_image(self._paths, plan.image)
+        host = open_host()
+        image_id = writer_image(self._paths, host, plan.image)
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
         try:
@@ -226,16 +230,16 @@ class Launcher:
                 spec = readonly_spec(
                     image_id=image_id, session_id=session_id,
                     checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
-                    egress_dir=egress_dir, pool=self._config.pool,
+                    egress_dir=egress_dir, pool=self._config.pool, facts=host.facts(),
                 )  # fmt: skip
                 args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
-                argv = Podman().run_argv(spec, ["pi", *args], interactive=True)
+                argv = host.attach_argv(spec, ["pi", *args])
                 agent = _started(
                     held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
                 )
             except BaseException:
                 held.revoke()
-                remove_session_containers(session_id)
+                remove_session_containers(host, session_id)
                 raise
         except BaseException:
             shutil.rmtree(private, ignore_errors=True)
@@ -316,19 +320,6 @@ def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
     return agent
 
 
-def remove_session_containers(session: str) -> None:
-    """Remove a read-only session's container if `--rm` did not (pi was killed)."""
-    from writerpool.runtime.podman import Podman  # noqa: PLC0415
-    from writerpool.runtime.spec import LABEL_SESSION  # noqa: PLC0415
-
-    podman = Podman()
-    try:
-        for container in podman.containers(LABEL_SESSION, session):
-            podman.remove(container.id)
-    except WriterpoolError as exc:
-        log.warning("a read-only session's container was not removed: %s", exc.code)
-
-
 def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
     def record(entry: EgressRecord) -> None:
         try:
@@ -347,67 +338,3 @@ def connect_auditor(paths: Paths) -> Callable[[ConnectRecord], None]:
             log.warning("an allowlist audit line was not written: %s", exc.strerror)
 
     return record
-
-
-def _holds_credential(agent_dir: Path) -> bool:
-    """Whether a writer's agent directory may hold a session's key (unreadable: yes)."""
-    if (agent_dir / "auth.json").exists():
-        return True
-    try:
-        document = json.loads((agent_dir / "models.json").read_bytes())
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):
-        return True
-    providers = document.get("providers") if isinstance(document, dict) else None
-    if not isinstance(providers, dict):
-        return True
-    unkeyed = (None, agent_launch.PLACEHOLDER_KEY)
-    return any(
-        not isinstance(entry, dict) or entry.get("apiKey") not in unkeyed
-        for entry in providers.values()
-    )
-
-
-def _holds_socket(egress_dir: Path) -> bool:
-    """Whether a proxy socket (the provider's or the allowlist's) is left in egress_dir."""
-    for name in (EGRESS_SOCKET, CONNECT_SOCKET):
-        try:
-            if stat.S_ISSOCK(os.lstat(egress_dir / name).st_mode):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def sweep_writer_credentials(paths: Paths) -> int:
-    """Remove the keys a killed server left in writers' agent directories; returns how
-    many. A writer whose lease is held (a live session elsewhere, or an operator
-    command) is left alone: its lease is dropped by the kernel only when its holder dies."""
-    from writerpool.pool.lease import Lease  # noqa: PLC0415 - only when writers exist
-
-    if not paths.writers_dir.is_dir():
-        return 0
-    removed = 0
-    for writer_dir in sorted(paths.writers_dir.iterdir()):
-        agent_dir, egress_dir = writer_dir / "agent", writer_dir / "egress"
-        if writer_dir.is_symlink() or not agent_dir.is_dir():
-            continue
-        # Keyed on the socket too: a server killed after its proxy listened but before
-        # the token was written left a socket and no credential.
-        if not _holds_credential(agent_dir) and not _holds_socket(egress_dir):
-            continue
-        lease = Lease(writer_dir)
-        try:
-            lease.acquire(wait=0)
-        except WriterpoolError:
-            continue
-        try:
-            agent_launch.remove_credential(agent_dir)
-            remove_stale_egress(egress_dir)
-        finally:
-            lease.release()
-        removed += 1
-    if removed:
-        log.info("removed the credentials of %d writer session(s) of a stopped server", removed)
-    return removed

@@ -33,6 +33,7 @@ from writerpool.mcp.progress import Progress
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
 from writerpool.mcp.turns import Snapshot, now_iso, progress_line, turn_view
 from writerpool.mcp.work import clone_work, other_work, read_clone
+from writerpool.runtime.host import writer_at
 
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
@@ -266,7 +267,7 @@ class SessionManager:
             if launched.slot is not None and launched.slot.prepared:
                 progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
-            session.clone = self._paths.writer_dir(launched.writer) / "clone"
+            session.clone = writer_at(self._paths, launched.writer).clone
             session.start_refs = read_clone(session.clone)
         return session
 

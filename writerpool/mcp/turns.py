@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from writerpool.agent.events import cap_text
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
 
-TEXT_CAP_BYTES = 64 * 1024
 STOP_REASONS = frozenset({"stop", "length", "toolUse", "error", "aborted"})
 STATUSES = frozenset({"running", "completed", "failed", "aborted"})
 
@@ -50,14 +50,6 @@ def _iso(value: object) -> str | None:
         stamp = value.astimezone(UTC).isoformat(timespec="milliseconds")
         return stamp.replace("+00:00", "Z")
     return str(value)
-
-
-def cap_text(text: str, limit: int = TEXT_CAP_BYTES) -> tuple[str, bool]:
-    """At most `limit` UTF-8 bytes, cut at a character boundary; (text, truncated)."""
-    raw = text.encode("utf-8")
-    if len(raw) <= limit:
-        return text, False
-    return raw[:limit].decode("utf-8", errors="ignore"), True
 
 
 def page_of(text: str, offset: int, limit: int) -> tuple[str, int | None]:

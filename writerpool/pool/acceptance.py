@@ -19,12 +19,11 @@ from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_PORT, writer_layout, writer_spec
+from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
 from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
-from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.spec import Mount
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
@@ -46,22 +45,22 @@ def has_allowlist(paths: Paths, state: WriterState) -> bool:
 
 
 def fingerprint_groups(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    return groups_given(paths, state, pool, resolve_image(paths, state.image), podman.version())
+    return groups_given(paths, state, pool, writer_image(paths, host, state.image), host.facts())
 
 
 def groups_given(
-    paths: Paths, state: WriterState, pool: Pool, image_id: str, podman_version: str
+    paths: Paths, state: WriterState, pool: Pool, image_id: str, facts: EngineFacts
 ) -> dict[str, str]:
-    """The same with the image and Podman's version known (a warm writer's container
+    """The same with the image and the host's facts known (a warm writer's container
     runs that image): no Podman call."""
-    spec = writer_spec(paths, state, image_id, pool, allow=has_allowlist(paths, state))
+    spec = writer_spec(paths, state, image_id, pool, facts, allow=has_allowlist(paths, state))
     return {
         "image": image_id,
-        "podman": podman_version,
+        "podman": facts.podman_version,
         "writerpool": __version__,
         "container_spec": spec.digest(),
         "network": state.network,
@@ -75,12 +74,12 @@ def fingerprint_of(groups: dict[str, str]) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def current_fingerprint(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> str:
-    return fingerprint_of(fingerprint_groups(paths, podman, state, pool))
+def current_fingerprint(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> str:
+    return fingerprint_of(fingerprint_groups(paths, host, state, pool))
 
 
 def readiness(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
 ) -> tuple[str, str | None]:
     """The writer's phase and reason as of now (a ready record can have gone stale)."""
     if state.phase != "ready":
@@ -88,7 +87,7 @@ def readiness(
     if not control_current(paths):
         return "not_ready", "isolation_control_required"
     try:
-        if current_fingerprint(paths, podman, state, pool) != state.fingerprint:
+        if current_fingerprint(paths, host, state, pool) != state.fingerprint:
             return "not_ready", "writer_acceptance_stale"
     except WriterpoolError as exc:
         return "not_ready", exc.code
@@ -136,43 +135,43 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
 
 
 def _plant_canary(
-    paths: Paths, state: WriterState, pool: Pool, host: EgressHost | None, allow_port: int | None
+    paths: Paths, state: WriterState, pool: Pool, egress: EgressHost | None, allow_port: int | None
 ) -> tuple[Grant, str]:
     """Send a canary credential through the session's real egress path."""
-    lay = writer_layout(paths, state.name)
+    writer = writer_of(paths, state)
     config = _acceptance_config(pool, allow_port)
     request = EgressRequest(
         config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-        agent_dir=lay["agent"], egress_dir=lay["egress"], session="acceptance",
+        agent_dir=writer.agent, egress_dir=writer.egress, session="acceptance",
         writer=state.name, port=EGRESS_PORT,
         allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
     )  # fmt: skip
     resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
     assert resolved is not None
     canary = "wp" + "canary-" + secrets.token_hex(16)
-    return grant_key(request, host, resolved, canary), canary
+    return grant_key(request, egress, resolved, canary), canary
 
 
 def _run_harness(
-    podman: Podman, spec_args: tuple[Paths, WriterState, str, Pool]
+    host: WriterHost, spec_args: tuple[Paths, WriterState, str, Pool]
 ) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
     allowlist = has_allowlist(paths, state)
-    spec = writer_spec(paths, state, image_id, pool, allow=allowlist)
+    spec = writer_spec(paths, state, image_id, pool, host.facts(), allow=allowlist)
     home = Path.home()
     canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
     canary_dir.mkdir(mode=0o700)
     canary = canary_dir / "secret"
     canary.write_text("writerpool canary\n")
     info = network_info(state.network)
-    host = None
+    egress = None
     if info.egress:
         from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
-        host = EgressHost()
+        egress = EgressHost()
     try:
         with host_listener() as port:
-            held, _ = _plant_canary(paths, state, pool, host, port if allowlist else None)
+            held, _ = _plant_canary(paths, state, pool, egress, port if allowlist else None)
             try:
                 held.ready()
                 spec = spec.model_copy(
@@ -194,26 +193,26 @@ def _run_harness(
                         },
                     }
                 )
-                done = podman.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
+                done = host.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
             finally:
                 held.revoke()
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
-        if host is not None:
-            host.close()
+        if egress is not None:
+            egress.close()
     return done.returncode, done.stdout
 
 
 def accept(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     state: WriterState,
     pool: Pool,
     after_run: Callable[[], None] | None = None,
 ) -> tuple[WriterState, Finding]:
     """Run acceptance on a leased, fenced writer; record readiness or the failure."""
     target = f"writer/{state.alias}/{state.name}"
-    failure_file = paths.writer_dir(state.name) / "acceptance-failure.json"
+    failure_file = writer_of(paths, state).failure_file
     if not control_current(paths):
         state = save_state(
             paths.writer_dir(state.name),
@@ -222,8 +221,8 @@ def accept(
         return state, Finding(
             "isolation_control_required", "error", target, "run `writerpool control --apply` first"
         )
-    before = fingerprint_groups(paths, podman, state, pool)
-    exit_code, out = _run_harness(podman, (paths, state, before["image"], pool))
+    before = fingerprint_groups(paths, host, state, pool)
+    exit_code, out = _run_harness(host, (paths, state, before["image"], pool))
     crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
@@ -252,7 +251,7 @@ def accept(
     else:
         # Re-read: the recorded settings, the pin or Podman may have moved during the run.
         fresh = load_state(paths.writer_dir(state.name)) or state
-        after = fingerprint_groups(paths, podman, fresh, pool)
+        after = fingerprint_groups(paths, host, fresh, pool)
         changed = sorted(k for k in before if before[k] != after.get(k))
         if changed:
             code, message = (

@@ -19,7 +19,7 @@ from writerpool.pool.acceptance import readiness
 from writerpool.pool.baseline import problems_given
 from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.work import uncollected_reason, work_digest
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 LEASABLE = "writer_leasable"
@@ -67,14 +67,14 @@ def _work_verdict(state: WriterState, inspection: Inspection) -> tuple[str, str]
 
 
 def admit(
-    paths: Paths, podman: Podman, pool: Pool, state: WriterState, *, full: bool = False,
+    paths: Paths, host: WriterHost, pool: Pool, state: WriterState, *, full: bool = False,
     role: str = "inspect",
 ) -> Admission:  # fmt: skip
     """Why the writer cannot take a session now, or writer_leasable. The caller holds the
     lease, or asks as a view (role VIEW) and accepts a session changing the clone
     meanwhile. With `full`, the clone is inspected even when readiness already refuses,
     so its work can be shown."""
-    phase, reason = readiness(paths, podman, state, pool)
+    phase, reason = readiness(paths, host, state, pool)
     not_ready = None if phase == "ready" else (reason or "writer_not_ready")
     if not_ready is not None and (not full or state.baseline is None):
         text = REASONS.get(not_ready, f"not ready ({not_ready})")
@@ -82,7 +82,7 @@ def admit(
     # By content, not by what git reports: an ignored file, a forged index, a FIFO or a
     # planted ref would otherwise carry one session's state into the next. Also catches
     # a `.git` renamed away and rebuilt with the agent's own hooks and settings.
-    inspection = inspect_writer(paths, podman, state, pool, role) if state.baseline else None
+    inspection = inspect_writer(paths, host, state, pool, role) if state.baseline else None
     problems = tuple(problems_given(paths, state, pool, inspection))
     if not_ready is not None:
         text = REASONS.get(not_ready, f"not ready ({not_ready})")

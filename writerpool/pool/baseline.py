@@ -18,9 +18,9 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import Inspection, baseline_problems, inspect_writer
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import WriterState
 
@@ -29,7 +29,7 @@ def cache_problem(paths: Paths, state: WriterState, pool: Pool) -> str | None:
     """Why the writer's cache is not the baseline's (empty), or None."""
     if state.cache == "none" or pool.keep_caches:
         return None
-    cache = writer_layout(paths, state.name)["cache"]
+    cache = writer_of(paths, state).cache
     try:
         with os.scandir(cache) as entries:
             held = any(True for _ in entries)
@@ -44,7 +44,7 @@ def clear_cache(paths: Paths, state: WriterState, pool: Pool) -> None:
     """Empty the writer's cache unless the operator keeps caches across sessions."""
     if state.cache == "none" or pool.keep_caches:
         return
-    cache = writer_layout(paths, state.name)["cache"]
+    cache = writer_of(paths, state).cache
     try:
         remove_path(cache)
     except OSError as exc:
@@ -52,19 +52,19 @@ def clear_cache(paths: Paths, state: WriterState, pool: Pool) -> None:
     ensure_private_dir(cache)
 
 
-def writer_problems(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> list[str]:
+def writer_problems(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> list[str]:
     """Why the writer is not at its baseline (empty: it is). The caller holds the lease,
     or accepts that a session may be changing the clone meanwhile (`writer list`)."""
     if state.baseline is None:
         return problems_given(paths, state, pool, None)
-    return problems_given(paths, state, pool, inspect_writer(paths, podman, state, pool))
+    return problems_given(paths, state, pool, inspect_writer(paths, host, state, pool))
 
 
 def problems_given(
     paths: Paths, state: WriterState, pool: Pool, inspection: Inspection | None
 ) -> list[str]:
     """writer_problems over an inspection already made (None: the writer has no baseline)."""
-    unsafe = verify_clone(writer_layout(paths, state.name)["clone"])
+    unsafe = verify_clone(writer_of(paths, state).clone)
     problems = ["unsafe clone: " + ", ".join(unsafe[:5])] if unsafe else []
     if state.baseline is None or inspection is None:
         return [*problems, "the writer was never fully provisioned"]

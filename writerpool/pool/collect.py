@@ -33,7 +33,7 @@ from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect_rules import Decision, decide, shown, shown_path
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import (
     KIND_LABELS,
     Export,
@@ -53,7 +53,7 @@ from writerpool.pool.review_refs import (
 from writerpool.pool.work import changed_branches, work_digest
 from writerpool.pool.writers import operate
 from writerpool.report import Report, Status, Step, quiet
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import Collection, WriterState, load_state, now, save_state
 
@@ -190,7 +190,7 @@ def _clear_incoming(collections: Path) -> None:
 
 def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, target: str) -> None:
     # Collection does not depend on it (host git never reads the clone), but say so.
-    problems = verify_clone(writer_layout(paths, state.name)["clone"])
+    problems = verify_clone(writer_of(paths, state).clone)
     if problems:
         report.add(
             "clone_verification_failed",
@@ -296,7 +296,7 @@ def _report_refused(report: Report, decision: Decision, target: str, status: Sta
 
 def collect_writer(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     report: Report,
@@ -309,7 +309,7 @@ def collect_writer(
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
     repo = workspace_repo(loaded, state.alias)
-    collections = writer_layout(paths, state.name)["collections"]
+    collections = writer_of(paths, state).collections
     ensure_private_dir(collections)
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"
@@ -317,7 +317,7 @@ def collect_writer(
     _report_unsafe_clone(report, paths, state, target)
     try:
         step("inspecting the clone and writing the bundle in a throwaway container")
-        inspection = scan_for_collect(paths, podman, state, loaded.config.pool, incoming)
+        inspection = scan_for_collect(paths, host, state, loaded.config.pool, incoming)
         digest = work_digest(inspection, state.baseline)
         _report_stash(report, inspection, target)
         _report_leftovers(report, inspection, target)
@@ -401,7 +401,7 @@ def _report_collected(
 
 def plan_collect(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     report: Report,
@@ -411,7 +411,7 @@ def plan_collect(
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
-    inspection = inspect_writer(paths, podman, state, loaded.config.pool)
+    inspection = inspect_writer(paths, host, state, loaded.config.pool)
     digest = work_digest(inspection, state.baseline)
     _report_stash(report, inspection, target)
     _report_leftovers(report, inspection, target)
@@ -445,7 +445,7 @@ def plan_collect(
 
 def collect(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     apply: bool,
@@ -457,11 +457,11 @@ def collect(
     ref: WriterRef = find_writer(paths, name)
     with (
         findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
+        operate(paths, host, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         if apply:
-            collect_writer(paths, podman, loaded, state, report, step, keep_old)
+            collect_writer(paths, host, loaded, state, report, step, keep_old)
         else:
-            plan_collect(paths, podman, loaded, state, report, keep_old)
+            plan_collect(paths, host, loaded, state, report, keep_old)
     return report

@@ -14,6 +14,8 @@ from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa:
 from writerpool.config.models import Pool
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
+from writerpool.runtime.host import EngineFacts, Writer, WriterHost, writer_at
+from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_SESSION,
@@ -29,21 +31,8 @@ from writerpool.state.writer import WriterState
 AGENT_DIR = "/pi/agent"
 
 
-def writer_layout(paths: Paths, name: str) -> dict[str, Path]:
-    root = paths.writer_dir(name)
-    return {
-        "root": root,
-        "clone": root / "clone",
-        "agent": root / "agent",
-        "cache": root / "cache",
-        "egress": root / "egress",
-        "collections": root / "collections",
-    }
-
-
-def limits_supported() -> bool:
-    # Rootless limits need the unified cgroup v2 hierarchy with delegated controllers.
-    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
+def writer_of(paths: Paths, state: WriterState) -> Writer:
+    return writer_at(paths, state.name, state.host)
 
 
 def writer_spec(
@@ -51,12 +40,13 @@ def writer_spec(
     state: WriterState,
     image_id: str,
     pool: Pool,
+    facts: EngineFacts,
     role: str = "session",
     allow: bool = False,
 ) -> ContainerSpec:
     """The exact container of a session on this writer (acceptance reuses it)."""
-    lay = writer_layout(paths, state.name)
-    clone = lay["clone"]
+    writer = writer_of(paths, state)
+    clone = writer.clone
     mounts = [
         Mount(source=clone, target="/work"),
         # .git as a mount point of its own: it cannot be renamed away from the read-only
@@ -67,13 +57,13 @@ def writer_spec(
         Mount(source=clone / ".git" / "hooks", target="/work/.git/hooks", read_only=True),
         # Read-only: the agent cannot leave settings or a redirected endpoint behind for
         # the next session; writerpool renders it before each session.
-        Mount(source=lay["agent"], target=AGENT_DIR, read_only=True),
+        Mount(source=writer.agent, target=AGENT_DIR, read_only=True),
     ]
     cache = state.cache if state.cache in CACHE_ENV else None
     if cache is not None:
-        mounts.append(Mount(source=lay["cache"], target=f"/pi/{cache}"))
+        mounts.append(Mount(source=writer.cache, target=f"/pi/{cache}"))
     if network_info(state.network).egress:
-        mounts.append(egress_mount(lay["egress"]))
+        mounts.append(egress_mount(writer.egress))
     env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache, allow=allow)
     return ContainerSpec(
         image_id=image_id,
@@ -87,7 +77,7 @@ def writer_spec(
         mounts=tuple(mounts),
         env=env,
         network=network_info(state.network).podman,
-        limits=pool_limits(pool),
+        limits=pool_limits(pool, facts),
     )
 
 
@@ -96,8 +86,16 @@ def egress_mount(egress_dir: Path) -> Mount:
     return Mount(source=egress_dir, target=EGRESS_DIR, read_only=True)
 
 
-def pool_limits(pool: Pool) -> Limits | None:
-    if not limits_supported():
+def writer_image(paths: Paths, host: WriterHost, setting: str) -> str:
+    """The image ID a setting names ("default": the pin), present on `host`."""
+    image_id = image_setting_id(paths, setting)
+    host.ensure_image(image_id)
+    return image_id
+
+
+def pool_limits(pool: Pool, facts: EngineFacts) -> Limits | None:
+    # Where the host cannot enforce them, none are passed (doctor warns: cgroup_limits).
+    if not facts.limits:
         return None
     return Limits(memory=pool.memory, cpus=pool.cpus, pids=pool.pids)
 
@@ -110,6 +108,7 @@ def readonly_spec(
     agent_dir: Path,
     egress_dir: Path,
     pool: Pool,
+    facts: EngineFacts,
 ) -> ContainerSpec:
     """A read-only session's throwaway container: the operator's checkout read-only at
     /work (its .git included), the session's agent directory, the proxy socket, and
@@ -125,5 +124,5 @@ def readonly_spec(
         ),
         env=pi_env(AGENT_DIR, "provider"),
         network="none",
-        limits=pool_limits(pool),
+        limits=pool_limits(pool, facts),
     )

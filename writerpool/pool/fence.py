@@ -8,20 +8,22 @@ from writerpool.egress.sockets import unlink_socket
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.lease import Lease
-from writerpool.runtime.podman import Podman, PodmanApiUnavailable, PodmanUnavailable
+from writerpool.runtime.host import WriterHost
+from writerpool.runtime.podman import PodmanApiUnavailable, PodmanUnavailable
+from writerpool.runtime.spec import LABEL_WRITER
 
 
-def fence(podman: Podman, writer: str, lease: Lease) -> int:
+def fence(host: WriterHost, writer: str, lease: Lease) -> int:
     """Remove the writer's orphaned containers; return how many. writer_fenced if unsure."""
     if not lease.held:
         raise WriterpoolError("writer_operation_failed", "the fence needs the writer's lease")
     try:
-        orphans = podman.writer_containers(writer)
+        orphans = host.containers(LABEL_WRITER, writer)
         for container in orphans:
-            podman.remove(container.id)
+            host.remove(container.id)
         # The lease is held, so nothing makes a container of the writer meanwhile: only
         # removals need confirming (one Podman call less on every session start).
-        if orphans and podman.writer_containers(writer):
+        if orphans and host.containers(LABEL_WRITER, writer):
             raise WriterpoolError("writer_fenced", "a container of the writer is still present")
     except PodmanApiUnavailable:
         raise  # its own code and remedy say more than "could not confirm"

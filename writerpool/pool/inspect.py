@@ -19,18 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
-from writerpool.pool.container import limits_supported, writer_layout
+from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
-from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_VIEW,
     LABEL_WORKSPACE,
     LABEL_WRITER,
     ContainerSpec,
-    Limits,
     Mount,
 )
 from writerpool.state.writer import Baseline, WriterState
@@ -187,7 +185,10 @@ def baseline_problems(inspection: Inspection, baseline: Baseline) -> list[str]:
     if inspection.stash:
         problems.append("a stash exists")
     if inspection.extra_refs:
-        problems.append(f"{len(inspection.extra_refs)} ref(s) outside refs/heads and refs/tags")
+        problems.append(
+            f"{len(inspection.extra_refs)} ref(s) outside refs/heads (tags among them "
+            "only when they reach new history)"
+        )
     if inspection.dirty:
         problems.append("tracked files differ from the base or untracked files exist")
     for kind, label in KIND_LABELS.items():
@@ -222,6 +223,7 @@ def at_baseline(inspection: Inspection, baseline: Baseline) -> bool:
 
 def tool_spec(
     paths: Paths,
+    host: WriterHost,
     state: WriterState,
     pool: Pool,
     role: str,
@@ -236,7 +238,7 @@ def tool_spec(
     view = role == VIEW
     if view and (clone_rw or out_dir is not None):
         raise ValueError("a view reads the clone and writes nothing")
-    clone = writer_layout(paths, state.name)["clone"]
+    clone = writer_of(paths, state).clone
     mounts = [
         Mount(source=clone, target="/work", read_only=not clone_rw),
         Mount(source=TOOL, target=f"{TOOL_PARENT_IN_CONTAINER}/clonetool", read_only=True),
@@ -245,11 +247,8 @@ def tool_spec(
         mounts.append(Mount(source=out_dir, target="/out"))
     if base_dir is not None:
         mounts.append(Mount(source=base_dir, target="/base", read_only=True))
-    limits = (
-        Limits(memory=pool.memory, cpus=pool.cpus, pids=pool.pids) if limits_supported() else None
-    )
     return ContainerSpec(
-        image_id=resolve_image(paths, state.image),
+        image_id=writer_image(paths, host, state.image),
         name=f"writerpool-{state.name}-{role}" + (f"-{secrets.token_hex(6)}" if view else ""),
         labels={
             LABEL_VIEW if view else LABEL_WRITER: state.name,
@@ -266,16 +265,16 @@ def tool_spec(
         # Not /work: `python3 -m` puts its working directory first on sys.path, and the
         # clone could hold a module named like one the tool imports.
         workdir=TOOL_PARENT_IN_CONTAINER,
-        limits=limits,
+        limits=pool_limits(pool, host.facts()),
     )
 
 
 def run_tool(
-    podman: Podman, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
+    host: WriterHost, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
 ) -> dict[str, Any]:
     """Run `python3 -m clonetool COMMAND` in `spec`; its JSON answer, or WriterpoolError(code)."""
     try:
-        done = podman.run(
+        done = host.run(
             spec,
             ["python3", "-m", "clonetool", command],
             timeout=TOOL_TIMEOUT,
@@ -313,21 +312,21 @@ def _parse(answer: dict[str, Any]) -> Inspection:
 
 
 def inspect_writer(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool, role: str = "inspect"
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, role: str = "inspect"
 ) -> Inspection:
     """Inspect the writer's clone without changing it: under the lease, or as a VIEW."""
-    spec = tool_spec(paths, state, pool, role)
+    spec = tool_spec(paths, host, state, pool, role)
     return _parse(
-        run_tool(podman, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
+        run_tool(host, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
     )
 
 
 def scan_for_collect(
-    paths: Paths, podman: Podman, state: WriterState, pool: Pool, out_dir: Path
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, out_dir: Path
 ) -> Inspection:
     """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
-    spec = tool_spec(paths, state, pool, "inspect", out_dir=out_dir)
+    spec = tool_spec(paths, host, state, pool, "inspect", out_dir=out_dir)
     # A failure here may be the bundle as well as the inspection: report it as collection's.
     return _parse(
-        run_tool(podman, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
+        run_tool(host, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
     )

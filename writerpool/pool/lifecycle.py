@@ -31,13 +31,13 @@ from writerpool.pool.collect import (
     plan_collect,
     workspace_repo,
 )
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
 from writerpool.pool.provision import base_record, make_clone
 from writerpool.pool.work import discarded, uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report, Status, Step, quiet
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state
 
@@ -56,7 +56,7 @@ def workspace_base(paths: Paths, loaded: LoadedConfig, alias: str) -> BaseRef:
 
 def guard(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     discard: bool,
@@ -66,12 +66,12 @@ def guard(
     """May this destructive operation go ahead? Reports writer_uncollected when not.
     A plan (`apply` False) says what --apply would discard; nothing is discarded yet."""
     target = _target(state)
-    clone = writer_layout(paths, state.name)["clone"]
+    clone = writer_of(paths, state).clone
     if state.baseline is None or not clone.exists():
         return True  # never handed to a session, or no clone left: nothing to lose
     lost = "its clone, which could not be inspected"
     try:
-        inspection = inspect_writer(paths, podman, state, loaded.config.pool)
+        inspection = inspect_writer(paths, host, state, loaded.config.pool)
         reason = uncollected_reason(inspection, state)
         lost = discarded(inspection, state.baseline)
     except WriterpoolError as exc:
@@ -107,17 +107,17 @@ def expected_baseline(loaded: LoadedConfig, state: WriterState, base: BaseRef) -
 
 
 def check_clone(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
 ) -> str | None:
     """Why the clone is not exactly at state.baseline, or None: the same definition, by
     content, that the session guard applies."""
-    problems = writer_problems(paths, podman, state, loaded.config.pool)
+    problems = writer_problems(paths, host, state, loaded.config.pool)
     return "; ".join(problems)[:600] if problems else None
 
 
 def recreate_clone(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     base: BaseRef,
@@ -125,13 +125,11 @@ def recreate_clone(
 ) -> WriterState:
     """Rebuild clone and agent directory from `base`; image and settings are kept."""
     target = _target(state)
-    lay = writer_layout(paths, state.name)
+    writer = writer_of(paths, state)
     repo = workspace_repo(loaded, state.alias)
     try:
-        baseline = make_clone(
-            paths, state.name, repo, base, state.tags == "reachable", report, target
-        )
-        remove_path(lay["agent"])
+        baseline = make_clone(writer, repo, base, state.tags == "reachable", report, target)
+        remove_path(writer.agent)
         clear_cache(paths, state, loaded.config.pool)
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
@@ -140,9 +138,9 @@ def recreate_clone(
         report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
         return state
     crash_point("recreate.cloned")
-    ensure_private_dir(lay["agent"])
+    ensure_private_dir(writer.agent)
     state = save_state(
-        lay["root"],
+        writer.record,
         state.model_copy(
             update={"base": base_record(base), "baseline": baseline, "collection": None}
         ),
@@ -150,7 +148,7 @@ def recreate_clone(
     expected = expected_baseline(loaded, state, base)
     problem = None if baseline == expected else "the new clone is not at the base"
     try:
-        problem = problem or check_clone(paths, podman, loaded, state)
+        problem = problem or check_clone(paths, host, loaded, state)
     except WriterpoolError as exc:
         problem = exc.message
     if problem is not None:
@@ -167,7 +165,7 @@ def recreate_clone(
 
 def _run_reset(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     base: BaseRef,
@@ -175,19 +173,21 @@ def _run_reset(
 ) -> None:
     repo = workspace_repo(loaded, state.alias)
     create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
-    spec = tool_spec(paths, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir)
+    spec = tool_spec(
+        paths, host, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir
+    )
     request = {
         "branch": base.branch,
         "commit": base.commit,
         "bundle_ref": f"refs/heads/{base.branch}",
         "tags": state.tags == "reachable",
     }
-    run_tool(podman, spec, "reset", request, "writer_reset_failed")
+    run_tool(host, spec, "reset", request, "writer_reset_failed")
 
 
 def reset_clone(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     state: WriterState,
     base: BaseRef,
@@ -195,7 +195,7 @@ def reset_clone(
 ) -> WriterState:
     """Put the clone back on `base` in a throwaway container; recreate when that fails."""
     target = _target(state)
-    base_dir = writer_layout(paths, state.name)["root"] / "reset-base"
+    base_dir = writer_of(paths, state).scratch("reset-base")
     shutil.rmtree(base_dir, ignore_errors=True)
     ensure_private_dir(base_dir)
     baseline = expected_baseline(loaded, state, base)
@@ -203,10 +203,10 @@ def reset_clone(
         update={"base": base_record(base), "baseline": baseline, "collection": None}
     )
     try:
-        _run_reset(paths, podman, loaded, state, base, base_dir)
+        _run_reset(paths, host, loaded, state, base, base_dir)
         clear_cache(paths, state, loaded.config.pool)
         crash_point("reset.tool_ran")
-        problem = check_clone(paths, podman, loaded, candidate)
+        problem = check_clone(paths, host, loaded, candidate)
     except WriterpoolError as exc:
         if exc.code == "writer_base_unavailable":
             raise
@@ -229,7 +229,7 @@ def reset_clone(
         target,
         f"reset did not verify ({problem}); recreating the clone instead",
     )
-    return recreate_clone(paths, podman, loaded, state, base, report)
+    return recreate_clone(paths, host, loaded, state, base, report)
 
 
 @dataclass(frozen=True)
@@ -238,12 +238,12 @@ class _Rebuild:
     planned: str
     what: str
     base: Callable[[WriterRef, WriterState], BaseRef]
-    act: Callable[[Paths, Podman, LoadedConfig, WriterState, BaseRef, Report], object]
+    act: Callable[[Paths, WriterHost, LoadedConfig, WriterState, BaseRef, Report], object]
 
 
 def _back_to_base(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     discard: bool,
@@ -255,11 +255,11 @@ def _back_to_base(
     ref = find_writer(paths, name)
     with (
         findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
+        operate(paths, host, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         base = how.base(ref, state)
-        if not guard(paths, podman, loaded, state, discard, report, apply):
+        if not guard(paths, host, loaded, state, discard, report, apply):
             return report
         if not apply:
             report.add(
@@ -269,13 +269,13 @@ def _back_to_base(
                 f"would {how.what} on {base.name} at {base.commit[:12]}",
             )
             return report
-        how.act(paths, podman, loaded, state, base, report)
+        how.act(paths, host, loaded, state, base, report)
     return report
 
 
 def reset(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     base_name: str | None,
@@ -288,11 +288,11 @@ def reset(
         return resolve_base(workspace_repo(loaded, ref.alias), base_name or state.base.name)
 
     how = _Rebuild("reset", "writer_reset_planned", "reset the clone", base, reset_clone)
-    return _back_to_base(paths, podman, loaded, name, discard, apply, how)
+    return _back_to_base(paths, host, loaded, name, discard, apply, how)
 
 
 def recreate(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str, discard: bool, apply: bool
 ) -> Report:
     """`writer recreate NAME [--discard] [--apply]`: rebuild on the workspace base."""
 
@@ -306,24 +306,24 @@ def recreate(
         base,
         recreate_clone,
     )
-    return _back_to_base(paths, podman, loaded, name, discard, apply, how)
+    return _back_to_base(paths, host, loaded, name, discard, apply, how)
 
 
 def finish(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, apply: bool, step: Step = quiet
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str, apply: bool, step: Step = quiet
 ) -> Report:
     """`writer finish NAME [--apply]`: collect, then reset or recreate on the workspace base."""
     report = Report("writer finish")
     ref = find_writer(paths, name)
     with (
         findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
+        operate(paths, host, loaded.config.pool.lease_wait_seconds, name),
     ):
         state = ref.load()
         base = workspace_base(paths, loaded, ref.alias)
         action = "recreate" if state.lifecycle == "ephemeral" else "reset"
         if not apply:
-            outcome = plan_collect(paths, podman, loaded, state, report)
+            outcome = plan_collect(paths, host, loaded, state, report)
             stop = outcome.status == "incomplete" or outcome.inspection.stash
             report.add(
                 "writer_finish_planned",
@@ -333,7 +333,7 @@ def finish(
                 + ("; it would stop after collecting (see above)" if stop else ""),
             )
             return report
-        outcome = collect_writer(paths, podman, loaded, state, report, step)
+        outcome = collect_writer(paths, host, loaded, state, report, step)
         if outcome.status == "incomplete":
             return report  # writer_collect_incomplete is reported; nothing is reset
         if outcome.inspection.stash:
@@ -349,16 +349,16 @@ def finish(
         state = ref.load()
         step(f"{action} on {base.name}")
         if action == "recreate":
-            recreate_clone(paths, podman, loaded, state, base, report)
+            recreate_clone(paths, host, loaded, state, base, report)
         else:
-            reset_clone(paths, podman, loaded, state, base, report)
+            reset_clone(paths, host, loaded, state, base, report)
     return report
 
 
 def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Report) -> bool:
     """A writer without a state file: its clone's work cannot be judged, so it goes only
     with --discard (a directory with no clone holds nothing to lose)."""
-    if not writer_layout(paths, ref.name)["clone"].exists():
+    if not writer_at(paths, ref.name).clone.exists():
         return True
     status: Status = "warning" if discard else "error"
     report.add(
@@ -373,7 +373,7 @@ def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Rep
 
 
 def remove(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, discard: bool, apply: bool
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str, discard: bool, apply: bool
 ) -> Report:
     """`writer remove NAME [--discard] [--apply]`: deletes everything the writer owns; a
     plan (with the same refusals) until --apply."""
@@ -381,7 +381,7 @@ def remove(
     ref = find_writer(paths, name)
     with (
         findings_for(report, ref.target),
-        operate(paths, podman, loaded.config.pool.lease_wait_seconds, name),
+        operate(paths, host, loaded.config.pool.lease_wait_seconds, name),
     ):
         try:
             state = load_state(paths.writer_dir(name))
@@ -400,7 +400,7 @@ def remove(
         else:
             if state is None and not _may_drop_stateless(paths, ref, discard, report):
                 return report
-        if state is not None and not guard(paths, podman, loaded, state, discard, report):
+        if state is not None and not guard(paths, host, loaded, state, discard, report):
             return report
         if not apply:
             report.add("writer_remove_planned", "planned", ref.target, "would delete state, "
@@ -408,7 +408,7 @@ def remove(
                        "checkout would stay")  # fmt: skip
             return report
         try:
-            delete_writer_files(paths, name)
+            delete_writer_files(paths, host, name)
         except OSError as exc:
             report.add(
                 "writer_remove_failed",

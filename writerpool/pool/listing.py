@@ -8,10 +8,9 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
-from writerpool.pool.container import writer_layout
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.report import Report
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import load_state
 
 
@@ -41,14 +40,14 @@ def unknown_writer(paths: Paths, name: str) -> UsageError:
     return UsageError(f"no writer named {shown!r} (writers: {known})", code="writer_unknown")
 
 
-def list_writers(paths: Paths, podman: Podman, loaded: LoadedConfig) -> Report:
+def list_writers(paths: Paths, host: WriterHost, loaded: LoadedConfig) -> Report:
     """Every writer in the words of `writer status` (the session guard's judgement)."""
     from writerpool.pool.status import writer_statuses  # noqa: PLC0415
 
-    return writer_statuses(paths, podman, loaded, "writer list", None)
+    return writer_statuses(paths, host, loaded, "writer list", None)
 
 
-def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str) -> Report:
+def verify_writer(paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str) -> Report:
     report = Report("writer verify")
     alias = name.rsplit("-w", 1)[0]
     target = f"writer/{alias}/{name}"
@@ -62,10 +61,10 @@ def verify_writer(paths: Paths, podman: Podman, loaded: LoadedConfig, name: str)
     state = load_state(paths.writer_dir(name))
     if state is None:  # removed: only its lease file is left
         raise unknown_writer(paths, name)
-    problems = verify_clone(writer_layout(paths, name)["clone"])
+    problems = verify_clone(writer_at(paths, name).clone)
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))
-    phase, reason = readiness(paths, podman, state, loaded.config.pool)
+    phase, reason = readiness(paths, host, state, loaded.config.pool)
     if phase != "ready":
         report.add(reason or "writer_not_ready", "error", target, f"writer is {phase}")
     if not report.has_error():

@@ -39,7 +39,8 @@ from writerpool.pool.writers import (
     stateless_clone,
 )
 from writerpool.report import Report, Step, quiet
-from writerpool.runtime.podman import Podman, PodmanUnavailable
+from writerpool.runtime.host import WriterHost
+from writerpool.runtime.podman import PodmanUnavailable
 from writerpool.state.writer import WriterState
 
 
@@ -64,11 +65,11 @@ class ModeRequest:
     container_options_given: bool = False
 
 
-def rootless_podman_usable(podman: Podman) -> bool:
+def rootless_podman_usable(host: WriterHost) -> bool:
     if os.geteuid() == 0:
         return False
     try:
-        podman.version()
+        host.facts()
     except (PodmanUnavailable, WriterpoolError):
         return False
     return True
@@ -161,7 +162,7 @@ def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> Mod
 
 
 def set_mode(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
 ) -> Report:
     config = loaded.config
     report = Report("mode set")
@@ -172,7 +173,7 @@ def set_mode(
         raise UsageError("--image takes 'default' or a local image id of 64 lowercase hex digits")
     mode = req.mode
     if mode is None:
-        if not rootless_podman_usable(podman):
+        if not rootless_podman_usable(host):
             report.add(
                 "mode_choice_required",
                 "error",
@@ -210,7 +211,7 @@ def set_mode(
     if mode == "container" and entry.container is not None:
         ctx = PoolContext(
             paths=paths,
-            podman=podman,
+            host=host,
             loaded=loaded,
             alias=req.alias,
             settings=entry.container,
@@ -333,7 +334,7 @@ def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:
 def _uncollected(ctx: PoolContext, state: WriterState) -> bool:
     # Fail closed: work that cannot be inspected counts as uncollected.
     try:
-        return has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+        return has_uncollected_work(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
     except WriterpoolError:
         return True
 

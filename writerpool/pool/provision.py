@@ -17,8 +17,8 @@ from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.hostgit import git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
-from writerpool.pool.container import writer_layout
 from writerpool.report import Report
+from writerpool.runtime.host import Writer, WriterHost, writer_at
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, BaseRecord, WriterState, load_state, save_state
 
@@ -50,12 +50,11 @@ def base_record(base: BaseRef) -> BaseRecord:
 
 
 def make_clone(
-    paths: Paths, name: str, repo: Path, base: BaseRef, tags: bool, report: Report, target: str
+    writer: Writer, repo: Path, base: BaseRef, tags: bool, report: Report, target: str
 ) -> Baseline:
     """(Re)build the writer's clone from a bundle of the base; return its baseline."""
-    lay = writer_layout(paths, name)
-    staging = lay["root"] / "clone.new"
-    bundle = lay["root"] / "provision.bundle"
+    staging = writer.scratch("clone.new")
+    bundle = writer.scratch("provision.bundle")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         create_base_bundle(repo, base, tags, bundle)
@@ -80,11 +79,11 @@ def make_clone(
     # Reflogs are not part of a baseline: reset removes them, so a fresh clone has none.
     remove_path(staging / ".git" / "logs")
     try:
-        remove_path(lay["clone"])  # any tree an agent left: see clonetool/removal.py
+        remove_path(writer.clone)  # any tree an agent left: see clonetool/removal.py
     except OSError as exc:
         raise WriterpoolError("writer_clone_failed", "the old clone cannot be removed") from exc
-    staging.rename(lay["clone"])
-    refs = read_refs(lay["clone"])
+    staging.rename(writer.clone)
+    refs = read_refs(writer.clone)
     return Baseline(
         head=refs.head,
         commit=refs.head_commit,
@@ -95,18 +94,21 @@ def make_clone(
 
 def provision(
     paths: Paths,
+    host: WriterHost,
     alias: str,
     name: str,
     repo: Path,
     settings: ContainerSettings,
     base: BaseRef,
     report: Report,
-    host: str = LOCAL_HOST,
+    placed: str = LOCAL_HOST,
 ) -> WriterState:
-    """Provision (or finish an interrupted provisioning of) one writer; lease held."""
+    """Provision (or finish an interrupted provisioning of) one writer; lease held. The
+    state records `placed`, the host the writer is placed on; its storage is made through
+    `host` (today the local one for every placement: docs/scale-out.md)."""
     target = f"writer/{alias}/{name}"
-    lay = writer_layout(paths, name)
-    ensure_private_dir(lay["root"])
+    writer = writer_at(paths, name, placed)
+    ensure_private_dir(writer.record)
     state = WriterState(
         name=name,
         alias=alias,
@@ -118,19 +120,17 @@ def provision(
         tags=settings.tags,
         profiles=settings.profiles,
         base=base_record(base),
-        host=host,
+        host=placed,
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
-    save_state(lay["root"], state)
+    save_state(writer.record, state)
     crash_point("provision.state_recorded")
-    baseline = make_clone(paths, name, repo, base, settings.tags == "reachable", report, target)
+    host.create_storage(writer, cache=False)
+    baseline = make_clone(writer, repo, base, settings.tags == "reachable", report, target)
     crash_point("provision.cloned")
-    for key in ("agent", "collections"):
-        ensure_private_dir(lay[key])
-    if settings.cache != "none":
-        ensure_private_dir(lay["cache"])
+    host.create_storage(writer, cache=settings.cache != "none")
     state = save_state(
-        lay["root"],
+        writer.record,
         state.model_copy(
             update={"baseline": baseline, "phase": "not_ready", "reason": "writer_provisioned"}
         ),

@@ -23,7 +23,7 @@ from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.pool.admission import LEASABLE, Admission
 from writerpool.report import Report, sanitize
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 LEFTOVERS_ONLY = "writer_not_at_baseline"
@@ -101,7 +101,7 @@ def plan_refresh(repo: Path, state: WriterState, verdict: Admission) -> Refresh 
 
 
 def apply_refresh(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState, plan: Refresh
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState, plan: Refresh
 ) -> WriterState:
     """Reset the clone onto the base's current commit and verify it. The caller holds
     the lease and has proven no stray container runs. Raises writer_refresh_failed."""
@@ -109,7 +109,7 @@ def apply_refresh(
     from writerpool.pool.lifecycle import reset_clone  # noqa: PLC0415
 
     report = Report("lease")
-    state = reset_clone(paths, podman, loaded, state, plan.current, report)
+    state = reset_clone(paths, host, loaded, state, plan.current, report)
     failed = [f for f in report.findings if f.status == "error"]
     if failed or state.base.commit != plan.current.commit:
         why = failed[0].message if failed else "the clone is not on the base's commit"

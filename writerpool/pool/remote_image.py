@@ -17,7 +17,7 @@ from writerpool.runtime.image_transfer import (
     remove_remote_image,
     transfer_image,
 )
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import connect
 from writerpool.state.images import load_record
 
@@ -43,7 +43,7 @@ def transfer_to_host(paths: Paths, name: str, say: Callable[[str], None]) -> Rep
         say(f"image: {sent // 1_000_000} of about {total // 1_000_000} MB sent to {name}")
 
     with connect(name, host) as remote:
-        copied = transfer_image(Podman(), remote, pin.image_id, progress)
+        copied = transfer_image(PodmanHost(), remote, pin.image_id, progress)
     report = Report(
         "image transfer", data={"host": name, "imageId": pin.image_id, "copied": copied}
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from writerpool.config.modes import ModeEntry
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.mode_plan import provisioning_differences
 from writerpool.pool.mode_show import reproduce
@@ -30,9 +30,9 @@ from writerpool.state.writer import WriterState, load_state
 def holds_nothing(ctx: PoolContext, state: WriterState) -> bool:
     """True when removing the writer loses nothing: no work and no stash. Raises
     (writer_inspect_failed, ...) when the clone cannot be inspected: callers fail closed."""
-    if state.baseline is None or not writer_layout(ctx.paths, state.name)["clone"].exists():
+    if state.baseline is None or not writer_of(ctx.paths, state).clone.exists():
         return True
-    inspection = inspect_writer(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+    inspection = inspect_writer(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
     return not inspection.stash and work_digest(inspection, state.baseline) is None
 
 
@@ -87,7 +87,7 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
     target = f"writer/{ctx.alias}/{name}"
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             state = load_state(ctx.paths.writer_dir(name))
             if state is None:
@@ -97,7 +97,7 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
                 return
             changed = _changed(ctx, state)
             ctx.step(f"{name}: holds nothing; removing it to provision it on the new settings")
-            delete_writer_files(ctx.paths, name)
+            delete_writer_files(ctx.paths, ctx.host, name)
     except WriterpoolError as exc:
         ctx.report.add(exc.code, "error", target, exc.message)
         return

@@ -20,7 +20,7 @@ from writerpool.pool.collect import find_writer
 from writerpool.pool.inspect import OID, VIEW, run_tool, tool_spec
 from writerpool.pool.lease import Lease, lease_taken
 from writerpool.report import Report
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 # CSI and OSC sequences first (so their parameters go too), then any other control.
@@ -43,15 +43,15 @@ class _Model(BaseModel):
 
 class CommitSeen(_Model):
     commit: str = Field(pattern=OID)
-    parents: tuple[str, ...]
+    parents: tuple[str, ...] = Field(max_length=64)
     author: str = Field(max_length=4096)
     email: str = Field(max_length=4096)
     date: str = Field(max_length=64)
-    subject: str = Field(max_length=65536)
+    subject: str = Field(max_length=4096)
 
 
 class FileSeen(_Model):
-    path: str = Field(max_length=8192)
+    path: str = Field(max_length=4096)
     binary: bool
     added: int = Field(ge=0)
     removed: int = Field(ge=0)
@@ -63,7 +63,8 @@ class ReviewReport(_Model):
     commits: tuple[CommitSeen, ...]
     tip: str = Field(pattern=OID)
     old: str = Field(pattern=OID)
-    files: tuple[FileSeen, ...]
+    files: tuple[FileSeen, ...] = Field(max_length=2000)
+    files_total: int = Field(default=0, ge=0)  # all changed files; `files` holds the first
     patch: str | None = None
     truncated: bool = False
 
@@ -77,7 +78,11 @@ def _branch(name: str | None) -> str | None:
 
 
 def _review(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState, request: dict[str, Any]
+    paths: Paths,
+    host: WriterHost,
+    loaded: LoadedConfig,
+    state: WriterState,
+    request: dict[str, Any],
 ) -> ReviewReport:
     if state.baseline is None:
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
@@ -89,9 +94,9 @@ def _review(
         "caps": caps,
         **request,
     }
-    spec = tool_spec(paths, state, pool, VIEW)
+    spec = tool_spec(paths, host, state, pool, VIEW)
     try:
-        answer = run_tool(podman, spec, "review", request, "writer_inspect_failed")
+        answer = run_tool(host, spec, "review", request, "writer_inspect_failed")
     except WriterpoolError as exc:
         # A session changing the clone as it was read: say so, not a broken clone.
         if lease_taken(paths.writer_dir(state.name)):
@@ -110,11 +115,11 @@ def _what(branch: str | None, wip: bool) -> str:
 
 
 def writer_log(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, name: str, branch: str | None
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str, branch: str | None
 ) -> tuple[Report, str]:
     """`writer log NAME [BRANCH]`: the commits not in the base; (report, text)."""
     ref = find_writer(paths, name)
-    seen = _review(paths, podman, loaded, ref.load(), {"branch": _branch(branch)})
+    seen = _review(paths, host, loaded, ref.load(), {"branch": _branch(branch)})
     commits = [
         {"commit": c.commit, "parents": list(c.parents), "author": terminal_safe(c.author),
          "email": terminal_safe(c.email), "date": terminal_safe(c.date),
@@ -129,7 +134,7 @@ def writer_log(
     return report, "\n".join(lines) or f"no commits on {_what(branch, False)} beyond the base"
 
 
-def _stat_lines(files: list[dict[str, Any]]) -> list[str]:
+def _stat_lines(files: list[dict[str, Any]], total: int) -> list[str]:
     width = max((len(f["path"]) for f in files), default=0)
     lines = []
     for f in files:
@@ -137,13 +142,18 @@ def _stat_lines(files: list[dict[str, Any]]) -> list[str]:
         lines.append(f" {f['path'].ljust(min(width, 60))} | {change}")
     added = sum(f["added"] for f in files)
     removed = sum(f["removed"] for f in files)
+    if total > len(files):
+        lines.append(f" ... and {total - len(files)} more file(s), not listed")
+        lines.append(f" {total} file(s) changed; {added} insertion(s), {removed} deletion(s) "
+                     f"in the {len(files)} listed")  # fmt: skip
+        return lines
     lines.append(f" {len(files)} file(s) changed, {added} insertion(s), {removed} deletion(s)")
     return lines
 
 
 def writer_diff(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     branch: str | None,
@@ -156,16 +166,18 @@ def writer_diff(
         raise UsageError("give a BRANCH or --wip, not both")
     ref = find_writer(paths, name)
     request = {"branch": _branch(branch), "wip": wip, "patch": not stat}
-    seen = _review(paths, podman, loaded, ref.load(), request)
+    seen = _review(paths, host, loaded, ref.load(), request)
     files = [{"path": terminal_safe(f.path), "binary": f.binary, "added": f.added,
               "removed": f.removed} for f in seen.files]  # fmt: skip
+    total = max(seen.files_total, len(files))
     report = Report("writer diff")
+    shown = "" if total == len(files) else f" (the first {len(files)} listed)"
     report.add("writer_diff", "ok", ref.target,
-               f"{len(files)} file(s) changed in {_what(branch, wip)}")  # fmt: skip
+               f"{total} file(s) changed in {_what(branch, wip)}{shown}")  # fmt: skip
     report.data.update(writer=name, branch=branch, wip=wip, old=seen.old, new=seen.tip,
-                       files=files)  # fmt: skip
+                       files=files, filesTotal=total)  # fmt: skip
     if stat:
-        return report, "\n".join(_stat_lines(files))
+        return report, "\n".join(_stat_lines(files, total))
     patch = terminal_safe(seen.patch or "", lines=True)
     report.data.update(patch=patch, truncated=seen.truncated)
     tail = "\n[the diff was cut at its size cap]" if seen.truncated else ""

@@ -13,16 +13,16 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit
-from writerpool.pool.container import writer_layout, writer_spec
+from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.lease import Lease
 from writerpool.pool.provision import writer_name
 from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
 from writerpool.report import sanitize
-from writerpool.runtime.image import resolve_image
-from writerpool.runtime.podman import Podman
-from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.host import WriterHost
+from writerpool.runtime.hosts import open_host
+from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class WriterSlot:
     network: str  # the writer's network kind
     allow: tuple[str, ...] | None  # the workspace's allowlist words, when it has one
     spec: ContainerSpec
-    podman: Podman
+    host: WriterHost
     lease: Lease
     refused: list[str] = field(default_factory=list)
     prepared: str = ""  # what the lease did first (leftovers removed, base followed)
@@ -49,7 +49,7 @@ class WriterSlot:
     pool: Pool | None = None
 
     def pi_argv(self, pi_args: list[str]) -> list[str]:
-        return self.podman.run_argv(self.spec, ["pi", *pi_args], interactive=True)
+        return self.host.attach_argv(self.spec, ["pi", *pi_args])
 
     def uncommitted(self, role: str = "inspect") -> bool | None:
         """Whether the clone holds uncommitted or untracked changes, judged by content in
@@ -59,7 +59,7 @@ class WriterSlot:
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
             return None
         try:
-            return inspect_writer(self.paths, self.podman, self.state, self.pool, role).dirty
+            return inspect_writer(self.paths, self.host, self.state, self.pool, role).dirty
         except WriterpoolError as exc:
             log.info("writer %s not inspected at close: %s", self.name, exc.code)
             return None
@@ -69,30 +69,30 @@ class WriterSlot:
         if not self.lease.held:
             return
         try:
-            for container in self.podman.writer_containers(self.name):
-                self.podman.remove(container.id)
+            for container in self.host.containers(LABEL_WRITER, self.name):
+                self.host.remove(container.id)
         finally:
             self.lease.release()
 
 
 def _admit(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
 ) -> tuple[WriterState, str | None, str]:
     """Why the writer cannot take a session now (None: it can), after the lease removed
     its leftovers and brought it to its base's current commit (pool/refresh.py), with
     what it did in words. The lease is held and the fence proven. The log keeps each
     reason the clone is not at its baseline; the client gets the words."""
     pool = loaded.config.pool
-    verdict = admit(paths, podman, pool, state)
+    verdict = admit(paths, host, pool, state)
     plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict)
     done = ""
     if plan is not None and plan.needed:
         if plan.leftovers:
             log.info("writer %s: %s", state.name, "; ".join(plan.leftovers)[:500])
-        state = apply_refresh(paths, podman, loaded, state, plan)
+        state = apply_refresh(paths, host, loaded, state, plan)
         done = plan.text().removeprefix("at lease: ")
         _audit_refresh(paths, state.name, plan)
-        verdict = admit(paths, podman, pool, state)
+        verdict = admit(paths, host, pool, state)
     if verdict.leasable:
         return state, None, done
     if verdict.problems:
@@ -124,24 +124,26 @@ def _unavailable(wanted: str, refusals: list[str]) -> WriterpoolError:
 
 def _slot(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     config: Config,
     state: WriterState,
     lease: Lease,
     done: str,
     allow: tuple[str, ...] | None,
 ) -> WriterSlot:
-    image_id = resolve_image(paths, state.image)
+    image_id = writer_image(paths, host, state.image)
     return WriterSlot(
         name=state.name,
         base_ref=state.base.name,
         base_commit=state.base.commit,
-        agent_dir=writer_layout(paths, state.name)["agent"],
-        egress_dir=writer_layout(paths, state.name)["egress"],
+        agent_dir=writer_of(paths, state).agent,
+        egress_dir=writer_of(paths, state).egress,
         network=state.network,
         allow=allow,
-        spec=writer_spec(paths, state, image_id, config.pool, allow=allow is not None),
-        podman=podman,
+        spec=writer_spec(
+            paths, state, image_id, config.pool, host.facts(), allow=allow is not None
+        ),
+        host=host,
         lease=lease,
         prepared=done,
         state=state,
@@ -152,7 +154,7 @@ def _slot(
 
 def _try_writer(
     paths: Paths,
-    podman: Podman,
+    host: WriterHost,
     loaded: LoadedConfig,
     name: str,
     wanted: str,
@@ -172,13 +174,13 @@ def _try_writer(
         if state is None or state.base.name != wanted:
             lease.release()
             return None if state is None else f"{name} is on base {state.base.name}"
-        fence(podman, name, lease)
-        state, refusal, done = _admit(paths, podman, loaded, state)
+        fence(host, name, lease)
+        state, refusal, done = _admit(paths, host, loaded, state)
         if refusal is not None:
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
             return f"{name} {refusal}"
-        return _slot(paths, podman, loaded.config, state, lease, done, allow)
+        return _slot(paths, host, loaded.config, state, lease, done, allow)
     except WriterpoolError as exc:
         log.info("writer %s not leased: %s", name, exc.code)
         lease.release()
@@ -189,11 +191,11 @@ def _try_writer(
 
 
 def lease_ready_writer(
-    paths: Paths, loaded: LoadedConfig, alias: str, base: str | None, podman: Podman | None = None
+    paths: Paths, loaded: LoadedConfig, alias: str, base: str | None, host: WriterHost | None = None
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
     take a session, refreshed first. Bounded by the workspace's writer count."""
-    podman = podman or Podman()
+    host = host or open_host()
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
@@ -203,7 +205,7 @@ def lease_ready_writer(
     refusals: list[str] = []
     for index in range(1, entry.container.writers + 1):
         name = writer_name(alias, index)
-        got = _try_writer(paths, podman, loaded, name, wanted, entry.container.allow)
+        got = _try_writer(paths, host, loaded, name, wanted, entry.container.allow)
         if isinstance(got, WriterSlot):
             return got
         if got is not None:

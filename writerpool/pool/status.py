@@ -23,7 +23,7 @@ from writerpool.pool.mode_show import reproduce_for
 from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState, load_state
 
 
@@ -164,7 +164,7 @@ def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
 
 
 def status_of(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, state: WriterState
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
 ) -> WriterStatus:
     entry = load_modes(paths).workspaces.get(state.alias)
     wbase = entry.container.base if entry and entry.container else None
@@ -180,7 +180,7 @@ def status_of(
         return _busy_status(common, holder)
     try:
         # A view: its container runs beside a session that starts meanwhile.
-        verdict = admit(paths, podman, loaded.config.pool, state, full=True, role=VIEW)
+        verdict = admit(paths, host, loaded.config.pool, state, full=True, role=VIEW)
     except WriterpoolError as exc:
         holder = _busy(paths, state.name)
         if holder is not None:  # a session took the writer while it was read
@@ -232,7 +232,7 @@ def lease_refresh(
 
 
 def writer_statuses(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, command: str, name: str | None
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, command: str, name: str | None
 ) -> Report:
     """`writer status [NAME]` (and `writer list`): one finding and one row per writer."""
     # Imported here: listing imports this module for `writer list`.
@@ -254,7 +254,7 @@ def writer_statuses(
             continue
         if state is None:
             continue  # a removed writer keeps only its lease file
-        status = status_of(paths, podman, loaded, state)
+        status = status_of(paths, host, loaded, state)
         rows.append(status.to_json())
         fine = status.leasable or status.code == "writer_warm"
         report.add(status.code, "ok" if fine else "warning", target, status.text(),

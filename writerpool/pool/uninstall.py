@@ -27,13 +27,13 @@ from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import load_state
 
 TARGET = "writerpool"
 
 
-def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig,
+def _writers_may_go(paths: Paths, host: WriterHost, loaded: LoadedConfig,
                     flags: tuple[bool, bool], report: Report,
                     leases: LeaseBatch) -> bool:  # fmt: skip
     """Whether every writer may be deleted (the uncollected-work guard of each)."""
@@ -41,10 +41,10 @@ def _writers_may_go(paths: Paths, podman: Podman, loaded: LoadedConfig,
     ok = True
     for alias, name in writer_names(paths):
         try:
-            with operate(paths, podman, 0, name, leases):
+            with operate(paths, host, 0, name, leases):
                 state = load_state(paths.writer_dir(name))
                 if state is not None and not guard(
-                    paths, podman, loaded, state, discard, report, apply
+                    paths, host, loaded, state, discard, report, apply
                 ):
                     ok = False
         except WriterpoolError as exc:
@@ -97,23 +97,23 @@ def _remove_tree(path: Path, label: str, apply: bool, report: Report) -> None:
 
 
 def uninstall(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, discard: bool, keep_images: bool,
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, discard: bool, keep_images: bool,
     apply: bool,
 ) -> Report:  # fmt: skip
     report = Report("uninstall")
     names = [name for _, name in writer_names(paths)]
     # Every writer's lease with one wait, held from the guard to the removal.
     with leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases:
-        _uninstall(paths, podman, loaded, (discard, keep_images, apply), report, leases)
+        _uninstall(paths, host, loaded, (discard, keep_images, apply), report, leases)
     return report
 
 
 def _uninstall(
-    paths: Paths, podman: Podman, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
     report: Report, leases: LeaseBatch,
 ) -> None:  # fmt: skip
     discard, keep_images, apply = flags
-    if not _writers_may_go(paths, podman, loaded, (discard, apply), report, leases):
+    if not _writers_may_go(paths, host, loaded, (discard, apply), report, leases):
         report.add(
             "uninstall_refused",
             "error",
@@ -127,8 +127,8 @@ def _uninstall(
             report.add("uninstall_planned", "planned", f"writer/{alias}/{name}",
                        "would remove the writer (state, clone, bundles)")  # fmt: skip
             continue
-        with operate(paths, podman, 0, name, leases):
-            delete_writer_files(paths, name)
+        with operate(paths, host, 0, name, leases):
+            delete_writer_files(paths, host, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
     _registrations(paths, apply, report)
     if not keep_images:

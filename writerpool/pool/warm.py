@@ -32,8 +32,10 @@ from writerpool.pool.container import AGENT_DIR
 from writerpool.pool.control import control_current
 from writerpool.pool.lease import yield_asked
 from writerpool.pool.sessions import WriterSlot, lease_ready_writer
+from writerpool.runtime.host import EngineFacts, WriterHost
+from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import load_pin
-from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.podman import podman_env
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ class WarmWriter:
     profile: Profile  # what pi was started with; a claim may change model and thinking
     image_id: str
     state_digest: str
-    podman_version: str
+    facts: EngineFacts  # the host's when the writer started
 
 
 def _state_digest(writer_dir: Path) -> str:
@@ -64,10 +66,10 @@ def _state_digest(writer_dir: Path) -> str:
 class WarmPool:
     """The warm writers of every workspace, held by this process. Thread-safe."""
 
-    def __init__(self, paths: Paths, loaded: LoadedConfig, podman: Podman | None = None) -> None:
+    def __init__(self, paths: Paths, loaded: LoadedConfig, host: WriterHost | None = None) -> None:
         self._paths = paths
         self._loaded = loaded
-        self._podman = podman or Podman()
+        self._host = host or open_host()
         self._warm: dict[str, WarmWriter] = {}  # by writer name
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -139,7 +141,7 @@ class WarmPool:
         if profile is None:
             return None
         try:
-            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._podman)
+            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host)
         except WriterpoolError as exc:
             log.info("workspace %s: no writer warmed (%s)", alias, exc.code)
             return None
@@ -168,7 +170,7 @@ class WarmPool:
         digest = _state_digest(self._paths.writer_dir(slot.name))
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
-            state_digest=digest, podman_version=self._podman.version(),
+            state_digest=digest, facts=self._host.facts(),
         )  # fmt: skip
 
     def _yield_asked(self) -> None:
@@ -235,7 +237,7 @@ class WarmPool:
         if state.image == "default" and (pin is None or pin.image_id != warm.image_id):
             return "the pinned image changed"
         groups = groups_given(
-            self._paths, state, self._loaded.config.pool, warm.image_id, warm.podman_version
+            self._paths, state, self._loaded.config.pool, warm.image_id, warm.facts
         )
         if fingerprint_of(groups) != state.fingerprint:
             return "writer_acceptance_stale"

@@ -5,8 +5,8 @@ moved relative to the baseline (and branches that cannot be read at all), the tr
 uncommitted and untracked work (judged by content, never by the clone's index), HEAD,
 work collection cannot export (nested repositories, `.git` directories below the top,
 unreadable paths, files above the caps: each with its path and size) and refs outside
-refs/heads that reach new history. Tags the agent made are not work: they are never
-collected and do not change the digest. Ignored files, special files and empty
+refs/heads (tags too) that reach new history. Other tags the agent made are not work:
+they are never collected and do not change the digest. Ignored files, special files and empty
 directories are not work either (reset removes them without --discard). A stash is
 never collected, so it always counts as uncollected.
 """
@@ -18,9 +18,9 @@ import json
 
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import Inspection, inspect_writer
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import Baseline, WriterState
 
 
@@ -83,15 +83,15 @@ def uncollected_reason(inspection: Inspection, state: WriterState) -> str | None
     return None
 
 
-def has_uncollected_work(paths: Paths, podman: Podman, state: WriterState, pool: Pool) -> bool:
+def has_uncollected_work(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> bool:
     """True unless the clone's current work digest equals the last complete collection's.
 
     Inspects the clone in a throwaway container; raises (writer_inspect_failed,
     image_unavailable, ...) when that cannot be done, so callers fail closed.
     """
-    if state.baseline is None or not writer_layout(paths, state.name)["clone"].exists():
+    if state.baseline is None or not writer_of(paths, state).clone.exists():
         return False  # never handed to a session, or no clone left: nothing to lose
-    inspection = inspect_writer(paths, podman, state, pool)
+    inspection = inspect_writer(paths, host, state, pool)
     return uncollected_reason(inspection, state) is not None
 
 

@@ -16,20 +16,20 @@ from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
 from writerpool.pool.clonetool.removal import remove_path
-from writerpool.pool.container import writer_layout
+from writerpool.pool.container import writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, LeaseBatch, leased
 from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import WriterState, load_state, save_state
 
 
 @dataclass
 class PoolContext:
     paths: Paths
-    podman: Podman
+    host: WriterHost
     loaded: LoadedConfig
     alias: str
     settings: ContainerSettings
@@ -43,7 +43,7 @@ class PoolContext:
 
 @contextmanager
 def operate(
-    paths: Paths, podman: Podman, wait: float, name: str, batch: LeaseBatch | None = None
+    paths: Paths, host: WriterHost, wait: float, name: str, batch: LeaseBatch | None = None
 ) -> Iterator[Lease]:
     """Hold the writer's lease and prove no container of it exists. With a `batch`, its
     lease (taken with the command's one wait) is used and stays held after this."""
@@ -52,9 +52,9 @@ def operate(
             lease = batch.take(name)
         else:
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
-        fence(podman, name, lease)
+        fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credential(writer_layout(paths, name)["agent"])
+        remove_credential(writer_at(paths, name).agent)
         yield lease
 
 
@@ -69,7 +69,7 @@ def _record_failure(ctx: PoolContext, name: str, exc: WriterpoolError) -> None:
 def stateless_clone(paths: Paths, name: str, state: WriterState | None) -> bool:
     """A clone that no usable state vouches for: never overwritten, never removed
     without --discard (its commits and files cannot be judged)."""
-    return state is None and writer_layout(paths, name)["clone"].exists()
+    return state is None and writer_at(paths, name).clone.exists()
 
 
 def report_stateless(ctx: PoolContext, name: str) -> None:
@@ -90,19 +90,19 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             # Checked under the lease: the plan saw the same, but nothing may slip between.
             if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
                 report_stateless(ctx, name)
                 return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
-            host = host_for(index, ctx.settings.placed_on())
-            state = provision(ctx.paths, ctx.alias, name, repo, ctx.settings, ctx.base,
-                              ctx.report, host)  # fmt: skip
+            placed = host_for(index, ctx.settings.placed_on())
+            state = provision(ctx.paths, ctx.host, ctx.alias, name, repo, ctx.settings, ctx.base,
+                              ctx.report, placed)  # fmt: skip
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
-            _, finding = accept(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+            _, finding = accept(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -116,7 +116,7 @@ def render_writer_agent_dir(paths: Paths, config: Config, state: WriterState) ->
     """The writer's agent directory for its first profile; each session re-renders it
     for its own profile's provider."""
     provider = config.profiles[state.profiles[0]].provider
-    render_for_profile(config, writer_layout(paths, state.name)["agent"], provider, True)
+    render_for_profile(config, writer_of(paths, state).agent, provider, True)
 
 
 def accept_kept(ctx: PoolContext, index: int) -> None:
@@ -127,13 +127,13 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
     if state is None:
         return
     pool = ctx.loaded.config.pool
-    phase, _ = readiness(ctx.paths, ctx.podman, state, pool)
+    phase, _ = readiness(ctx.paths, ctx.host, state, pool)
     if phase == "ready":
         if (state.profiles, state.lifecycle) == (ctx.settings.profiles, ctx.settings.lifecycle):
             ctx.report.add("writer_unchanged", "ok", target, "ready and current")
             return
         try:
-            with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
+            with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
                 state = _adopt_free_settings(ctx, load_state(ctx.paths.writer_dir(name)) or state)
         except WriterpoolError as exc:
             _record_failure(ctx, name, exc)
@@ -143,11 +143,11 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
                        f"{','.join(state.profiles)}; ready")  # fmt: skip
         return
     try:
-        with operate(ctx.paths, ctx.podman, pool.lease_wait_seconds, name, ctx.leases):
+        with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
             ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
-            _, finding = accept(ctx.paths, ctx.podman, state, pool)
+            _, finding = accept(ctx.paths, ctx.host, state, pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -173,7 +173,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     try:
         with operate(
-            ctx.paths, ctx.podman, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
+            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
         ):
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
@@ -181,7 +181,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
                 stateless_clone(ctx.paths, name, state)
                 or (
                     state is not None
-                    and has_uncollected_work(ctx.paths, ctx.podman, state, ctx.loaded.config.pool)
+                    and has_uncollected_work(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
                 )
             ):
                 ctx.report.add(
@@ -191,20 +191,22 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
                     "surplus writer holds uncollected work; collect it or pass --discard",
                 )
                 return
-            delete_writer_files(ctx.paths, name)
+            delete_writer_files(ctx.paths, ctx.host, name)
         ctx.report.add("writer_removed", "ok", _target(ctx.alias, name), "surplus writer removed")
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
 
 
-def delete_writer_files(paths: Paths, name: str) -> None:
-    """Remove everything a writer owns except its lease file (still held by the caller).
+def delete_writer_files(paths: Paths, host: WriterHost, name: str) -> None:
+    """Remove everything a writer owns except its lease file (still held by the caller):
+    its storage on its host, then the rest of its record.
 
     Any tree the agent made goes (no recursion; see clonetool/removal.py). The state
     file goes last: killed or failing part way, the writer is still listed, its work
     still guarded, and the same command finishes the removal. The lease file left
     behind does not make a writer: see provision.existing_states.
     """
+    host.remove_storage(writer_at(paths, name, host.name))
     root = paths.writer_dir(name)
     for child in sorted(os.listdir(root)):
         if child not in ("lease", "state.json"):

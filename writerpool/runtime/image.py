@@ -307,7 +307,20 @@ def tagged_image(tag: str, label: str, value: str) -> ImageInfo | None:
 
 
 def resolve_image(paths: Paths, setting: str) -> str:
-    """The 64-hex ID for an image setting ("default" = the pin), checked to exist locally."""
+    """The 64-hex ID for an image setting ("default" = the pin), checked to exist locally
+    (on this controller; a writer's host checks its own: WriterHost.ensure_image)."""
+    image_id = image_setting_id(paths, setting)
+    if not image_exists(image_id):
+        which = "the pinned writer image" if setting == "default" else "the image"
+        raise WriterpoolError(
+            "image_unavailable",
+            f"{which} {image_id[:12]} is not in local storage; run `writerpool image build`",
+        )
+    return image_id
+
+
+def image_setting_id(paths: Paths, setting: str) -> str:
+    """The 64-hex ID for an image setting ("default" = the pin); not looked up."""
     if setting == "default":
         pin = load_pin(paths)
         if pin is None:
@@ -319,10 +332,4 @@ def resolve_image(paths: Paths, setting: str) -> str:
         image_id = setting
     else:
         raise UsageError("an image must be 'default' or a 64-hex local image ID")
-    if not image_exists(image_id):
-        which = "the pinned writer image" if setting == "default" else "the image"
-        raise WriterpoolError(
-            "image_unavailable",
-            f"{which} {image_id[:12]} is not in local storage; run `writerpool image build`",
-        )
     return image_id

@@ -12,7 +12,7 @@ from typing import IO
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Process, spawn, stop, wait_or_stop
 from writerpool.runtime.image import HEX64
-from writerpool.runtime.podman import Podman, podman_env
+from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import RemotePodman
 
 CHUNK = 1024 * 1024
@@ -22,7 +22,7 @@ LOAD_SECONDS = 900.0
 Progress = Callable[[int, int], None]  # (bytes sent, bytes expected)
 
 
-def _size(local: Podman, image_id: str) -> int:
+def _size(local: PodmanHost, image_id: str) -> int:
     found = local.cli(["image", "inspect", "--format", "{{.Size}}", image_id], timeout=30)
     return int(found.out.strip() or 0)
 
@@ -54,7 +54,9 @@ def _stderr(errors: IO[bytes]) -> str:
     return lines[-1][:200] if lines else "no message"
 
 
-def transfer_image(local: Podman, remote: RemotePodman, image_id: str, progress: Progress) -> bool:
+def transfer_image(
+    local: PodmanHost, remote: RemotePodman, image_id: str, progress: Progress
+) -> bool:
     """Make the host hold `image_id`; False when it already did. Raises
     `image_transfer_failed` when the copy fails or arrives under another ID."""
     if remote_image_id(remote, image_id) == image_id:

@@ -1,5 +1,6 @@
 """The one place that talks to Podman: podman-py over the user's API socket, and
-the CLI where a container's stdio must be attached."""
+the CLI where a container's stdio must be attached. `PodmanHost` is the `WriterHost`
+(runtime/host.py) of one Podman engine; the local host is an instance of it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import shutil
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import podman
@@ -18,7 +18,9 @@ import requests
 
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, clean_env, run, start_daemon
-from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
+from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
+from writerpool.runtime.spec import ContainerSpec
+from writerpool.state.atomic import ensure_private_dir
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30
@@ -47,13 +49,6 @@ class PodmanApiUnavailable(PodmanUnavailable):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"{message}; {API_REMEDY}", code="podman_api_unavailable")
-
-
-@dataclass(frozen=True)
-class ContainerRef:
-    id: str
-    name: str
-    state: str
 
 
 def podman_env() -> dict[str, str]:
@@ -98,11 +93,24 @@ def _status(attrs: dict[str, object]) -> str:
     return str(state or "unknown")
 
 
-class Podman:
-    def __init__(self, binary: str | None = None, socket_path: Path | None = None) -> None:
+# Rootless limits need the unified cgroup v2 hierarchy with delegated controllers.
+CGROUP_CONTROLLERS = Path("/sys/fs/cgroup/cgroup.controllers")
+
+
+class PodmanHost:
+    """A writer host: one Podman engine, its CLI for attached stdio, its API for the rest."""
+
+    def __init__(
+        self, name: str = LOCAL, binary: str | None = None, socket_path: Path | None = None
+    ) -> None:
+        self._name = name
         self.binary = binary or os.environ.get("WRITERPOOL_PODMAN", "podman")
         explicit = os.environ.get("WRITERPOOL_PODMAN_SOCKET")
         self.socket_path = socket_path or (Path(explicit) if explicit else default_socket())
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     # -- CLI ---------------------------------------------------------------
     def cli(
@@ -136,9 +144,9 @@ class Podman:
             _versions[stamp] = version
         return version
 
-    def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
+    def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:
         """Full argv of a disposable container, for callers that attach its stdio."""
-        return [self.binary, *spec.run_argv(command, interactive=interactive)]
+        return [self.binary, *spec.run_argv(command, interactive=True)]
 
     def run(
         self,
@@ -158,6 +166,38 @@ class Podman:
 
     def image_exists(self, image_id: str) -> bool:
         return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0
+
+    def ensure_image(self, image_id: str) -> None:
+        # The image is built on this host by `writerpool image build`: present or not.
+        from writerpool.runtime.image import image_exists  # noqa: PLC0415 (imports this)
+
+        if not image_exists(image_id):
+            raise WriterpoolError(
+                "image_unavailable",
+                f"the image {image_id[:12]} is not in the storage of host {self._name}; "
+                "run `writerpool image build`",
+            )
+
+    def facts(self) -> EngineFacts:
+        return EngineFacts(
+            host=self._name,
+            podman_version=self.version(),
+            limits=CGROUP_CONTROLLERS.exists(),
+            rootless=os.getuid() != 0,
+        )
+
+    # -- storage -----------------------------------------------------------
+    def create_storage(self, writer: Writer, *, cache: bool) -> None:
+        ensure_private_dir(writer.storage)
+        for path in (writer.agent, writer.collections, *([writer.cache] if cache else [])):
+            ensure_private_dir(path)
+
+    def remove_storage(self, writer: Writer) -> None:
+        # The one removal of agent-made trees, shared with the throwaway container.
+        from writerpool.pool.clonetool.removal import remove_path  # noqa: PLC0415
+
+        for name in (*STORAGE, *SCRATCH):
+            remove_path(writer.storage / name)
 
     # -- API ---------------------------------------------------------------
     def _ensure_service(self) -> None:
@@ -218,6 +258,3 @@ class Podman:
             OSError,
         ) as exc:
             raise PodmanApiUnavailable("Podman's API service failed to remove a container") from exc
-
-    def writer_containers(self, writer: str) -> list[ContainerRef]:
-        return self.containers(LABEL_WRITER, writer)

@@ -1,8 +1,9 @@
-"""A Podman host over SSH: the same Podman class, pointed at a forwarded API socket.
+"""A Podman host over SSH: the same `PodmanHost` (the `WriterHost` of one Podman engine),
+pointed at a forwarded API socket.
 
 The host's API socket is forwarded to a private socket of the controller for as long
 as the connection is open; podman-py and the podman CLI (`--url unix://…`) both use it,
-so every operation of `Podman` works unchanged on the host.
+so every container operation of `PodmanHost` works unchanged on the host.
 """
 
 from __future__ import annotations
@@ -17,24 +18,25 @@ from pathlib import Path, PurePosixPath
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed
+from writerpool.runtime.host import ContainerRef, EngineFacts, Writer
 from writerpool.runtime.podman import (
-    ContainerRef,
-    Podman,
     PodmanApiUnavailable,
+    PodmanHost,
     default_socket,
     socket_answers,
 )
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
+from writerpool.runtime.volumes import create_volumes, remove_volumes
 
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
-class RemotePodman(Podman):
+class RemotePodman(PodmanHost):
     """Podman on `host`, through the forwarded socket `socket_path`."""
 
     def __init__(self, host: SshHost, socket_path: Path, forward: Forward | None = None) -> None:
-        super().__init__(socket_path=socket_path)
+        super().__init__(name=host.name, socket_path=socket_path)
         self.host = host
         self.forward = forward
 
@@ -73,8 +75,33 @@ class RemotePodman(Podman):
         found = self.cli(["version", "--format", "{{.Server.Version}}"], timeout=30)
         return found.out.strip()
 
-    def run_argv(self, spec: ContainerSpec, command: list[str], *, interactive: bool) -> list[str]:
-        return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=interactive)]
+    def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:
+        return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=True)]
+
+    def facts(self) -> EngineFacts:
+        """The host's own: its Podman (the server), its cgroups, whether it is rootless."""
+        found = self.cli(
+            ["info", "--format", "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"],
+            timeout=60,
+        )
+        cgroups, _, rootless = found.out.strip().partition(" ")
+        return EngineFacts(self.name, self.version(), cgroups == "v2", rootless == "true")
+
+    def ensure_image(self, image_id: str) -> None:
+        # Present by ID on the host itself; `writerpool image push` copies it there.
+        if not self.image_exists(image_id):
+            raise WriterpoolError(
+                "image_unavailable",
+                f"the image {image_id[:12]} is not on host {self.name}; "
+                f"run `writerpool image transfer --host {self.name}`",
+            )
+
+    def create_storage(self, writer: Writer, *, cache: bool) -> None:
+        # Named volumes of the host: nothing of the controller's file system stands in.
+        create_volumes(self, writer.name, cache=cache)
+
+    def remove_storage(self, writer: Writer) -> None:
+        remove_volumes(self, writer.name)
 
     @contextlib.contextmanager
     def session_socket(self, local: Path, session: str) -> Iterator[PurePosixPath]:

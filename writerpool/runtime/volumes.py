@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from writerpool.errors import WriterpoolError
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.spec import LABEL_WRITER
 
 STORAGE = ("clone", "agent", "collections")
@@ -20,7 +20,7 @@ def volume_name(writer: str, part: str) -> str:
     return f"writerpool-{writer}-{part}"
 
 
-def create_volumes(podman: Podman, writer: str, *, cache: bool) -> dict[str, str]:
+def create_volumes(podman: PodmanHost, writer: str, *, cache: bool) -> dict[str, str]:
     """The writer's volumes (part -> volume name), made where missing; idempotent."""
     parts = (*STORAGE, *(("cache",) if cache else ()))
     made = {}
@@ -33,14 +33,14 @@ def create_volumes(podman: Podman, writer: str, *, cache: bool) -> dict[str, str
     return made
 
 
-def writer_volumes(podman: Podman, writer: str) -> list[str]:
+def writer_volumes(podman: PodmanHost, writer: str) -> list[str]:
     """Every volume carrying the writer's label on that host."""
     found = podman.cli(["volume", "ls", "--filter", f"label={LABEL_WRITER}={writer}",
                         "--format", "{{.Name}}"], timeout=60)  # fmt: skip
     return [n for n in found.out.split() if n.startswith("writerpool-")]
 
 
-def remove_volumes(podman: Podman, writer: str) -> int:
+def remove_volumes(podman: PodmanHost, writer: str) -> int:
     """Remove the writer's volumes (the caller holds its lease and fenced its containers);
     the number removed. Whatever an agent made in them goes with them."""
     names = writer_volumes(podman, writer)

@@ -85,6 +85,19 @@ def ignored(paths: list[bytes], env: dict[str, str]) -> set[bytes]:
     return {p for p in out.split(b"\0") if p}
 
 
+def index_paths(env: dict[str, str]) -> set[bytes]:
+    """Paths the clone's own index lists. Trusted only to add work (an ignored file
+    staged with `git add -f` is work), never to hide any."""
+    index = os.path.join(GIT_DIR, "index")
+    if not os.path.isfile(index) or os.path.islink(index):
+        return set()
+    try:
+        out = git(["ls-files", "-z"], dict(env, GIT_INDEX_FILE=index))
+    except Exception:
+        return set()
+    return {p for p in out.split(b"\0") if p}
+
+
 def _plan(
     disk: Disk, base: dict[bytes, BaseEntry], skip: set[bytes], caps: dict[str, int], found: Found
 ) -> list[bytes]:
@@ -117,8 +130,11 @@ def _plan(
     return excluded
 
 
-def stage(scratch: str, head_commit: str | None, excluded: list[bytes]) -> tuple[str, set[bytes]]:
-    """The work tree's tree (objects go to scratch) and the paths it holds."""
+def stage(
+    scratch: str, head_commit: str | None, excluded: list[bytes], forced: set[bytes]
+) -> tuple[str, set[bytes]]:
+    """The work tree's tree (objects go to scratch) and the paths it holds; `forced`
+    are ignored files that are added all the same."""
     index = os.path.join(scratch, "index")
     env = scratch_env(scratch, GIT_INDEX_FILE=index)
     if os.path.lexists(index):
@@ -133,6 +149,9 @@ def stage(scratch: str, head_commit: str | None, excluded: list[bytes]) -> tuple
     specs = [b"."] + [b":(exclude,literal)" + p for p in excluded]
     git(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], env,
         b"\0".join(specs) + b"\0")  # fmt: skip
+    if forced:
+        names = b"".join(b":(literal)" + p + b"\0" for p in sorted(forced))
+        git(["add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul"], env, names)
     tree = git(["write-tree"], env).decode().strip()
     listed = git(["ls-files", "-z"], env)
     return tree, {p for p in listed.split(b"\0") if p}
@@ -211,8 +230,11 @@ def judge(
     disk = walk()
     base = base_listing(head_commit, env)
     untracked = [p for p in disk.files if p not in base and p not in disk.unreadable]
-    skipped = ignored(untracked, env)
+    ignored_now = ignored(untracked, env)
+    # An ignored file the clone's index holds was added on purpose: work, not a leftover.
+    staged = ignored_now & index_paths(env)
+    skipped = ignored_now - staged
     excluded = _plan(disk, base, skipped, caps, found)
-    tree, held = stage(scratch, head_commit, excluded)
+    tree, held = stage(scratch, head_commit, excluded, staged - set(excluded))
     _leftovers(disk, base, held, set(excluded), skipped, found)
     return Content(tree=tree, found=found, index_ok=index_matches(base, env))

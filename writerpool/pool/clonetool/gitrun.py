@@ -111,3 +111,19 @@ def object_types(oids: list[str], env: dict[str, str]) -> dict[str, str]:
 def existing_commits(oids: list[str], env: dict[str, str]) -> list[str]:
     types = object_types(sorted(set(oids)), env)
     return [o for o in sorted(set(oids)) if types.get(o) == "commit"]
+
+
+def peeled_commits(oids: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Each object that is a commit, or a tag naming one (through tags of tags), mapped
+    to that commit; others are left out."""
+    wanted = sorted(set(oids))
+    if not wanted:
+        return {}
+    query = "".join(f"{o}^{{commit}}\n" for o in wanted).encode()
+    out = git(["cat-file", "--batch-check=%(objectname) %(objecttype)"], env, query)
+    peeled: dict[str, str] = {}
+    for oid, line in zip(wanted, out.decode().splitlines(), strict=True):
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == "commit" and HEX.fullmatch(parts[0].encode()):
+            peeled[oid] = parts[0]
+    return peeled

@@ -18,6 +18,10 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SEP = "\x1f"
 FORMAT = SEP.join(["%H", "%P", "%an", "%ae", "%aI", "%s"]) + "\x1e"
 DIFF = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames"]
+# The answer is bounded whatever the clone holds: fields are cut, files beyond the cap
+# are only counted (pool/review.py's model holds the same limits).
+MAX_FIELD = 4096
+MAX_FILES = 2000
 
 
 def _tip(refs: dict[bytes, bytes], branch: str | None, head_commit: str | None) -> str:
@@ -40,24 +44,30 @@ def _log(tip: str, exclude: list[str], limit: int, env: dict[str, str]) -> list[
         if len(fields) != 6:
             continue
         commit, parents, author, email, date, subject = fields
-        commits.append({"commit": commit, "parents": parents.split(), "author": author,
-                        "email": email, "date": date, "subject": subject})  # fmt: skip
+        commits.append({"commit": commit, "parents": parents.split()[:64],
+                        "author": author[:MAX_FIELD], "email": email[:MAX_FIELD],
+                        "date": date[:64], "subject": subject[:MAX_FIELD]})  # fmt: skip
     return commits
 
 
-def _numstat(old: str, new: str, env: dict[str, str]) -> list[dict[str, Any]]:
+def _numstat(old: str, new: str, env: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """The first MAX_FILES changed files, and how many changed in all."""
     out = git([*DIFF, "--numstat", "-z", old, new, "--"], env)
-    files = []
-    for item in out.split(b"\0"):
+    files: list[dict[str, Any]] = []
+    total = 0
+    for item in out.split(b"\0"):  # bounded: the diff's files; MAX_FILES of them kept
         parts = item.split(b"\t", 2)
         if len(parts) != 3:
             continue
+        total += 1
+        if len(files) >= MAX_FILES:
+            continue
         added, removed, path = parts
         binary = added == b"-"
-        files.append({"path": path.decode("utf-8", "surrogateescape"), "binary": binary,
-                      "added": 0 if binary else int(added),
+        files.append({"path": path.decode("utf-8", "surrogateescape")[:MAX_FIELD],
+                      "binary": binary, "added": 0 if binary else int(added),
                       "removed": 0 if binary else int(removed)})  # fmt: skip
-    return files
+    return files, total
 
 
 def review(request: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +89,8 @@ def review(request: dict[str, Any]) -> dict[str, Any]:
         result["commits"] = _log(new, exclude, limit, env)
         merge = git(["merge-base", base, new], env, allow=(0, 1)).decode().strip()
         old = merge or EMPTY_TREE
-    result.update(tip=new, old=old, files=_numstat(old, new, env))
+    files, total = _numstat(old, new, env)
+    result.update(tip=new, old=old, files=files, files_total=total)
     if request.get("patch"):
         cap = int(request.get("max_bytes", 4 * 1024 * 1024))
         patch = git([*DIFF, "--patch", old, new, "--"], env)

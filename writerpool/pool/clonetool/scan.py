@@ -15,6 +15,7 @@ from .gitrun import (
     git,
     git_env,
     object_format,
+    peeled_commits,
     read_env,
     scratch_env,
 )
@@ -93,17 +94,20 @@ def _exports(
 def _extra_refs(
     refs: dict[bytes, bytes], odd: dict[bytes, str], known: list[str], env: dict[str, str]
 ) -> list[dict[str, Any]]:
-    """Refs outside refs/heads/ and refs/tags/ (the stash aside): never exported; those
-    that reach history no branch or baseline commit reaches are work."""
-    names = sorted(n for n in {*refs, *odd} if not n.startswith((b"refs/heads/", b"refs/tags/"))
+    """Refs outside refs/heads/ (the stash aside): never exported; those that reach
+    history no branch or baseline commit reaches are work. Tags are listed only then
+    (the baseline's tags are compared apart); a tag object counts as the commit it names."""
+    names = sorted(n for n in {*refs, *odd} if not n.startswith(b"refs/heads/")
                    and n != b"refs/stash")  # fmt: skip
     exclude = existing_commits(known, env)
-    commits = existing_commits([refs[n].decode() for n in names if HEX.fullmatch(refs.get(n, b""))],
-                               env)  # fmt: skip
+    values = [refs[n].decode() for n in names if HEX.fullmatch(refs.get(n, b""))]
+    commits = peeled_commits(values, env)
     found = []
-    for name in names:
-        value = refs.get(name, b"").decode(errors="replace")
-        new = value in commits and (not exclude or is_new(value, exclude, env))
+    for name in names:  # bounded: read_refs caps the refs at MAX_REFS
+        commit = commits.get(refs.get(name, b"").decode(errors="replace"))
+        new = commit is not None and (not exclude or is_new(commit, exclude, env))
+        if name.startswith(b"refs/tags/") and not new:
+            continue
         found.append({"name": name.decode("utf-8", "surrogateescape"), "new": new})
     return found[:200]
 

@@ -1,13 +1,16 @@
-"""Doctor checks of the isolation control record and of each writer's readiness."""
+"""The pool's doctor checks: the isolation control record and each writer's readiness.
+
+`writerpool doctor` runs them after doctor's own (doctor never imports the pool); the
+provisioning gate does not: it checks the host and the workspace it provisions."""
 
 from __future__ import annotations
 
-from writerpool.doctor.model import CheckContext, CheckResult
+from writerpool.doctor.model import Check, CheckContext, CheckResult
 from writerpool.errors import WriterpoolError
 from writerpool.pool.control import control_current, load_control
 from writerpool.pool.listing import writer_names
 from writerpool.pool.status import status_of
-from writerpool.runtime.podman import Podman
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 
@@ -36,7 +39,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
     if ctx.loaded is None:
         return []
     results = []
-    podman = Podman()
+    host = open_host()
     for alias, name in writer_names(ctx.paths):
         subject = f"writer/{alias}/{name}"
         try:
@@ -55,7 +58,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
         if state is None:
             continue
         # The words of `writer status` (the session guard's verdict), not a second set.
-        status = status_of(ctx.paths, podman, ctx.loaded, state)
+        status = status_of(ctx.paths, host, ctx.loaded, state)
         if status.leasable:
             results.append(CheckResult("writer_readiness", "ok", subject, status.text()))
         else:
@@ -69,3 +72,6 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
     return results
+
+
+POOL_CHECKS: tuple[Check, ...] = (isolation_control, writer_readiness)
