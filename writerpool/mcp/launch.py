@@ -166,11 +166,12 @@ class Launcher:
         session_id: str,
         writer: str | None,
         allow: tuple[str, ...] | None = None,
+        rendered: bool = False,
     ) -> Grant:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT, allow=allow,
+            port=EGRESS_PORT, allow=allow, rendered=rendered,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -280,9 +281,11 @@ class Launcher:
         slot, agent = warm.slot, warm.agent
         slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
         try:
+            # The pool rendered the agent directory for this provider when it warmed the
+            # writer (claim() matches the provider), and has held the lease since.
             held = self._grant(
                 plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
-                slot.allow,
+                slot.allow, rendered=True,
             )  # fmt: skip
             try:
                 profile = plan.profile
