@@ -1,6 +1,6 @@
 """warm_claim: a session claiming a warm writer (pool/warm.py), from the start call to
 the answer, against a cold start of the same kind of session, both in process through
-the session launcher (mcp/launch.py `Launcher.launch`).
+the session launcher (sessions/launch.py `Launcher.launch`).
 
 Ours: `Launcher.launch` with a `WarmPool` holding one warm writer (container running,
 pi started and idle, no provider access): the claim's checks, the session's egress

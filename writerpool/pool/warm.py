@@ -6,7 +6,7 @@ claims one.
 operator command asked for and keeps up to each workspace's `warm` count started;
 `claim()` hands a session a warm writer after checking that its settings, acceptance
 and clone are still what they were when it was warmed. The session's launcher then
-grants its egress and gives pi the session's model (mcp/launch.py); when the session
+grants its egress and gives pi the session's model (sessions/launch.py); when the session
 ends its lease is released like any other, and the writer is warmed again only once
 the guard admits it again (at baseline, after finish or reset).
 """
@@ -35,7 +35,6 @@ from writerpool.pool.sessions import WriterSlot, lease_ready_writer
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import load_pin
-from writerpool.runtime.podman import podman_env
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +165,7 @@ class WarmPool:
         agent_launch.remove_credential(slot.agent_dir)
         agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
         args = agent_launch.pi_args(profile, False, AGENT_DIR)
-        agent = PiAgent.start(slot.pi_argv(args), podman_env(), None, READY_SECONDS)
+        agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
         digest = _state_digest(self._paths.writer_dir(slot.name))
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
