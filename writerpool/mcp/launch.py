@@ -213,7 +213,6 @@ class Launcher:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
         from writerpool.pool.readonly import ReadonlyContainer  # noqa: PLC0415
-        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
@@ -229,7 +228,8 @@ class Launcher:
                     pi_args=agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR),
                 )  # fmt: skip
                 agent = _started(
-                    held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                    held,
+                    lambda: PiAgent.start(argv, container.pi_env(), None, CONTAINER_READY_SECONDS),
                 )
             except BaseException:
                 held.revoke()
@@ -247,7 +247,6 @@ class Launcher:
         # Loaded on first use: a server whose sessions all run on the host never
         # loads the Podman and writer-pool code.
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
-        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         warm = None
         if self._warm is not None:
@@ -262,11 +261,10 @@ class Launcher:
             )  # fmt: skip
             try:
                 args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
-                # Podman needs the account's real home (its storage), whatever HOME says.
                 agent = _started(
                     held,
                     lambda: PiAgent.start(
-                        slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                        slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS
                     ),
                 )
             except BaseException:

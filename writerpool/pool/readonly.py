@@ -36,5 +36,8 @@ class ReadonlyContainer:
         )  # fmt: skip
         return self.host.attach_argv(spec, ["pi", *pi_args])
 
+    def pi_env(self) -> dict[str, str]:
+        return self.host.attach_env()
+
     def remove(self) -> None:
         remove_session_containers(self.host, self.session_id)

@@ -61,6 +61,10 @@ class WriterSlot:
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.host.attach_argv(self.spec, ["pi", *pi_args])
 
+    def pi_env(self) -> dict[str, str]:
+        # Podman needs the account's real home (its storage), whatever HOME says.
+        return self.host.attach_env()
+
     def uncommitted(self, role: str = "inspect") -> bool | None:
         """Whether the clone holds uncommitted or untracked changes, judged by content in
         a throwaway container while the lease is still held: at close (pi stopped

@@ -37,7 +37,6 @@ from writerpool.pool.verdicts import Verdict, advance, current, lease_count, rem
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import load_pin
-from writerpool.runtime.podman import podman_env
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +176,7 @@ class WarmPool:
         agent_launch.remove_credential(slot.agent_dir)
         agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
         args = agent_launch.pi_args(profile, False, AGENT_DIR)
-        agent = PiAgent.start(slot.pi_argv(args), podman_env(), None, READY_SECONDS)
+        agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
         digest = _state_digest(self._paths.writer_dir(slot.name))
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
