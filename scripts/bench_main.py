@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import bench_dirty
 import bench_node
 from bench_connect import connect_figure, paced_line
+from bench_dirty import DIRTY_FILES, dirty_figure
 from bench_env import PROFILE, BenchEnv
 from bench_figures import (
     POOL_SIZE,
@@ -49,6 +51,7 @@ REPS = {
     "contention": (1, 3),
     "collect": (3, 9),
     "guard": (5, 11),
+    "dirty": (3, 7),
     "proxy": (10, 30),
     "connect": (5, 15),
     "startup": (11, 31),
@@ -64,7 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,proxy,connect,startup,warm,remote")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,warm,remote")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -109,6 +112,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     env.add_workspace("pool", SMALL_COMMITS, writers=POOL_SIZE)
     if "guard" in groups:
         env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
+    if "dirty" in groups:
+        bench_dirty.add_workspaces(env, SMALL_COMMITS)
     if "warm" in groups:
         env.add_workspace("warm", SMALL_COMMITS, writers=1)
     before = bench_node.wanted() if "session" in groups else None
@@ -133,6 +138,9 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     if "guard" in groups:
         say(f"setup: provisioning a writer of a {GUARD_FILES}-file repository")
         env.set_container_mode("wide")
+    if "dirty" in groups:
+        say("setup: two pools of two writers")
+        bench_dirty.prepare(env)
     if "warm" in groups:
         say("setup: provisioning a writer kept warm (--warm 1)")
         env.set_container_mode("warm", "--warm", "1")
@@ -145,6 +153,9 @@ def _detail(figure: Figure) -> str:
         return first_byte_line(figure)
     if figure.name == "connect_overhead":
         return paced_line(figure)
+    if figure.name == "session_start_dirty_writer":
+        return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
+                f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
     if figure.name == "warm_claim":
         return warm_line(figure)
     if figure.name == "remote_container_start":
@@ -181,6 +192,9 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
     if "guard" in groups:
         say("measuring guard_5000_files")
         figures.append(guard_figure(env, reps["guard"]))
+    if "dirty" in groups:
+        say("measuring session_start_dirty_writer")
+        figures.append(anyio.run(dirty_figure, env, reps["dirty"]))
     if "proxy" in groups:
         say("measuring proxy_overhead")
         figures.append(proxy_figure(reps["proxy"]))
@@ -197,7 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pick = 0 if args.quick else 1
     reps = {k: v[pick] for k, v in REPS.items()}
     groups = set(filter(None, args.only.split(","))) or {
-        "provision", "session", "warm", "contention", "collect", "guard", "proxy", "connect",
+        "provision", "session", "warm", "contention", "collect", "guard", "dirty", "proxy", "connect",
         "startup",
         *(["remote"] if os.environ.get("WRITERPOOL_TESTHOST_URL") else []),
     }  # fmt: skip

@@ -61,6 +61,7 @@ CODES: dict[str, str] = {
     "writer_clone_failed": "Making the writer's clone failed",
     "clone_verification_failed": "The clone holds a hook or a redirecting or executing setting",
     "clone_unreadable": "The clone's refs cannot be read safely from the host",
+    "clone_over_cap": "The clone holds more refs, or longer ref names, than writerpool reads",
     "writer_state_invalid": "The writer's state is missing, malformed or mismatched",
     "writer_state_unreadable": "The writer's state cannot be read safely",
     # collection and lifecycle
@@ -150,6 +151,7 @@ CODES: dict[str, str] = {
     "session_egress_lost": "The session's provider proxy is gone; close it and start another",
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
+    "answer_too_large": "A tool answer would exceed the documented 256 KiB cap (a bug)",
     # doctor checks
     "isolation_control": "Doctor: whether a passing isolation control is recorded",
     "writer_readiness": "Doctor: a writer's phase and readiness",

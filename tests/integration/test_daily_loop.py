@@ -206,3 +206,24 @@ def test_an_ignored_file_added_with_force_is_work_the_lease_never_removes(
     [wip] = [c for name, c in collected(repo, writer).items() if name.endswith("-wip")]
     files = tree_files(repo, wip)
     assert "src/__pycache__/kept.txt" in files and "src/__pycache__/m.cpython-313.pyc" not in files
+
+
+# 200 refs that reach no new history, sorted before one that does.
+KEPT_BEHIND_MANY = """
+base=$(git symbolic-ref -q --short HEAD)
+for i in $(seq 200); do echo "create refs/a/$i HEAD"; done | git update-ref --stdin
+git checkout -q --detach && git commit -q --allow-empty -m kept-behind-many
+git update-ref refs/zz/kept HEAD && git tag kept-tag && git checkout -q "$base"
+"""
+
+
+def test_work_behind_many_refs_that_are_not_work_is_still_work(repo: Path, alias: str) -> None:
+    writer = ready_writer(alias)
+    run_agent(writer, KEPT_BEHIND_MANY)
+    row = _row(writer)
+    assert row["state"] == "writer_holds_work" and not row["leasable"], row
+    with pytest.raises(WriterpoolError) as caught:
+        _lease(alias)
+    assert caught.value.code == "writer_unavailable"
+    kept = run_agent(writer, "git for-each-ref --format='%(refname)' refs/zz refs/tags")
+    assert kept.split() == ["refs/tags/kept-tag", "refs/zz/kept"]

@@ -15,6 +15,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
 from writerpool.gitops.clone_read import DETACHED, read_refs
+from writerpool.gitops.limits import LIMITS
 
 pytestmark = pytest.mark.git
 
@@ -163,3 +164,45 @@ def test_many_packed_and_loose_branches_are_all_read(tmp_path: Path) -> None:
     refs = read_refs(repo)
     assert len(refs.branches) == 302
     assert refs.branches == _git_view(repo, "refs/heads/")
+
+
+def _pack_branches(clone: Path, count: int, name_bytes: int = 8) -> None:
+    commit = git_out(clone, "rev-parse", "HEAD")
+    lines = (f"{commit} refs/heads/b{i:0{name_bytes}d}\n" for i in range(count))
+    with (clone / ".git" / "packed-refs").open("a") as handle:
+        handle.writelines(lines)
+
+
+def test_refs_past_the_count_cap_are_refused_before_the_rest_is_read(clone: Path) -> None:
+    # 300,000 branches in packed-refs (about 18 MB, under the size cap): the read
+    # stops at the count cap instead of building a map of every one.
+    _pack_branches(clone, 300_000)
+    with pytest.raises(WriterpoolError) as caught:
+        read_refs(clone)
+    assert caught.value.code == "clone_over_cap"
+    assert str(LIMITS.refs) in caught.value.message
+
+
+def test_packed_refs_past_the_size_cap_are_refused_unread(clone: Path) -> None:
+    _pack_branches(clone, 1_500_000)
+    assert (clone / ".git" / "packed-refs").stat().st_size > LIMITS.packed_refs_bytes
+    with pytest.raises(WriterpoolError) as caught:
+        read_refs(clone)
+    assert caught.value.code == "clone_over_cap"
+
+
+def test_loose_refs_past_the_count_cap_and_long_names_are_refused(clone: Path) -> None:
+    heads = clone / ".git" / "refs" / "heads" / "many"
+    heads.mkdir()
+    commit = git_out(clone, "rev-parse", "HEAD") + "\n"
+    for i in range(LIMITS.refs + 1):
+        (heads / f"r{i}").write_text(commit)
+    with pytest.raises(WriterpoolError) as caught:
+        read_refs(clone)
+    assert caught.value.code == "clone_over_cap"
+    shutil.rmtree(heads)
+    assert read_refs(clone).head == "refs/heads/main"
+    _pack_branches(clone, 1, name_bytes=LIMITS.ref_name_bytes)
+    with pytest.raises(WriterpoolError) as caught:
+        read_refs(clone)
+    assert caught.value.code == "clone_over_cap"

@@ -56,6 +56,9 @@ class EgressRequest:
     writer: str | None
     port: int  # where the forwarder listens inside the container
     allow: tuple[str, ...] | None = None  # the workspace's allowlist words
+    # The agent directory was rendered for this provider, without a key, by whoever holds
+    # the writer since (a warm writer's pool): nothing else could write to it meanwhile.
+    rendered: bool = False
 
 
 @dataclass
@@ -128,9 +131,12 @@ def grant_key(
 ) -> Grant:
     """The same for a given key: acceptance sends a canary credential this way."""
     container = request.network != "host"
-    # Rendered anew each session: nothing a killed server or an agent left survives.
-    agent_launch.remove_credential(request.agent_dir)
-    agent_launch.render_for_profile(request.config, request.agent_dir, request.provider, container)
+    if not request.rendered:
+        # Rendered anew each session: nothing a killed server or an agent left survives.
+        agent_launch.remove_credential(request.agent_dir)
+        agent_launch.render_for_profile(
+            request.config, request.agent_dir, request.provider, container
+        )
     info = network_info(request.network) if container else None
     if info is not None and info.egress:
         if host is None:

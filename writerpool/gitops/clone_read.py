@@ -2,7 +2,9 @@
 
 Loose refs are read through `safefs` (no links followed, no FIFOs opened); packed
 refs are parsed with dulwich. Ref values must be object ids or `ref: ` symrefs;
-anything else makes the read fail rather than return a guess.
+anything else makes the read fail rather than return a guess. Every read stops at the
+limits of gitops/limits.py: a clone beyond them is `clone_over_cap`, found before the
+rest of it is read.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 from dulwich.refs import read_packed_refs_with_peeled
 
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.safefs import GitDir, Kind, UnsafePathError
+from writerpool.gitops.limits import LIMITS
+from writerpool.gitops.safefs import GitDir, Kind, TooLargeError, UnsafePathError
 
 _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 _SYMREF = b"ref: "
@@ -39,13 +42,18 @@ class CloneUnreadableError(WriterpoolError):
         super().__init__("clone_unreadable", message)
 
 
+class CloneOverCapError(WriterpoolError):
+    def __init__(self, message: str) -> None:
+        super().__init__("clone_over_cap", message)
+
+
 def _name(raw: bytes) -> str:
     # Keep undecodable bytes as surrogates so later name checks can refuse them.
     return raw.decode("utf-8", "surrogateescape")
 
 
 def _loose_value(gitdir: GitDir, rel: str) -> bytes:
-    data = gitdir.read(rel, limit=4096)
+    data = gitdir.read(rel, limit=LIMITS.ref_file_bytes)
     if data is None:
         raise CloneUnreadableError("a ref vanished while it was read")
     value = data.rstrip(b"\r\n")
@@ -54,21 +62,35 @@ def _loose_value(gitdir: GitDir, rel: str) -> bytes:
     raise CloneUnreadableError("a ref holds neither an object id nor a symbolic ref")
 
 
+def _over(what: str) -> CloneOverCapError:
+    return CloneOverCapError(f"beyond what writerpool reads from a clone: {what}")
+
+
+def _add(refs: dict[str, bytes], raw: bytes, value: bytes) -> None:
+    if len(raw) > LIMITS.ref_name_bytes:
+        raise _over(f"a ref name of {len(raw)} bytes (at most {LIMITS.ref_name_bytes})")
+    refs[_name(raw)] = value
+    if len(refs) > LIMITS.refs:
+        raise _over(f"more than {LIMITS.refs} refs")
+
+
 def _all_refs(gitdir: GitDir) -> dict[str, bytes]:
     """Full ref name -> raw value (object id or `ref: target`); loose refs win."""
     refs: dict[str, bytes] = {}
-    packed = gitdir.read("packed-refs", limit=256 * 1024 * 1024)
+    packed = gitdir.read("packed-refs", limit=LIMITS.packed_refs_bytes)
     if packed is not None:
         lines = io.BytesIO(packed)
         try:
             for oid, ref, _peeled in read_packed_refs_with_peeled(lines):
-                refs[_name(ref)] = bytes(oid)
+                _add(refs, ref, bytes(oid))
+        except CloneOverCapError:
+            raise
         except Exception as exc:  # any parse failure is unreadable
             raise CloneUnreadableError("packed-refs cannot be parsed") from exc
     if gitdir.kind("refs") is not Kind.DIR:
         raise CloneUnreadableError("refs is not a directory")
-    for rel in gitdir.walk_files("refs"):
-        refs[rel] = _loose_value(gitdir, rel)
+    for rel in gitdir.walk_files("refs", max_entries=LIMITS.refs):
+        _add(refs, rel.encode("utf-8", "surrogateescape"), _loose_value(gitdir, rel))
     return refs
 
 
@@ -97,7 +119,8 @@ def read_refs(clone: Path) -> CloneRefs:
 
     `head` is HEAD's symbolic target (`refs/heads/main`) or "detached". Tag values
     are the tag refs' own object ids (annotated tags are not peeled). Raises
-    `clone_unreadable` when the refs are malformed, linked elsewhere or missing.
+    `clone_unreadable` when the refs are malformed, linked elsewhere or missing, and
+    `clone_over_cap` when they are beyond gitops/limits.py.
     """
     try:
         with GitDir.open(clone) as gitdir:
@@ -106,6 +129,8 @@ def read_refs(clone: Path) -> CloneRefs:
                     raise CloneUnreadableError(f"{rel} present; refs are not where git keeps them")
             head = _loose_value(gitdir, "HEAD")
             refs = _all_refs(gitdir)
+    except TooLargeError as exc:
+        raise _over(str(exc)) from exc
     except UnsafePathError as exc:
         raise CloneUnreadableError(str(exc)) from exc
     head_name = _name(head[len(_SYMREF) :].strip()) if head.startswith(_SYMREF) else DETACHED

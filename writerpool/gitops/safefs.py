@@ -32,6 +32,10 @@ class UnsafePathError(Exception):
     """A path below `.git` is a link, a special file, too large, or unreadable."""
 
 
+class TooLargeError(UnsafePathError):
+    """A file or directory below `.git` holds more than the reader takes."""
+
+
 def _top(rel: str) -> str:
     """How to name `rel` in a message: ref paths carry names an agent chose."""
     return "a ref file" if rel.startswith("refs/") else rel
@@ -123,15 +127,19 @@ class GitDir:
         finally:
             os.close(parent)
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise UnsafePathError(f"{_top(rel)} is not a plain file")
+            if st.st_size > limit:
+                raise TooLargeError(f"{_top(rel)} is too large")  # nothing read
             data = handle.read(limit + 1)
         if len(data) > limit:
-            raise UnsafePathError(f"{_top(rel)} is too large")
+            raise TooLargeError(f"{_top(rel)} is too large")
         return data
 
-    def entries(self, rel: str) -> list[tuple[str, Kind]]:
-        """Names and kinds in directory `rel` (empty when missing)."""
+    def entries(self, rel: str, limit: int = 1_000_000) -> list[tuple[str, Kind]]:
+        """Names and kinds in directory `rel` (empty when missing); more than `limit`
+        entries is a TooLargeError, raised before the rest are listed."""
         try:
             parent, name = self._open_parent(rel)
         except FileNotFoundError:
@@ -146,8 +154,13 @@ class GitDir:
         finally:
             os.close(parent)
         try:
-            names = sorted(os.listdir(fd))
-            return [(n, kind_at(fd, n)) for n in names]
+            names = []
+            with os.scandir(fd) as listing:
+                for entry in listing:
+                    names.append(entry.name)
+                    if len(names) > limit:
+                        raise TooLargeError(f"{_top(rel)} holds too many entries")
+            return [(n, kind_at(fd, n)) for n in sorted(names)]
         finally:
             os.close(fd)
 
@@ -160,10 +173,10 @@ class GitDir:
         seen = 0
         while pending:
             current = pending.pop()
-            for name, kind in self.entries(current):
+            for name, kind in self.entries(current, max_entries - seen):
                 seen += 1
                 if seen > max_entries:
-                    raise UnsafePathError(f"{rel} holds too many entries")
+                    raise TooLargeError(f"{rel} holds too many entries")
                 path = f"{current}/{name}"
                 if kind is Kind.DIR:
                     pending.append(path)

@@ -26,15 +26,14 @@ from writerpool.mcp.scratch import ScratchRoot, sweep
 from writerpool.mcp.turns import Snapshot
 from writerpool.pool.container import (
     EGRESS_PORT,
-    readonly_spec,
-    writer_image,
 )
-from writerpool.pool.sweep import remove_session_containers, sweep_writer_credentials
+from writerpool.pool.sweep import sweep_writer_credentials
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.host import EgressHost
     from writerpool.egress.model import EgressRecord
+    from writerpool.pool.readonly import ReadonlyContainer
     from writerpool.pool.sessions import WriterSlot
     from writerpool.pool.warm import WarmPool, WarmWriter
 
@@ -69,7 +68,7 @@ class Launched:
     scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
     uncommitted: bool | None = None  # a writer session's clone at close (None: unknown)
-    container: str | None = None  # a read-only session's container label
+    container: ReadonlyContainer | None = None  # a read-only session's
 
     @property
     def writer(self) -> str | None:
@@ -128,9 +127,7 @@ class Launcher:
                         launched.uncommitted = launched.slot.uncommitted()
                         launched.slot.release()
                     if launched.container is not None:
-                        from writerpool.runtime.hosts import open_host  # noqa: PLC0415
-
-                        remove_session_containers(open_host(), launched.container)
+                        launched.container.remove()
                 finally:
                     if launched.scratch is not None:
                         shutil.rmtree(launched.scratch, ignore_errors=True)
@@ -169,11 +166,12 @@ class Launcher:
         session_id: str,
         writer: str | None,
         allow: tuple[str, ...] | None = None,
+        rendered: bool = False,
     ) -> Grant:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT, allow=allow,
+            port=EGRESS_PORT, allow=allow, rendered=rendered,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -214,45 +212,41 @@ class Launcher:
     def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
-        from writerpool.runtime.hosts import open_host  # noqa: PLC0415
-        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
+        from writerpool.pool.readonly import ReadonlyContainer  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
-        host = open_host()
-        image_id = writer_image(self._paths, host, plan.image)
+        container = ReadonlyContainer.prepare(self._paths, plan.image, session_id)
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
         try:
             held = self._grant(plan, "provider", agent_dir, egress_dir, session_id, None)
             try:
-                spec = readonly_spec(
-                    image_id=image_id, session_id=session_id,
+                argv = container.pi_argv(
                     checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
-                    egress_dir=egress_dir, pool=self._config.pool, facts=host.facts(),
+                    egress_dir=egress_dir, pool=self._config.pool,
+                    pi_args=agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR),
                 )  # fmt: skip
-                args = agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR)
-                argv = host.attach_argv(spec, ["pi", *args])
                 agent = _started(
-                    held, lambda: PiAgent.start(argv, podman_env(), None, CONTAINER_READY_SECONDS)
+                    held,
+                    lambda: PiAgent.start(argv, container.pi_env(), None, CONTAINER_READY_SECONDS),
                 )
             except BaseException:
                 held.revoke()
-                remove_session_containers(host, session_id)
+                container.remove()
                 raise
         except BaseException:
             shutil.rmtree(private, ignore_errors=True)
             raise
         return Launched(
             agent=agent, agent_dir=agent_dir, grant=held, scratch=private,
-            container=session_id,
+            container=container,
         )  # fmt: skip
 
     def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
         # Loaded on first use: a server whose sessions all run on the host never
         # loads the Podman and writer-pool code.
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
-        from writerpool.runtime.podman import podman_env  # noqa: PLC0415
 
         warm = None
         if self._warm is not None:
@@ -267,11 +261,10 @@ class Launcher:
             )  # fmt: skip
             try:
                 args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
-                # Podman needs the account's real home (its storage), whatever HOME says.
                 agent = _started(
                     held,
                     lambda: PiAgent.start(
-                        slot.pi_argv(args), podman_env(), None, CONTAINER_READY_SECONDS
+                        slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS
                     ),
                 )
             except BaseException:
@@ -288,9 +281,11 @@ class Launcher:
         slot, agent = warm.slot, warm.agent
         slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
         try:
+            # The pool rendered the agent directory for this provider when it warmed the
+            # writer (claim() matches the provider), and has held the lease since.
             held = self._grant(
                 plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
-                slot.allow,
+                slot.allow, rendered=True,
             )  # fmt: skip
             try:
                 profile = plan.profile

@@ -41,7 +41,8 @@ WORK: Schema = {
         "headBranch": nullable("string", "The branch checked out (null when detached)."),
         "branchesChanged": {
             "type": "array",
-            "description": "Branches created, moved or deleted since the session started.",
+            "description": "Branches created, moved or deleted since the session started, "
+            "by name; at most 50 (5 in pi_session_list): see truncated.",
             "items": {
                 "type": "object",
                 "properties": {
@@ -49,6 +50,14 @@ WORK: Schema = {
                     "commit": nullable("string", "Its commit now (null: deleted)."),
                 },
             },
+        },
+        "branchesChangedCount": nullable(
+            "integer", "How many branches changed in all (null: the refs could not be read)."
+        ),
+        "truncated": {
+            "type": "boolean",
+            "description": "True when branchesChanged names fewer than changed, or the "
+            "clone holds more refs than writerpool reads.",
         },
         "uncommittedChanges": {
             "type": ["boolean", "null"],

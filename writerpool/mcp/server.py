@@ -30,6 +30,7 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.mcp.answers import within_cap
 from writerpool.mcp.inflight import InFlight
 from writerpool.mcp.progress import Progress, report_while_running
 from writerpool.mcp.sessions import SessionManager, StartCancelled
@@ -194,6 +195,7 @@ class ToolService:
             except Exception:  # the tool-call boundary: a bug must not kill the server
                 log.exception("tool %s failed", spec.name if spec else "?")
                 body = _error("internal_error", "an unexpected error inside writerpool")
+            body = within_cap(spec.name if spec else "?", body)
             outcome = CANCELLED if cancel.is_set() else None
             self._audit(spec.name if spec else "tool_unknown", arguments, body, session, outcome)
             return body

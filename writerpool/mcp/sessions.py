@@ -22,6 +22,8 @@ from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.limits import LIMITS
+from writerpool.mcp.answers import LIST_BYTES, LIST_NAMED, fit_list
 from writerpool.mcp.launch import Agent, Launched, Launcher
 from writerpool.mcp.placement import (
     SessionPlan,
@@ -105,6 +107,7 @@ class Session:
     clone: Path | None = None
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
+    unread: str | None = None  # why the clone's refs could not be read, last time
     uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
     # Between turns: (the last turn id, whether the clone held uncommitted changes then).
     checked: tuple[str, bool | None] | None = None
@@ -123,7 +126,7 @@ class Session:
             return "running"
         return "idle"
 
-    def view(self) -> dict[str, Any]:
+    def view(self, most: int = LIMITS.listed) -> dict[str, Any]:
         out: dict[str, Any] = {
             "sessionId": self.id,
             "workspace": self.plan.workspace,
@@ -139,16 +142,28 @@ class Session:
         if self.plan.placement == "container":
             out["writer"] = self.writer
             out["base"] = self.base
-        out["work"] = self.work()
+        out["work"] = self.work(most)
         return out
 
-    def work(self) -> dict[str, Any]:
+    def work(self, most: int = LIMITS.listed) -> dict[str, Any]:
         if self.final_work is not None:
-            return self.final_work
+            if len(self.final_work["branchesChanged"]) <= most:
+                return self.final_work
+            shown = self.final_work["branchesChanged"][:most]
+            return {**self.final_work, "branchesChanged": shown, "truncated": True}
         if self.clone is None or self.writer is None:
             return other_work(self.plan.read_only)
         now = read_clone(self.clone)
-        return clone_work(self.writer, self.start_refs, now, self._uncommitted_now())
+        if isinstance(now, str) and now != self.unread:
+            log.warning("session %s: writer clone refs unreadable: %s", self.id, now)
+        self.unread = now if isinstance(now, str) else None  # logged once per change
+        return clone_work(self.writer, self.start_refs, now, self._uncommitted_now(), most)
+
+    def keep_final_work(self) -> None:
+        """Keep the bounded summary only: the refs read at start go with the agent."""
+        self.final_work = self.work()
+        self.start_refs = None
+        self.clone = None
 
     def _uncommitted_now(self) -> bool | None:
         """Whether the clone holds uncommitted changes: as judged at close, or between
@@ -207,7 +222,9 @@ class SessionManager:
     def list(self) -> dict[str, Any]:
         with self._lock:
             sessions = list(self._sessions.values())
-        return {"sessions": [s.view() for s in sessions]}
+        views = [s.view(LIST_NAMED) for s in sessions]
+        shown, omitted = fit_list(views, LIST_BYTES)
+        return {"sessions": shown, "omitted": omitted}
 
     def get(self, session_id: str) -> dict[str, Any]:
         return {"session": self._find(session_id).view()}
@@ -268,7 +285,8 @@ class SessionManager:
                 progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
             session.clone = writer_at(self._paths, launched.writer).clone
-            session.start_refs = read_clone(session.clone)
+            refs = read_clone(session.clone)
+            session.start_refs = None if isinstance(refs, str) else refs
         return session
 
     def close(self, session_id: str) -> dict[str, Any]:
@@ -285,7 +303,7 @@ class SessionManager:
                     finally:
                         session.keep_final_turns(launched.agent)
                         session.uncommitted = launched.uncommitted
-                        session.final_work = session.work()
+                        session.keep_final_work()
                         session.launched = None
         self._forget_old_tombstones()
         return {"session": session.view()}

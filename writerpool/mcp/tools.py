@@ -186,7 +186,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         {},
         (),
         _READ,
-        {"sessions": {"type": "array", "items": schemas.SESSION}},
+        {
+            "sessions": {"type": "array", "items": schemas.SESSION},
+            "omitted": {
+                "type": "integer",
+                "description": "Sessions left out to keep the answer under 256 KiB "
+                "(the oldest closed ones first).",
+            },
+        },
     ),
     ToolSpec(
         "pi_session_get",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from writerpool.agent.events import cap_text
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+
+# A page's JSON text, escapes included (a control character takes 6 bytes): with the
+# rest of a pi_turn_get answer it stays under the answer cap (gitops/limits.py).
+PAGE_JSON_BYTES = 160 * 1024
 
 STOP_REASONS = frozenset({"stop", "length", "toolUse", "error", "aborted"})
 STATUSES = frozenset({"running", "completed", "failed", "aborted"})
@@ -53,8 +58,11 @@ def _iso(value: object) -> str | None:
 
 
 def page_of(text: str, offset: int, limit: int) -> tuple[str, int | None]:
-    """Characters [offset, offset+limit) of text, and where the next page starts."""
+    """Characters [offset, offset+limit) of text, and where the next page starts; a page
+    whose JSON text is over PAGE_JSON_BYTES ends early (nextOffset goes on from there)."""
     page = text[offset : offset + limit]
+    while len(json.dumps(page)) > PAGE_JSON_BYTES:
+        page = page[: len(page) * 2 // 3]  # at most a few rounds: 6 bytes a character
     end = offset + len(page)
     return page, (end if end < len(text) else None)
 

@@ -1,18 +1,23 @@
 """Where a session's work is: the writer clone's head and the branches it changed,
-read with dulwich (the host never runs git in a writer's clone)."""
+read with dulwich (the host never runs git in a writer's clone).
+
+A summary, bounded whatever the clone holds: at most `listed` changed branches are
+named (and at most `listed_bytes` of JSON text of them), the rest counted, with
+`truncated`; a clone beyond the read limits (gitops/limits.py) gives a summary that
+says so and names nothing.
+"""
 
 from __future__ import annotations
 
-import logging
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.limits import LIMITS
 
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
-
-log = logging.getLogger(__name__)
 
 UNCOMMITTED_NOTE = (
     " It also holds uncommitted or untracked changes, collected as <branch>-wip."
@@ -28,42 +33,75 @@ def collect_note(writer: str) -> str:
     )
 
 
-def read_clone(clone: Path) -> CloneRefs | None:
-    """The clone's refs, or None when they cannot be read now (logged, not raised)."""
+def read_clone(clone: Path) -> CloneRefs | str:
+    """The clone's refs, or the code saying why they cannot be read now (not raised;
+    the session logs it once)."""
     from writerpool.gitops.clone_read import read_refs  # noqa: PLC0415 - dulwich on use
 
     try:
         return read_refs(clone)
     except WriterpoolError as exc:
-        log.warning("writer clone refs unreadable: %s", exc.code)
-        return None
+        return exc.code
 
 
 def changed_branches(start: dict[str, str], now: dict[str, str]) -> list[dict[str, Any]]:
-    """Branches created, moved or deleted since `start`, by name."""
+    """Branches created, moved or deleted since `start`, by name (bounded by the
+    read limits: both maps hold at most LIMITS.refs names)."""
     names = sorted(set(start) | set(now))
     return [{"name": n, "commit": now.get(n)} for n in names if start.get(n) != now.get(n)]
 
 
+def listed(items: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
+    """The first items that fit both `most` and LIMITS.listed_bytes of JSON text."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for item in items[:most]:
+        used += len(json.dumps(item))
+        if used > LIMITS.listed_bytes:
+            break
+        out.append(item)
+    return out
+
+
+def _unread(writer: str, code: str) -> dict[str, Any]:
+    why = " Its refs cannot be read at the moment."
+    if code == "clone_over_cap":
+        why = (
+            f" Its clone holds more refs than writerpool reads (at most {LIMITS.refs}), so "
+            f"no branch is named; `writerpool writer status {writer}` says what to run."
+        )
+    return {
+        "headCommit": None,
+        "headBranch": None,
+        "branchesChanged": [],
+        "branchesChangedCount": None,
+        "truncated": code == "clone_over_cap",
+        "note": collect_note(writer) + why,
+    }
+
+
 def clone_work(
-    writer: str, start: CloneRefs | None, now: CloneRefs | None, uncommitted: bool | None = None
+    writer: str,
+    start: CloneRefs | None,
+    now: CloneRefs | str,
+    uncommitted: bool | None = None,
+    most: int = LIMITS.listed,
 ) -> dict[str, Any]:
-    """Where a writer session's work is. `uncommitted` is judged at close (None while
-    the session runs, or when it could not be told)."""
-    if now is None:
-        return {
-            "headCommit": None,
-            "headBranch": None,
-            "branchesChanged": [],
-            "uncommittedChanges": uncommitted,
-            "note": collect_note(writer) + " Its refs cannot be read at the moment.",
-        }
+    """Where a writer session's work is; `most` changed branches named at most.
+    `uncommitted` is judged at close (None while the session runs, or when it could not
+    be told)."""
+    if isinstance(now, str):
+        return {**_unread(writer, now), "uncommittedChanges": uncommitted}
     head = now.head.removeprefix("refs/heads/") if now.head.startswith("refs/heads/") else None
     before = start.branches if start is not None else {}
+    changed = changed_branches(before, now.branches)
+    shown = listed(changed, most)
     return {
         "headCommit": now.head_commit,
         "headBranch": head,
-        "branchesChanged": changed_branches(before, now.branches),
+        "branchesChanged": shown,
+        "branchesChangedCount": len(changed),
+        "truncated": len(shown) < len(changed),
         "uncommittedChanges": uncommitted,
         "note": collect_note(writer) + (UNCOMMITTED_NOTE if uncommitted else ""),
     }
@@ -71,4 +109,11 @@ def clone_work(
 
 def other_work(read_only: bool) -> dict[str, Any]:
     note = READ_ONLY_NOTE if read_only else HOST_NOTE
-    return {"headCommit": None, "headBranch": None, "branchesChanged": [], "note": note}
+    return {
+        "headCommit": None,
+        "headBranch": None,
+        "branchesChanged": [],
+        "branchesChangedCount": 0,
+        "truncated": False,
+        "note": note,
+    }

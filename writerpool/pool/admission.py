@@ -18,6 +18,7 @@ from writerpool.config.paths import Paths
 from writerpool.pool.acceptance import readiness
 from writerpool.pool.baseline import problems_given
 from writerpool.pool.inspect import Inspection, inspect_writer
+from writerpool.pool.verdicts import Verdict
 from writerpool.pool.work import uncollected_reason, work_digest
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
@@ -68,17 +69,20 @@ def _work_verdict(state: WriterState, inspection: Inspection) -> tuple[str, str]
 
 def admit(
     paths: Paths, host: WriterHost, pool: Pool, state: WriterState, *, full: bool = False,
-    role: str = "inspect",
+    role: str = "inspect", known: Verdict | None = None,
 ) -> Admission:  # fmt: skip
     """Why the writer cannot take a session now, or writer_leasable. The caller holds the
     lease, or asks as a view (role VIEW) and accepts a session changing the clone
     meanwhile. With `full`, the clone is inspected even when readiness already refuses,
-    so its work can be shown."""
+    so its work can be shown. `known`, a current verdict on the clone
+    (pool/verdicts.py), stands in for the inspection."""
     phase, reason = readiness(paths, host, state, pool)
     not_ready = None if phase == "ready" else (reason or "writer_not_ready")
     if not_ready is not None and (not full or state.baseline is None):
         text = REASONS.get(not_ready, f"not ready ({not_ready})")
         return Admission(not_ready, text, readiness=not_ready, phase=phase)
+    if not_ready is None and known is not None:
+        return Admission(known.code, known.reason, known.problems)
     # By content, not by what git reports: an ignored file, a forged index, a FIFO or a
     # planted ref would otherwise carry one session's state into the next. Also catches
     # a `.git` renamed away and rebuilt with the agent's own hooks and settings.

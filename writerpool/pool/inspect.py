@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
+from writerpool.gitops.limits import LIMITS
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -273,6 +274,7 @@ def run_tool(
     host: WriterHost, spec: ContainerSpec, command: str, request: dict[str, Any], code: str
 ) -> dict[str, Any]:
     """Run `python3 -m clonetool COMMAND` in `spec`; its JSON answer, or WriterpoolError(code)."""
+    request = {**request, "limits": LIMITS.request()}  # one table for both readers
     try:
         done = host.run(
             spec,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError
+from writerpool.pool.verdicts import advance
 from writerpool.state.atomic import ensure_private_dir
 
 POLL_SECONDS = 0.05
@@ -27,15 +28,17 @@ class Lease:
         self.path = writer_dir / "lease"
         self._fd: int | None = None
 
-    def acquire(self, wait: float, *, ask_warm: bool = False) -> None:
+    def acquire(self, wait: float, *, ask_warm: bool = False, judging: bool = False) -> None:
         """Take the lease, waiting at most `wait` seconds, else writer_busy. With
         `ask_warm` (an operator command), a warm writer's holder is asked to yield it and
-        waited for at least YIELD_WAIT_SECONDS: warmth never makes a command busy.
-        Bounded by wait / POLL_SECONDS rounds."""
+        waited for at least YIELD_WAIT_SECONDS: warmth never makes a command busy. Unless
+        the holder only judges the writer (`judging`: it changes nothing in the clone),
+        the guard's recorded verdict stops being current (pool/verdicts.py). Bounded by
+        wait / POLL_SECONDS rounds."""
         deadline = time.monotonic() + wait
         asked = False
         try:
-            while not self.try_acquire():
+            while not self.try_acquire(judging=judging):
                 if ask_warm and not asked and ask_to_yield(self.path.parent):
                     asked = True
                     deadline = max(deadline, time.monotonic() + YIELD_WAIT_SECONDS)
@@ -52,7 +55,7 @@ class Lease:
         if self._fd is not None:
             _record_holder(self._fd, warm=warm)
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, *, judging: bool = False) -> bool:
         """Take the lease if it is free now; False when another process holds it."""
         if self._fd is not None:
             return True
@@ -71,6 +74,8 @@ class Lease:
             return False
         self._fd = fd
         _record_holder(fd)
+        if not judging:
+            advance(self.path.parent)
         return True
 
     def busy(self) -> WriterpoolError:

@@ -36,7 +36,7 @@ from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
 from writerpool.pool.provision import base_record, make_clone
 from writerpool.pool.work import discarded, uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report, Status, Step, quiet
+from writerpool.report import Report, Status, Step, quiet, sanitize
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state
@@ -170,7 +170,8 @@ def _run_reset(
     state: WriterState,
     base: BaseRef,
     base_dir: Path,
-) -> None:
+) -> str:
+    """Run the reset tool; the `.git` entries it removed, named (empty: none)."""
     repo = workspace_repo(loaded, state.alias)
     create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
     spec = tool_spec(
@@ -182,7 +183,11 @@ def _run_reset(
         "bundle_ref": f"refs/heads/{base.branch}",
         "tags": state.tags == "reachable",
     }
-    run_tool(host, spec, "reset", request, "writer_reset_failed")
+    answer = run_tool(host, spec, "reset", request, "writer_reset_failed")
+    removed = [sanitize(str(n))[:200] for n in answer.get("removed", [])[:50]]
+    count = int(answer.get("removed_count", len(removed)))
+    more = f" and {count - len(removed)} more" if count > len(removed) else ""
+    return ", ".join(removed) + more
 
 
 def reset_clone(
@@ -202,8 +207,9 @@ def reset_clone(
     candidate = state.model_copy(
         update={"base": base_record(base), "baseline": baseline, "collection": None}
     )
+    removed = ""
     try:
-        _run_reset(paths, host, loaded, state, base, base_dir)
+        removed = _run_reset(paths, host, loaded, state, base, base_dir)
         clear_cache(paths, state, loaded.config.pool)
         crash_point("reset.tool_ran")
         problem = check_clone(paths, host, loaded, candidate)
@@ -220,7 +226,9 @@ def reset_clone(
             "writer_reset",
             "ok",
             target,
-            f"clone reset to {base.name} at {base.commit[:12]} and verified",
+            f"clone reset to {base.name} at {base.commit[:12]} and verified"
+            + (f"; removed from .git (not work, no clone has them): {removed}" if removed else ""),
+            **({"removedFromGitDir": removed} if removed else {}),
         )
         return state
     report.add(

@@ -9,6 +9,7 @@ from writerpool.errors import UsageError
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
 from writerpool.pool.provision import MAX_WRITERS, writer_name
+from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import load_state
@@ -19,11 +20,11 @@ def writer_names(paths: Paths) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if not paths.writers_dir.is_dir():
         return found
-    # A removed writer leaves its lease file only: that is no writer.
+    # A removed writer leaves its lease files only: that is no writer.
     present = {
         p.name
         for p in paths.writers_dir.iterdir()
-        if p.is_dir() and any(c.name != "lease" for c in p.iterdir())
+        if p.is_dir() and any(c.name not in BOOKKEEPING for c in p.iterdir())
     }
     aliases = sorted({n.rsplit("-w", 1)[0] for n in present if "-w" in n})
     for alias in aliases:

@@ -17,6 +17,7 @@ from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.hostgit import git
 from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
+from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.runtime.host import Writer, WriterHost, writer_at
 from writerpool.state.atomic import ensure_private_dir
@@ -149,7 +150,7 @@ def existing_states(paths: Paths, alias: str) -> dict[int, WriterState | None]:
     found: dict[int, WriterState | None] = {}
     for index in range(1, MAX_WRITERS + 1):
         wdir = paths.writer_dir(writer_name(alias, index))
-        # A removed writer leaves its lease file only: that is no writer.
-        if wdir.is_dir() and any(p.name != "lease" for p in wdir.iterdir()):
+        # A removed writer leaves its lease files only: that is no writer.
+        if wdir.is_dir() and any(p.name not in BOOKKEEPING for p in wdir.iterdir()):
             found[index] = load_state(wdir)
     return found

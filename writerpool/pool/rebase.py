@@ -42,7 +42,7 @@ def _probe(ctx: PoolContext, state: WriterState) -> list[str] | None:
     """Why the writer is not at its baseline; None when a session or command holds it."""
     lease = Lease(ctx.paths.writer_dir(state.name))
     try:
-        lease.acquire(wait=0)
+        lease.acquire(wait=0, judging=True)
     except WriterpoolError:
         return None
     lease.release()

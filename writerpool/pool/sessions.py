@@ -13,12 +13,20 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit
+from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import inspect_writer
 from writerpool.pool.lease import Lease
-from writerpool.pool.provision import writer_name
 from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
+from writerpool.pool.verdicts import (
+    Verdict,
+    advance,
+    current,
+    lease_count,
+    mark_changed,
+    remember,
+)
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.hosts import open_host
@@ -47,9 +55,15 @@ class WriterSlot:
     state: WriterState | None = None
     paths: Paths | None = None
     pool: Pool | None = None
+    # Entries of the work tree when it was taken at its baseline (choose.tree_entries).
+    shape: int | None = None
 
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.host.attach_argv(self.spec, ["pi", *pi_args])
+
+    def pi_env(self) -> dict[str, str]:
+        # Podman needs the account's real home (its storage), whatever HOME says.
+        return self.host.attach_env()
 
     def uncommitted(self, role: str = "inspect") -> bool | None:
         """Whether the clone holds uncommitted or untracked changes, judged by content in
@@ -71,8 +85,16 @@ class WriterSlot:
         try:
             for container in self.host.containers(LABEL_WRITER, self.name):
                 self.host.remove(container.id)
+            self._note_shape()
         finally:
             self.lease.release()
+
+    def _note_shape(self) -> None:
+        """With the agent gone and the lease still held: a work tree whose entry count
+        changed is certainly not at its baseline, so starts try this writer last."""
+        clone = self.agent_dir.parent / "clone"
+        if self.shape is not None and tree_entries(clone) != self.shape:
+            mark_changed(self.lease.path.parent)
 
 
 def _admit(
@@ -83,7 +105,10 @@ def _admit(
     what it did in words. The lease is held and the fence proven. The log keeps each
     reason the clone is not at its baseline; the client gets the words."""
     pool = loaded.config.pool
-    verdict = admit(paths, host, pool, state)
+    wdir = paths.writer_dir(state.name)
+    count = lease_count(wdir)  # stable: the lease is held
+    # A current verdict stands in for the inspection (pool/verdicts.py).
+    verdict = admit(paths, host, pool, state, known=current(wdir))
     plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict)
     done = ""
     if plan is not None and plan.needed:
@@ -93,6 +118,8 @@ def _admit(
         done = plan.text().removeprefix("at lease: ")
         _audit_refresh(paths, state.name, plan)
         verdict = admit(paths, host, pool, state)
+    if verdict.readiness is None:  # the clone as it is now, whatever the refresh did
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     if verdict.leasable:
         return state, None, done
     if verdict.problems:
@@ -145,6 +172,7 @@ def _slot(
         ),
         host=host,
         lease=lease,
+        shape=tree_entries(writer_of(paths, state).clone),
         prepared=done,
         state=state,
         paths=paths,
@@ -166,7 +194,7 @@ def _try_writer(
         return None
     lease = Lease(wdir)
     try:
-        lease.acquire(wait=0)
+        lease.acquire(wait=0, judging=True)  # advanced below if a session takes it
     except WriterpoolError as exc:
         return f"{name} {exc.code}"  # busy with a session or a command
     try:
@@ -180,6 +208,7 @@ def _try_writer(
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
             return f"{name} {refusal}"
+        advance(wdir)  # the session will change the clone
         return _slot(paths, host, loaded.config, state, lease, done, allow)
     except WriterpoolError as exc:
         log.info("writer %s not leased: %s", name, exc.code)
@@ -194,7 +223,8 @@ def lease_ready_writer(
     paths: Paths, loaded: LoadedConfig, alias: str, base: str | None, host: WriterHost | None = None
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
-    take a session, refreshed first. Bounded by the workspace's writer count."""
+    take a session, refreshed first, in the order pool/choose.py gives. Bounded by the
+    workspace's writer count."""
     host = host or open_host()
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
@@ -203,8 +233,7 @@ def lease_ready_writer(
     # A base the checkout lacks is the caller's mistake, not a shortage of writers.
     resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
-    for index in range(1, entry.container.writers + 1):
-        name = writer_name(alias, index)
+    for name in candidates(paths, alias, entry.container.writers, refusals):
         got = _try_writer(paths, host, loaded, name, wanted, entry.container.allow)
         if isinstance(got, WriterSlot):
             return got

@@ -7,6 +7,7 @@ a busy lease, what work the clone holds, and the next command for each reason.
 from __future__ import annotations
 
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,11 +17,13 @@ from writerpool.config.network import classification, describe
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
+from writerpool.gitops.limits import LIMITS
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.inspect import VIEW, Inspection
 from writerpool.pool.lease import lease_taken, read_holder
 from writerpool.pool.mode_show import reproduce_for
 from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
+from writerpool.pool.verdicts import Verdict, lease_count, remember
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
@@ -43,6 +46,8 @@ class WriterStatus:
     holder: dict[str, Any] | None = None
     work: dict[str, Any] | None = None
     problems: tuple[str, ...] = field(default=())
+    # Why the clone was not judged (None: it was): atBaseline is then null, never a guess.
+    unseen: str | None = None
     behind: int | None = None  # commits the base branch gained (None: not known)
     refresh: Refresh | None = None  # what the lease does first, when it does anything
     host: str = "local"  # its host's name (never its address)
@@ -62,7 +67,8 @@ class WriterStatus:
             "leasable": self.leasable, "state": self.code, "reason": self.readiness,
             "why": sanitize(self.reason),
             "next": self.next, "heldBy": self.holder, "work": self.work,
-            "atBaseline": None if self.code == "writer_busy" else not self.problems,
+            "atBaseline": None if self.unseen is not None else not self.problems,
+            "atBaselineUnknown": self.unseen,
             "warm": self.code == "writer_warm",
             "notAtBaseline": [sanitize(p) for p in self.problems],
             "behind": self.behind,
@@ -91,8 +97,10 @@ def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] |
     if state.baseline is None:
         return None
     changed = changed_branches(inspection, state.baseline)
+    named = sorted(changed.items())[: LIMITS.listed]
     out: dict[str, Any] = {
-        "changedBranches": {sanitize(shown_name(k)): v for k, v in sorted(changed.items())},
+        "changedBranches": {sanitize(shown_name(k)): v for k, v in named},
+        "changedBranchCount": len(changed),
         "uncommitted": inspection.dirty,
         "stash": inspection.stash,
         "unexported": inspection.unexported_count,
@@ -104,6 +112,8 @@ def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] |
 
 
 LEFTOVER_KINDS = ("ignored", "special", "directory")
+# Writers `writer status` inspects at once (each inspection is one throwaway container).
+PARALLEL = 4
 
 
 def shown_name(name: str) -> str:
@@ -114,7 +124,9 @@ def shown_name(name: str) -> str:
 def work_text(work: dict[str, Any]) -> str:
     parts = []
     if work["changedBranches"]:
-        parts.append("branches " + ", ".join(work["changedBranches"]))
+        more = work["changedBranchCount"] - len(work["changedBranches"])
+        parts.append("branches " + ", ".join(work["changedBranches"])
+                     + (f" and {more} more" if more > 0 else ""))  # fmt: skip
     if work["uncommitted"]:
         parts.append("uncommitted changes")
     if work["stash"]:
@@ -138,6 +150,9 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         "writer_settings_changed": f"{mode_set} --apply (replaces it when it holds nothing; "
         f"with work, writerpool writer finish {name} --apply first)",
         "isolation_control_required": "writerpool control --apply",
+        # The clone could not be judged: see what reset would lose, then reset.
+        "writer_inspect_failed": f"writerpool writer reset {name} --discard (shows what it "
+        "would lose), then the same with --apply; writerpool doctor if every writer fails",
     }
     if code in (LEASABLE, "writer_busy", "writer_warm"):
         return None
@@ -160,7 +175,11 @@ def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
     (at its baseline: it was admitted when warmed, and nothing has run in it since)."""
     who = f" (pid {holder['pid']}: {holder['command']})" if holder else ""
     code = "writer_warm" if holder.get("warm") else "writer_busy"
-    return replace(common, code=code, reason=REASONS[code] + who, holder=holder)
+    # A warm writer was admitted when warmed and nothing has run in it since.
+    unseen: str | None = "held by a session or command; its clone is not inspected meanwhile"
+    if code == "writer_warm":
+        unseen = None
+    return replace(common, code=code, reason=REASONS[code] + who, holder=holder, unseen=unseen)
 
 
 def status_of(
@@ -175,9 +194,12 @@ def status_of(
         readiness=state.reason if state.phase != "ready" else None,
         allowlist=bool(entry and entry.container and entry.container.allow),
     )  # fmt: skip
+    wdir = paths.writer_dir(state.name)
+    count = lease_count(wdir)  # before the lease test: any later lease makes it stale
     holder = _busy(paths, state.name)
     if holder is not None:
         return _busy_status(common, holder)
+    unseen: str | None = None
     try:
         # A view: its container runs beside a session that starts meanwhile.
         verdict = admit(paths, host, loaded.config.pool, state, full=True, role=VIEW)
@@ -187,6 +209,11 @@ def status_of(
             return _busy_status(common, holder)
         why = f"the clone could not be inspected ({exc.code})"
         verdict = Admission(exc.code, why, phase=state.phase)
+        unseen = why
+    if verdict.inspection is None and unseen is None:
+        unseen = "the clone was not inspected: the writer has no baseline yet"
+    if verdict.inspection is not None and verdict.readiness is None:
+        remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     code, reason = verdict.code, verdict.reason
     refresh, behind = lease_refresh(loaded, state, verdict)
     if refresh is not None:
@@ -210,7 +237,7 @@ def status_of(
     return replace(
         common, code=code, reason=reason, next=following, phase=verdict.phase,
         readiness=verdict.readiness,
-        work=work, problems=verdict.problems, behind=behind,
+        work=work, problems=verdict.problems, behind=behind, unseen=unseen,
         refresh=refresh if refresh is not None and refresh.needed else None,
     )  # fmt: skip
 
@@ -243,6 +270,7 @@ def writer_statuses(
     if name is not None and name not in {n for _, n in known}:
         raise unknown_writer(paths, name)
     rows = []
+    states = []
     for alias, each in known:
         if name is not None and each != name:
             continue
@@ -252,9 +280,12 @@ def writer_statuses(
         except WriterpoolError as exc:
             report.add(exc.code, "error", target, exc.message)
             continue
-        if state is None:
-            continue  # a removed writer keeps only its lease file
-        status = status_of(paths, host, loaded, state)
+        if state is not None:  # a removed writer keeps only its lease file
+            states.append((target, state))
+    # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
+    with ThreadPoolExecutor(max_workers=PARALLEL) as workers:
+        statuses = list(workers.map(lambda s: status_of(paths, host, loaded, s[1]), states))
+    for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
         fine = status.leasable or status.code == "writer_warm"
         report.add(status.code, "ok" if fine else "warning", target, status.text(),

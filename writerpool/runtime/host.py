@@ -111,6 +111,10 @@ class WriterHost(Protocol):
         """The argv of a disposable container whose stdio the caller attaches (a session)."""
         ...
 
+    def attach_env(self) -> dict[str, str]:
+        """The environment that argv runs with."""
+        ...
+
     def containers(self, label: str, value: str) -> list[ContainerRef]:
         """Every container (any state) carrying label=value."""
         ...

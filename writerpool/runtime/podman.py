@@ -148,6 +148,9 @@ class PodmanHost:
         """Full argv of a disposable container, for callers that attach its stdio."""
         return [self.binary, *spec.run_argv(command, interactive=True)]
 
+    def attach_env(self) -> dict[str, str]:
+        return podman_env()
+
     def run(
         self,
         spec: ContainerSpec,

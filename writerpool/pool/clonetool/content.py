@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .gitdir import TOP, description_changed, object_extras, shown
 from .gitrun import GIT_DIR, git, scratch_env
 from .tree import Disk, parents, under, walk
 
@@ -28,8 +29,9 @@ LEFTOVER_KINDS = ("ignored", "special", "directory")
 SHOWN = 50  # entries of each kind named in the report; all are counted and digested
 DEFAULT_MAX_FILE = 100 * 1024 * 1024
 DEFAULT_MAX_TOTAL = 1024 * 1024 * 1024
-GIT_ALLOWED = {"HEAD", "config", "objects", "refs", "packed-refs", "index", "hooks", "info",
-               "description", "branches"}  # fmt: skip
+# An empty branches/ is tolerated (older git templates made one); description is judged
+# by its text (gitdir.description_changed).
+GIT_ALLOWED = TOP | {"description", "branches"}
 
 
 @dataclass
@@ -198,22 +200,22 @@ def index_matches(base: dict[bytes, BaseEntry], env: dict[str, str]) -> bool:
 
 
 def git_state() -> list[str]:
-    """Entries of the clone's git directory that a fresh clone does not have."""
-    extra = []
-    for name in sorted(os.listdir(GIT_DIR)):
-        if name not in GIT_ALLOWED:
-            extra.append(name)
+    """Entries of the clone's git directory that a fresh clone does not have (gitdir.py)."""
+    extra = [n for n in sorted(os.listdir(GIT_DIR)) if n not in GIT_ALLOWED]
+    if description_changed():
+        extra.append("description")
     for sub, allowed in (("info", {"exclude"}), ("hooks", set()), ("branches", set())):
         path = os.path.join(GIT_DIR, sub)
         if os.path.isdir(path) and not os.path.islink(path):
             extra += [f"{sub}/{n}" for n in sorted(os.listdir(path)) if n not in allowed]
+    extra += object_extras()
     exclude = os.path.join(GIT_DIR, "info", "exclude")
     if os.path.isfile(exclude) and not os.path.islink(exclude):
         with open(exclude, "rb") as handle:
             lines = handle.read(1 << 20).splitlines()
         if any(line.strip() and not line.startswith(b"#") for line in lines):
             extra.append("info/exclude")
-    return [ascii(e)[1:-1][:200] for e in extra[:SHOWN]]
+    return [shown(e) for e in extra[:SHOWN]]
 
 
 @dataclass

@@ -8,34 +8,50 @@ from typing import Any
 
 from .gitrun import GIT_DIR, HEX, ToolError, object_types
 
-MAX_REFS = 20_000
-MAX_PACKED = 64 * 1024 * 1024
+# The host's limit table (writerpool/gitops/limits.py), received with every request.
+Limits = dict[str, int]
 
 
-def _read_small(path: bytes) -> bytes | None:
+def _read_small(path: bytes, limit: int) -> bytes | None:
     """A regular file's bytes (bounded), or None when it is anything else."""
     st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
         return None
     with open(path, "rb") as handle:
-        return handle.read(4097).rstrip(b"\r\n")
+        return handle.read(limit + 1).rstrip(b"\r\n")
 
 
-def read_refs() -> tuple[dict[bytes, bytes], dict[bytes, str]]:
-    """Every ref as raw name -> raw value (loose over packed), and refs that are odd."""
-    refs: dict[bytes, bytes] = {}
-    odd: dict[bytes, str] = {}
+def _count(refs: dict[bytes, bytes], odd: dict[bytes, str], name: bytes, limits: Limits) -> None:
+    if len(name) > limits["ref_name_bytes"]:
+        raise ToolError("over cap: a ref name is longer than writerpool reads")
+    if len(refs) + len(odd) > limits["refs"]:
+        raise ToolError(f"over cap: the clone holds more than {limits['refs']} refs")
+
+
+def _packed(refs: dict[bytes, bytes], odd: dict[bytes, str], limits: Limits) -> None:
     packed = os.path.join(GIT_DIR.encode(), b"packed-refs")
-    if os.path.lexists(packed):
-        st = os.lstat(packed)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PACKED:
-            raise ToolError("packed-refs is not a plain file of a sane size")
-        with open(packed, "rb") as handle:
-            data = handle.read()
-        for line in data.splitlines():
+    if not os.path.lexists(packed):
+        return
+    st = os.lstat(packed)
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError("packed-refs is not a plain file")
+    if st.st_size > limits["packed_refs_bytes"]:
+        raise ToolError("over cap: packed-refs is larger than writerpool reads")
+    with open(packed, "rb") as handle:
+        for raw in handle:
+            line = raw.rstrip(b"\r\n")
             if line and not line.startswith((b"#", b"^")):
                 oid, _, name = line.partition(b" ")
                 refs[name] = oid
+                _count(refs, odd, name, limits)
+
+
+def read_refs(limits: Limits) -> tuple[dict[bytes, bytes], dict[bytes, str]]:
+    """Every ref as raw name -> raw value (loose over packed), and refs that are odd;
+    more refs, or longer names, than `limits` allow is an error."""
+    refs: dict[bytes, bytes] = {}
+    odd: dict[bytes, str] = {}
+    _packed(refs, odd, limits)
     top = os.path.join(GIT_DIR.encode(), b"refs")
     for dirpath, dirnames, filenames in os.walk(top):
         rel_dir = os.path.relpath(dirpath, GIT_DIR.encode())
@@ -44,13 +60,12 @@ def read_refs() -> tuple[dict[bytes, bytes], dict[bytes, str]]:
                 odd[os.path.join(rel_dir, name)] = "a linked directory"
         for name in filenames:
             rel = os.path.join(rel_dir, name)
-            value = _read_small(os.path.join(dirpath, name))
+            value = _read_small(os.path.join(dirpath, name), limits["ref_file_bytes"])
             if value is None:
                 odd[rel] = "not a plain file"
             else:
                 refs[rel] = value
-        if len(refs) + len(odd) > MAX_REFS:
-            raise ToolError("the clone holds too many refs")
+            _count(refs, odd, rel, limits)
     return refs, odd
 
 
@@ -87,7 +102,7 @@ def branches(
 
 def read_head(refs: dict[bytes, bytes]) -> tuple[str, str | None]:
     """HEAD's target ("refs/heads/x" or "detached") and its commit (None when unborn)."""
-    value = _read_small(os.path.join(GIT_DIR.encode(), b"HEAD"))
+    value = _read_small(os.path.join(GIT_DIR.encode(), b"HEAD"), 4096)
     if value is None:
         raise ToolError("HEAD is not a plain file")
     if HEX.fullmatch(value):

@@ -6,14 +6,17 @@ import os
 import stat
 from typing import Any
 
+from .gitdir import SHOWN, description_changed, object_extras, shown
 from .gitrun import BASE_BUNDLE, GIT_DIR, WORK, ToolError, git, git_env
 from .removal import empty_dir, remove_at, remove_path
 from .tree import parents
 
-# What a fresh clone's git directory holds; everything else (in-progress operations,
-# reflogs, rr-cache, worktrees, modules, split-index files, ...) goes.
-KEEP = {"HEAD", "config", "objects", "refs", "packed-refs", "hooks", "description"}
-OBJECT_INFO_DROP = ("objects/info/alternates", "objects/info/http-alternates")
+# What a fresh clone's git directory holds (gitdir.TOP, less what reset rebuilds);
+# everything else (in-progress operations, reflogs, rr-cache, worktrees, modules,
+# split-index files, a description, anything planted) goes.
+KEEP = {"HEAD", "config", "objects", "refs", "packed-refs", "hooks"}
+# Rebuilt by every reset: not worth naming.
+ROUTINE = {"index", "info", "logs", "ORIG_HEAD", "COMMIT_EDITMSG", "FETCH_HEAD"}
 
 
 def _remove(rel: str) -> None:
@@ -37,14 +40,27 @@ def make_removable(top: str) -> None:
                 os.chmod(path, st.st_mode | 0o700)
 
 
+def clear_git_dir() -> list[str]:
+    """Remove what a fresh clone's git directory lacks (gitdir.py); the names removed,
+    routine git files left out. Runs before git does, so git never reads them."""
+    removed = []
+    if description_changed():
+        removed.append("description")
+    for name in sorted(os.listdir(GIT_DIR)):
+        if name not in KEEP:
+            _remove(name)
+            if name not in ROUTINE and name != "description":
+                removed.append(name)
+    for rel in object_extras():  # alternates among them
+        _remove(rel)
+        removed.append(rel)
+    return removed
+
+
 def reset(request: dict[str, Any]) -> dict[str, Any]:
     branch, commit, source = request["branch"], request["commit"], request["bundle_ref"]
     make_removable(WORK)
-    for name in os.listdir(GIT_DIR):
-        if name not in KEEP:
-            _remove(name)
-    for rel in OBJECT_INFO_DROP:
-        _remove(rel)
+    removed = clear_git_dir()
     if os.path.isdir(os.path.join(GIT_DIR, "hooks")):
         empty_dir(os.path.join(GIT_DIR, "hooks"))
     # Every ref goes (branches, tags, stash, notes, anything planted), then the base returns.
@@ -75,7 +91,12 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
         _remove(rel)
     # Objects only the agent's work reached go too: the next session must not find them.
     git(["prune", "--expire=now"], env)
-    return {"head": f"refs/heads/{branch}", "commit": got}
+    return {
+        "head": f"refs/heads/{branch}",
+        "commit": got,
+        "removed": [shown(n) for n in removed[:SHOWN]],
+        "removed_count": len(removed),
+    }
 
 
 def remove_untracked(listing: bytes) -> None:

@@ -35,7 +35,9 @@ def _tip(refs: dict[bytes, bytes], branch: str | None, head_commit: str | None) 
     return value.decode()
 
 
-def _log(tip: str, exclude: list[str], limit: int, env: dict[str, str]) -> list[dict[str, Any]]:
+def _log(
+    tip: str, exclude: list[str], limit: int, env: dict[str, str]
+) -> list[dict[str, Any]]:
     out = git(["log", "--no-color", f"--max-count={limit}", f"--format={FORMAT}", tip,
                "--not", *exclude, "--"], env)  # fmt: skip
     commits = []
@@ -73,7 +75,7 @@ def _numstat(old: str, new: str, env: dict[str, str]) -> tuple[list[dict[str, An
 def review(request: dict[str, Any]) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="review-", dir="/tmp")
     env = read_env(scratch)
-    refs, _odd = read_refs()
+    refs, _odd = read_refs(request["limits"])
     head, head_commit = read_head(refs)
     exclude = existing_commits(list(request.get("exclude", [])), env)
     base = request["base"]

@@ -109,13 +109,16 @@ def _extra_refs(
         if name.startswith(b"refs/tags/") and not new:
             continue
         found.append({"name": name.decode("utf-8", "surrogateescape"), "new": new})
+    # Refs that reach new history first: the cap must never drop work behind many
+    # refs that are not.
+    found.sort(key=lambda ref: not ref["new"])
     return found[:200]
 
 
 def inspect(request: dict[str, Any]) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
     env = read_env(scratch)
-    refs, odd = read_refs()
+    refs, odd = read_refs(request["limits"])
     head, head_commit = read_head(refs)
     found = branches(refs, odd, env)
     baseline: dict[str, str] = request.get("baseline", {})

@@ -1,0 +1,103 @@
+"""The guard's remembered verdicts: current until anything that may change the clone
+takes the writer's lease; a start skips a writer known dirty and tries a known clean
+one first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from writerpool.config.paths import Paths
+from writerpool.pool.choose import candidates, tree_entries
+from writerpool.pool.lease import Lease
+from writerpool.pool.verdicts import Verdict, current, lease_count, mark_changed, remember
+
+DIRTY = Verdict("writer_not_at_baseline", "not at its baseline", ("3 ignored file(s)",))
+WORK = Verdict("writer_holds_work", "holds work no complete collection covers", ("x",))
+CLEAN = Verdict("writer_leasable", "a session can have it", ())
+
+
+@pytest.fixture
+def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    paths = Paths.from_env()
+    for index in (1, 2, 3):
+        wdir = paths.writer_dir(f"ws-w{index}")
+        wdir.mkdir(parents=True)
+        (wdir / "state.json").write_text(f'{{"name": "ws-w{index}"}}')
+    return paths
+
+
+def _judge(wdir: Path, verdict: Verdict) -> None:
+    lease = Lease(wdir)
+    lease.acquire(0, judging=True)
+    try:
+        remember(wdir, lease_count(wdir), verdict)
+    finally:
+        lease.release()
+
+
+def test_a_verdict_is_current_until_a_session_or_command_takes_the_lease(paths: Paths) -> None:
+    wdir = paths.writer_dir("ws-w1")
+    _judge(wdir, DIRTY)
+    assert current(wdir) == DIRTY
+    _judge(wdir, DIRTY)  # judging again changes nothing
+    assert current(wdir) == DIRTY
+    lease = Lease(wdir)
+    lease.acquire(0)  # a command: the clone may change
+    lease.release()
+    assert current(wdir) is None
+
+
+def test_a_changed_state_file_makes_the_verdict_stale(paths: Paths) -> None:
+    wdir = paths.writer_dir("ws-w2")
+    _judge(wdir, CLEAN)
+    assert current(wdir) == CLEAN
+    (wdir / "state.json").write_text('{"name": "ws-w2", "phase": "provisioned"}')
+    assert current(wdir) is None
+
+
+def test_a_start_tries_known_clean_writers_first_and_skips_known_dirty_ones(
+    paths: Paths,
+) -> None:
+    _judge(paths.writer_dir("ws-w1"), DIRTY)
+    _judge(paths.writer_dir("ws-w3"), CLEAN)
+    refusals: list[str] = []
+    assert candidates(paths, "ws", 3, refusals) == ["ws-w3", "ws-w2", "ws-w1"]
+    assert refusals == []  # leftovers only: the lease removes them, so it is tried last
+    _judge(paths.writer_dir("ws-w1"), WORK)
+    assert candidates(paths, "ws", 3, refusals) == ["ws-w3", "ws-w2"]
+    assert refusals == ["ws-w1 holds work no complete collection covers (writer_holds_work)"]
+    # A forged or unreadable record is no verdict at all.
+    (paths.writer_dir("ws-w3") / "verdict.json").write_text("[]")
+    (paths.writer_dir("ws-w1") / "lease-count").write_text("many")
+    assert candidates(paths, "ws", 3, []) == ["ws-w1", "ws-w2", "ws-w3"]
+
+
+def test_a_writer_whose_session_changed_its_work_tree_is_tried_last(
+    paths: Paths, tmp_path: Path
+) -> None:
+    tree = tmp_path / "clone"
+    (tree / ".git" / "objects").mkdir(parents=True)
+    (tree / "src").mkdir()
+    (tree / "src" / "a.py").write_text("a\n")
+    (tree / "README").write_text("r\n")
+    assert tree_entries(tree) == 3  # .git aside
+    (tree / "src" / "link").symlink_to("/")  # counted, never followed
+    assert tree_entries(tree) == 4
+    for index in range(30):
+        (tree / f"left-{index}").write_text("x")
+    assert tree_entries(tree, cap=10) == 10
+
+    wdir = paths.writer_dir("ws-w1")
+    lease = Lease(wdir)
+    lease.acquire(0)  # a session
+    mark_changed(wdir)
+    lease.release()
+    assert candidates(paths, "ws", 3, []) == ["ws-w2", "ws-w3", "ws-w1"]
+    lease.acquire(0)  # the operator's reset: the mark is no longer current
+    lease.release()
+    assert candidates(paths, "ws", 3, []) == ["ws-w1", "ws-w2", "ws-w3"]
