@@ -97,8 +97,10 @@ def test_a_warm_writer_has_no_provider_access_and_a_claim_runs_a_coding_session(
         assert asked.startswith("failed") and "reached" not in asked, asked
         assert provider.request_count == seen
 
+        warm_pi = warm.pid_of(w1)
         launched = launcher.launch(_plan(pool, loaded), "s-warm-claim")
         assert launched.writer == w1
+        assert getattr(launched.agent, "pid", None) == warm_pi  # claimed, not started cold
         assert warm.warm_names() == []  # claimed: out of the pool, the same pi
         turn = launched.agent.prompt(COMMIT_PROMPT)
         done = launched.agent.wait(turn, 300)

@@ -20,7 +20,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.image_transfer import remote_image_id, transfer_image
+from writerpool.runtime.image_transfer import remote_image_id, remote_images, transfer_image
 from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
@@ -101,12 +101,22 @@ def _configure_host(testhost: Host) -> None:
                   f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
 
 
+def _only_the_pinned_image_on(testhost: Host, pinned: str) -> None:
+    """The test host is the tests' own account: earlier writer images it received (one per
+    rebuild) are removed, so its storage holds one writer image, not one per build."""
+    with connect("th", testhost) as remote:
+        for image_id in remote_images(remote):  # bounded by the host's images
+            if image_id != pinned:
+                remote.cli(["image", "rm", "--force", "--", image_id], check=False)
+
+
 @pytest.mark.image
 def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     testhost: Host, image_pin: Path
 ) -> None:
     _configure_host(testhost)
     pinned = json.loads(image_pin.read_text())["imageId"]
+    _only_the_pinned_image_on(testhost, pinned)
     code, report = _cli("image", "transfer", "--host", "th")
     assert code == 0, report
     assert report["findings"][0]["code"] in ("image_transferred", "image_present")

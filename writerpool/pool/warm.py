@@ -28,10 +28,12 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance import fingerprint_of, groups_given
+from writerpool.pool.admission import LEASABLE
 from writerpool.pool.container import AGENT_DIR
 from writerpool.pool.control import control_current
 from writerpool.pool.lease import yield_asked
 from writerpool.pool.sessions import WriterSlot, lease_ready_writer
+from writerpool.pool.verdicts import Verdict, advance, current, lease_count, remember
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import load_pin
@@ -90,6 +92,12 @@ class WarmPool:
             for alias, entry in workspaces.items()
             if entry.container is not None and entry.container.warm > 0
         }
+
+    def pid_of(self, name: str) -> int | None:
+        """The warm writer's pi launcher process (None: not warm)."""
+        with self._lock:
+            warm = self._warm.get(name)
+        return warm.agent.pid if warm is not None else None
 
     def warm_names(self, alias: str | None = None) -> list[str]:
         with self._lock:
@@ -154,6 +162,9 @@ class WarmPool:
         except BaseException:
             slot.release()
             raise
+        # The guard admitted the clone under this lease and an idle pi changes nothing:
+        # the verdict stays current until a claim or a retirement advances the count.
+        remember(writer_dir, lease_count(writer_dir), Verdict(LEASABLE, "warm", ()))
         with self._lock:
             self._warm[slot.name] = warm
         log.info("writer %s is warm", slot.name)
@@ -194,7 +205,10 @@ class WarmPool:
         try:
             warm.agent.close(CLOSE_SECONDS)
         finally:
-            warm.slot.release()
+            try:
+                advance(self._paths.writer_dir(name))  # the next lease inspects it again
+            finally:
+                warm.slot.release()
 
     # -- claiming --------------------------------------------------------------------
 
@@ -212,6 +226,7 @@ class WarmPool:
                 del self._warm[name]
             why = self._stale(warm)
             if why is None:
+                advance(self._paths.writer_dir(name))  # the session will change the clone
                 return warm
             with self._lock:
                 self._warm[name] = warm
@@ -230,6 +245,9 @@ class WarmPool:
             return "an operator command asked for it"
         if state is None or _state_digest(writer_dir) != warm.state_digest:
             return "its state changed"
+        verdict = current(writer_dir)
+        if verdict is None or verdict.code != LEASABLE:
+            return "its admission verdict is not current"
         if not control_current(self._paths):
             return "isolation_control_required"
         pin = load_pin(self._paths)

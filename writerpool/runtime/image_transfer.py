@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 from collections.abc import Callable
@@ -71,13 +70,14 @@ def transfer_image(
             _pump(save, load, total, progress)
         finally:
             save_rc, load_rc = stop(save, grace=30), _finish(load)
-        if save_rc != 0:
-            raise WriterpoolError("image_transfer_failed", f"podman save: {_stderr(save_err)}")
+        # The load first: when it fails, the save was stopped because of it.
         if load_rc != 0:
             remote.raise_if_gone(CommandFailed(load_argv, load_rc, b"", b""))
             raise WriterpoolError(
                 "image_transfer_failed", f"podman load on {remote.host.name}: {_stderr(load_err)}"
             )
+        if save_rc != 0:
+            raise WriterpoolError("image_transfer_failed", f"podman save: {_stderr(save_err)}")
     arrived = remote_image_id(remote, image_id)
     if arrived != image_id:
         raise WriterpoolError(
@@ -89,10 +89,13 @@ def transfer_image(
 
 def _pump(save: Process, load: Process, total: int, progress: Progress) -> None:
     assert save.stdout is not None and load.stdin is not None
-    # A load that ends early breaks the pipe: its exit code and stderr say why.
-    with contextlib.suppress(BrokenPipeError):
+    # A load that ends early breaks the pipe: its exit code and stderr say why. `save`
+    # is stopped then, or it would wait forever to write what nobody reads.
+    try:
         _relay(save.stdout, load.stdin, total, progress)
-    save.wait()
+    except BrokenPipeError:
+        stop(save, grace=5)
+    wait_or_stop(save, LOAD_SECONDS)
 
 
 def _finish(load: Process) -> int:
