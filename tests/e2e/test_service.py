@@ -191,3 +191,36 @@ def test_serve_relays_to_a_running_service_and_closes_its_sessions_when_its_clie
         (relay, sid, "ok")
     ]
     assert set(tokens.load(server.paths)) == {"alpha"}  # the relay's token was revoked
+
+
+def test_the_service_reloads_valid_settings_and_keeps_the_last_good_on_an_invalid_change(
+    make_server: MakeServer,
+) -> None:
+    from writerpool.doctor.model import CheckContext
+    from writerpool.doctor.pool_service import service_settings
+
+    server = make_server()
+    token = tokens.create(server.paths, "alpha")
+    config = server.paths.config_file
+    extra = server.root / "ws" / "extra"
+    extra.mkdir(parents=True)
+
+    async def capabilities(url: str) -> dict[str, object]:
+        async with http_client(url, token) as client:
+            return await client.ok("pi_capabilities_get")
+
+    with running_service(server) as service:
+        before = anyio.run(capabilities, service.url)
+        assert before["reloadPolicy"] == "on-change"
+        line = f'extra = "{extra}"\n'
+        config.write_text(config.read_text().replace("[workspaces]\n", "[workspaces]\n" + line, 1))
+        added = anyio.run(capabilities, service.url)
+        assert added["configFingerprint"] != before["configFingerprint"]
+        assert "extra" in {w["alias"] for w in added["workspaces"]}  # type: ignore[attr-defined]
+        config.write_text(config.read_text() + "\nnot_a_setting = 1\n")
+        kept = anyio.run(capabilities, service.url)
+        assert kept["configFingerprint"] == added["configFingerprint"]
+        ctx = CheckContext(server.paths, None)  # type: ignore[arg-type]
+        [finding] = service_settings(ctx)
+        assert (finding.id, finding.severity) == ("service_settings", "error")
+        assert "config_invalid" in finding.message
