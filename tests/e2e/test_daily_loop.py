@@ -140,7 +140,8 @@ def _another_image() -> str:
 def test_the_daily_loop_on_a_project_with_tests(
     tmp_path: Path, provider: ScriptedProvider, image_pin: Path
 ) -> None:
-    pool = make_pool(tmp_path, provider, "loop", writers=3, prepare=_project)
+    # One writer first, so each next session has only the writer the last one left.
+    pool = make_pool(tmp_path, provider, "loop", writers=1, prepare=_project)
     w1, w2, w3 = pool.writer(1), pool.writer(2), pool.writer(3)
     first = git(pool.checkout, "rev-parse", "main")
     new_image = _another_image()
@@ -185,8 +186,10 @@ def test_the_daily_loop_on_a_project_with_tests(
             assert git(pool.checkout, "rev-parse", f"refs/remotes/writer-{w1}/feat-a") == feat_a
             assert git(pool.checkout, "rev-parse", f"refs/remotes/writer-{w1}/feat-b") == feat_b
 
-            # 4. An image change: the idle writers are replaced in one run, the one
-            # holding work (w1: collected, not finished) is named with its commands.
+            # 4. Two more writers, then an image change: the idle writers are replaced in
+            # one run, the one holding work (w1: collected, not finished) is named.
+            wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", "3",
+               "--apply", check=True)  # fmt: skip
             change = ["mode", "set", pool.alias, "container", "--profiles", "code",
                       "--writers", "3", "--image", new_image]  # fmt: skip
             plan = _shown(*change)
