@@ -157,5 +157,7 @@ def connect_figure(reps: int) -> Figure:
 def paced_line(figure: Figure) -> str:
     ours = statistics.median(figure.extra["pacedOurs"]) * 1000
     base = statistics.median(figure.extra["pacedBaseline"]) * 1000
-    return (f"  at {figure.extra['pacedMBs']} MB/s from the server: {ours / base:.2f} "
-            f"(ours {ours:.1f} ms / baseline {base:.1f} ms)")
+    return (
+        f"  at {figure.extra['pacedMBs']} MB/s from the server: {ours / base:.2f} "
+        f"(ours {ours:.1f} ms / baseline {base:.1f} ms)"
+    )

@@ -50,4 +50,3 @@ def before_image(paths_root: Path, version: str, pinned: str) -> str:
         env=podman_env(), check=True, capture_output=True, timeout=600,
     )  # fmt: skip
     return iid.read_text().strip().removeprefix("sha256:")
-

@@ -41,8 +41,10 @@ def warm_line(figure: Figure) -> str:
     p50 = statistics.median(figure.ours)
     p95 = _percentile(figure.ours, 0.95)
     met = p50 <= P50_GOAL and p95 <= P95_GOAL
-    parts = ", ".join(f"{k} {v * 1000:.0f} ms"
-                      for k, v in figure.extra.get("claimPhasesMedianSeconds", {}).items())
+    parts = ", ".join(
+        f"{k} {v * 1000:.0f} ms"
+        for k, v in figure.extra.get("claimPhasesMedianSeconds", {}).items()
+    )
     return (f"  warm_claim p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms over "
             f"{len(figure.ours)} claims  [goal p50 <= {P50_GOAL * 1000:.0f} ms, p95 <= "
             f"{P95_GOAL * 1000:.0f} ms: {'met' if met else 'MISSED'}]\n  medians: {parts}")  # fmt: skip
@@ -94,7 +96,9 @@ def warm_figure(env: BenchEnv, reps: int) -> Figure:
     def sample(launcher: Launcher, rep: int, claim: bool) -> float:
         if claim and not pool.fill() and not pool.warm_names(ALIAS):
             raise SystemExit("bench: no writer of the warm workspace could be warmed")
-        seconds, launched = timed(launcher.launch, plan, f"bench-{'warm' if claim else 'cold'}-{rep}")
+        seconds, launched = timed(
+            launcher.launch, plan, f"bench-{'warm' if claim else 'cold'}-{rep}"
+        )
         try:
             if claim and launched.writer is None:
                 raise SystemExit("bench: the warm claim gave no writer")

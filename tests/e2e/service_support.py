@@ -59,9 +59,7 @@ def running_service(server: ServerEnv) -> Iterator[Service]:
             proc.stdout.close()
 
 
-def post(
-    port: int, body: bytes, headers: dict[str, str], path: str = "/mcp"
-) -> tuple[int, bytes]:
+def post(port: int, body: bytes, headers: dict[str, str], path: str = "/mcp") -> tuple[int, bytes]:
     """One raw POST to the service, headers exactly as given (Host included)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:

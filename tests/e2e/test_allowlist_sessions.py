@@ -90,8 +90,7 @@ def test_pip_and_npm_install_through_the_allowlist_and_refusals_name_the_host(
         pool = make_pool(tmp_path, provider, "allow", writers=1)
         config = Paths.from_env().config_file
         config.write_text(
-            config.read_text()
-            + f'\n[egress]\nca_bundle = "{test_host.ca}"\n\n[egress.resolve]\n'
+            config.read_text() + f'\n[egress]\nca_bundle = "{test_host.ca}"\n\n[egress.resolve]\n'
             f'"{NAME}" = ["127.0.0.1"]\n"rebind.test" = ["127.0.0.2"]\n'
         )
         allow = f"{test_host.entry},127.0.0.1/32,rebind.test:{test_host.port}"

@@ -85,9 +85,7 @@ def test_codex_runs_a_coding_session_over_http(
     driver = SessionDriver("boxed", PROMPT)
     with ResponsesStandIn(driver) as model:
         _codex_config(Path(os.environ["HOME"]), model.base_url)
-        _, done = wp(
-            "register", "codex:user", "--http", "--approve-prompts", "--apply", check=True
-        )
+        _, done = wp("register", "codex:user", "--http", "--approve-prompts", "--apply", check=True)
         token, variable = done["data"]["token"], done["data"]["tokenEnv"]
         [note] = [f for f in done["findings"] if f["code"] == "service_token_created"]
         assert variable in note["message"] and token in note["message"]

@@ -61,9 +61,7 @@ def _bundle_kept(name: str) -> Callable[[int], bool]:
     return lambda _pgid: bool(set(collections.glob("*.bundle")) - before)
 
 
-def _kill_when(
-    name: str, trigger: Callable[[int], bool] | str, timeout: float = 120
-) -> bool:
+def _kill_when(name: str, trigger: Callable[[int], bool] | str, timeout: float = 120) -> bool:
     """Start `writer collect --apply`, SIGKILL its process group when trigger fires, or
     let it kill itself at a named crash point (writerpool/crash.py).
 

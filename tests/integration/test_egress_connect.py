@@ -188,7 +188,8 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
     records = Records()
     words = (f"http://plain.test:{port}", "127.0.0.1/32", f"tls-only.test:{port}")
     resolve: dict[str, tuple[str, ...]] = {
-        "plain.test": ("127.0.0.1",), "tls-only.test": ("127.0.0.1",)
+        "plain.test": ("127.0.0.1",),
+        "tls-only.test": ("127.0.0.1",),
     }
     proxy = open_proxy(host, tmp_path, words, records, resolve)
     try:

@@ -118,9 +118,7 @@ git commit -q -m "$(printf 'paint \033]0;owned\007\033[31mred\033[0m done')"
 """
 
 
-def test_log_and_diff_show_the_agents_work_without_escape_sequences(
-    repo: Path, alias: str
-) -> None:
+def test_log_and_diff_show_the_agents_work_without_escape_sequences(repo: Path, alias: str) -> None:
     writer = ready_writer(alias)
     code, report = wp("writer", "log", writer)
     assert code == 0 and report["data"]["commits"] == [], report
@@ -215,9 +213,7 @@ git add many && git commit -q -m many
 """
 
 
-def test_log_and_diff_answers_are_bounded_whatever_the_clone_holds(
-    repo: Path, alias: str
-) -> None:
+def test_log_and_diff_answers_are_bounded_whatever_the_clone_holds(repo: Path, alias: str) -> None:
     writer = ready_writer(alias)
     run_agent(writer, HUGE)
     code, report = wp("writer", "log", writer)

@@ -89,9 +89,7 @@ def test_pi_installs_and_answers_with_no_node_on_path(tmp_path: Path) -> None:
     # The launcher runs pi's entry point on the pinned official build, not on PATH's node.
     node = bundled_node(prefix)
     if node is not None:
-        assert launcher.read_text().splitlines()[-1] == (
-            f'exec {node} {pi_cli(prefix)} "$@"'
-        )
+        assert launcher.read_text().splitlines()[-1] == (f'exec {node} {pi_cli(prefix)} "$@"')
 
 
 @pytest.mark.pi

@@ -29,9 +29,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def make_ca(
-    directory: Path, name: str, names: tuple[str, ...] = ()
-) -> tuple[Path, Path, Path]:
+def make_ca(directory: Path, name: str, names: tuple[str, ...] = ()) -> tuple[Path, Path, Path]:
     """A CA and a certificate for 127.0.0.1 (and the DNS `names`) it signed:
     (ca.pem, cert.pem, key.pem).
 

@@ -69,7 +69,9 @@ def v2_facts(**changes: Any) -> HostFacts:
             "newuidmap": setuid,
             "newgidmap": setuid,
         },
-        podman_version=parse_version((DATA / "podman-version-5.4.2-reconstructed.json").read_text()),  # noqa: E501
+        podman_version=parse_version(
+            (DATA / "podman-version-5.4.2-reconstructed.json").read_text()
+        ),
         podman_info=parse_info(json.dumps(info)),
         subuid=f"writerpool:100000:65536\n{UID}:100000:65536\n",
         subgid=f"writerpool:100000:65536\n{UID}:100000:65536\n",

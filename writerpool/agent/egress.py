@@ -37,6 +37,7 @@ class Grant(Protocol):
     def ready(self) -> None:
         """Return once the session's way out serves (raise egress_failed if it never will)."""
         ...
+
     def denied(self) -> list[dict[str, str]]: ...
 
     @property

@@ -27,8 +27,6 @@ def doctor(registry: bool, as_json: bool) -> None:
     """
     # Checks doctor does not own: the pool's, and the pool service's settings.
     extra = (*POOL_CHECKS, service_settings)
-    results = diagnose(
-        Paths.from_env(), registry_problem if registry else None, extra, hosts=True
-    )
+    results = diagnose(Paths.from_env(), registry_problem if registry else None, extra, hosts=True)
     click.echo(render_json(results) if as_json else render_text(results))
     leave(exit_code(results), [r.id for r in results if r.severity == "error"])

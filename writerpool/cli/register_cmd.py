@@ -87,9 +87,7 @@ def register(
     _emit(report, as_json)
 
 
-def _http(
-    paths: Paths, chosen: Target, do_apply: bool, do_verify: bool, do_remove: bool
-) -> Report:
+def _http(paths: Paths, chosen: Target, do_apply: bool, do_verify: bool, do_remove: bool) -> Report:
     from writerpool.clients import http  # noqa: PLC0415
 
     if do_verify:

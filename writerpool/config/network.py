@@ -45,7 +45,10 @@ NETWORK_CHOICES = tuple(NETWORKS)
 def network_info(kind: str) -> NetworkInfo:
     """The table's row for a stored kind; an unknown one is treated as not limited."""
     return NETWORKS.get(kind) or NetworkInfo(
-        "slirp4netns", "slirp4netns", limited=False, egress=False,
+        "slirp4netns",
+        "slirp4netns",
+        limited=False,
+        egress=False,
         reach="unknown; the key is copied in",
     )
 

@@ -35,7 +35,10 @@ def writer_image(ctx: CheckContext) -> list[CheckResult]:
     if ctx.pin is None:
         return [
             CheckResult(
-                "writer_image", "warning", "image", "no writer image is pinned yet",
+                "writer_image",
+                "warning",
+                "image",
+                "no writer image is pinned yet",
                 "run writerpool doctor --registry (the build installs pi from the npm "
                 f"registry), then {BUILD.removeprefix('run ')}",
             )

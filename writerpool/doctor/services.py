@@ -19,8 +19,6 @@ def podman_api(ctx: CheckContext) -> list[CheckResult]:
     return [CheckResult("podman_api", "ok", "podman", "Podman's API service lists containers")]
 
 
-
-
 def npm_registry(problem: str | None, ca_set: tuple[str, ...]) -> CheckResult:
     """The result of `npm ping` run with the environment `image build` gives npm."""
     given = ", ".join(ca_set) or "none"

@@ -227,9 +227,7 @@ class ConnectSession:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
     ) -> Request | None:
         try:
-            head = await asyncio.wait_for(
-                reader.readuntil(b"\r\n\r\n"), self.limits.header_seconds
-            )
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.header_seconds)
         except asyncio.LimitOverrunError:
             conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
             await _answer(writer, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))

@@ -188,7 +188,6 @@ class EgressSession:
             self._failure = WriterpoolError("egress_failed", message[:300])
             self._ready.set()
 
-
     def _take_connect(self, body: dict[str, object]) -> None:
         try:
             record = ConnectRecord(**body)  # type: ignore[arg-type]
@@ -282,8 +281,8 @@ class EgressHost:
             builtin=upstream.builtin, credential=credential, caps=CapsSpec.of(caps),
         )  # fmt: skip
         directory = str(socket_path.parent.absolute())
-        listeners: tuple[ListenerSpec, ...] = (listener,) if connect is None else (
-            listener, connect
+        listeners: tuple[ListenerSpec, ...] = (
+            (listener,) if connect is None else (listener, connect)
         )
         spec = WorkerSpec(session=session, writer=writer, directory=directory,
                           listeners=listeners)  # fmt: skip
@@ -306,7 +305,7 @@ class EgressHost:
         with self._lock:
             self._spares = [p for p in self._spares if p.poll() is None]
             surplus = self._spares[count:] if count < len(self._spares) else []
-            del self._spares[len(self._spares) - len(surplus):]
+            del self._spares[len(self._spares) - len(surplus) :]
             while not self._closed and len(self._spares) < count:  # bounded by `count`
                 self._spares.append(_spawn_worker())
             kept = len(self._spares)

@@ -95,9 +95,7 @@ class ConnectListenerSpec(_Wire):
 
 
 # The union of listener kinds, discriminated by `kind`.
-ListenerSpec = Annotated[
-    ProviderListenerSpec | ConnectListenerSpec, Field(discriminator="kind")
-]
+ListenerSpec = Annotated[ProviderListenerSpec | ConnectListenerSpec, Field(discriminator="kind")]
 
 
 class WorkerSpec(_Wire):

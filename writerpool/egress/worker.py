@@ -157,6 +157,7 @@ def main() -> int:
     # Imported before the spec is read: a spare process (EgressHost.keep_spares) is
     # ready to serve the moment its session's spec arrives.
     import writerpool.egress.proxy  # noqa: F401, PLC0415
+
     try:
         spec = WorkerSpec.model_validate_json(sys.stdin.buffer.readline(MAX_LINE))
         confine(spec)

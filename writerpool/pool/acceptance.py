@@ -297,4 +297,3 @@ def accept(
         code, "ok", target, f"accepted as {expected}; network {describe(state.network)}",
         data={"networkClass": expected, "networkChecks": dict(sorted(probes.items())[:64])},
     )  # fmt: skip
-

@@ -31,7 +31,8 @@ def _kept(ctx: PoolContext, state: WriterState, problems: list[str]) -> None:
         "warning",
         f"writer/{ctx.alias}/{state.name}",
         f"stays on {state.base.name}: it is not at its baseline ("
-        + "; ".join(problems)[:200] + ")",
+        + "; ".join(problems)[:200]
+        + ")",
         remedy=f"writerpool writer finish {state.name} --apply (collects, then moves it to "
         f"{ctx.base.name}), or writerpool writer reset {state.name} --base {ctx.base.name} "
         "--apply --discard",
@@ -87,5 +88,3 @@ def move_to_base(ctx: PoolContext) -> None:
                 act(ctx.paths, ctx.host, ctx.loaded, state, ctx.base, ctx.report)
         except WriterpoolError as exc:
             ctx.report.add(exc.code, "error", f"writer/{ctx.alias}/{name}", exc.message)
-
-

@@ -51,9 +51,7 @@ def _base_commit(paths: Paths, repo: Path, alias: str) -> str:
     return resolve_base(repo, name or default_base_name(repo)).commit
 
 
-def writer_refs(
-    paths: Paths, loaded: LoadedConfig, name: str, prune: bool, apply: bool
-) -> Report:
+def writer_refs(paths: Paths, loaded: LoadedConfig, name: str, prune: bool, apply: bool) -> Report:
     report = Report("writer refs")
     alias = _alias_of(paths, loaded, name)
     target = f"writer/{alias}/{name}"

@@ -134,9 +134,7 @@ class ToolService:
         closed, and the call is audited as cancelled. `client`: the service's
         authenticated client (None over stdio), who owns the sessions it starts."""
         cancel = threading.Event()
-        work = functools.partial(
-            self._run, name, arguments, progress or Progress(), cancel, client
-        )
+        work = functools.partial(self._run, name, arguments, progress or Progress(), cancel, client)
         try:
             # Agent calls block (process start, waits); a worker thread keeps the
             # server answering other requests meanwhile.

@@ -83,9 +83,7 @@ class Launched:
 
 
 class Launcher:
-    def __init__(
-        self, paths: Paths, loaded: LoadedConfig, warm: WarmPool | None = None
-    ) -> None:
+    def __init__(self, paths: Paths, loaded: LoadedConfig, warm: WarmPool | None = None) -> None:
         self._paths = paths
         self._loaded = loaded
         self._warm = warm  # the pool service's warm writers, claimed before a cold start

@@ -19,9 +19,7 @@ from writerpool.gitops.limits import LIMITS
 if TYPE_CHECKING:
     from writerpool.gitops.clone_read import CloneRefs
 
-UNCOMMITTED_NOTE = (
-    " It also holds uncommitted or untracked changes, collected as <branch>-wip."
-)
+UNCOMMITTED_NOTE = " It also holds uncommitted or untracked changes, collected as <branch>-wip."
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
 READ_ONLY_NOTE = "A read-only session changes no files."
 

@@ -35,9 +35,7 @@ def _tip(refs: dict[bytes, bytes], branch: str | None, head_commit: str | None) 
     return value.decode()
 
 
-def _log(
-    tip: str, exclude: list[str], limit: int, env: dict[str, str]
-) -> list[dict[str, Any]]:
+def _log(tip: str, exclude: list[str], limit: int, env: dict[str, str]) -> list[dict[str, Any]]:
     out = git(["log", "--no-color", f"--max-count={limit}", f"--format={FORMAT}", tip,
                "--not", *exclude, "--"], env)  # fmt: skip
     commits = []
