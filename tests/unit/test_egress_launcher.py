@@ -9,11 +9,12 @@ import stat
 import subprocess
 from pathlib import Path
 
-from tests.unit.test_pi_launcher import fake_node, fake_pi_manifest
+from tests.unit.test_pi_launcher import NOT_AS_ROOT, fake_node, fake_pi_manifest
 from writerpool.agent.project_files import PROJECT_DIR
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 LAUNCHER = DEFAULT_IMAGES_DIR / "pi-launcher"
+pytestmark = NOT_AS_ROOT
 
 
 def fake(path: Path, body: str) -> None:
