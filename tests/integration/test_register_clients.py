@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from tests.integration.writers_support import codes, config_text, wp
+from tests.integration.writers_support import codes as all_codes
+from tests.integration.writers_support import config_text, wp
 from writerpool.agent.install import npm_argv, npm_env, wheel_node
 from writerpool.clients.model import Registration, Target, server_command
 from writerpool.clients.ownership import entry_for, load_record, store_record
@@ -56,6 +57,12 @@ BOOKKEEPING = (
 OWN = (".local/state/writerpool/", ".config/writerpool/", ".cache/writerpool/")
 QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 UNRELATED = ["/bin/echo", "unrelated"]
+
+
+def codes(report: dict[str, Any]) -> list[str]:
+    """The report's codes but Codex's `prompt_approval` note, which every Codex plan and
+    apply carries (tests/e2e/test_clients.py checks what it says)."""
+    return [code for code in all_codes(report) if code != "prompt_approval"]
 
 
 def _missing(reason: str) -> None:
