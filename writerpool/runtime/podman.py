@@ -1,4 +1,4 @@
-"""The one place that talks to Podman: podman-py over the user's API socket, and
+"""The one place that talks to Podman: its REST API over the user's socket, and
 the CLI where a container's stdio must be attached. `PodmanHost` is the `WriterHost`
 (runtime/host.py) of one Podman engine; the local host is an instance of it."""
 
@@ -9,21 +9,23 @@ import pwd
 import shutil
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import podman
-import podman.errors
-import requests
+from typing import TypeVar
 
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, clean_env, run, start_daemon
+from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.atomic import ensure_private_dir
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30
+# One API call (list or remove) gives up after this many seconds.
+API_TIMEOUT = 30.0
+
+_T = TypeVar("_T")
 
 # Podman's client version, by the executable's identity (path, device, inode, mtime,
 # size). Every session start puts the version in the readiness fingerprint; asking
@@ -84,9 +86,14 @@ def socket_answers(path: Path) -> bool:
     return True
 
 
+def _first_name(names: object) -> str:
+    if isinstance(names, list) and names:
+        return str(names[0])
+    return ""
+
+
 def _status(attrs: dict[str, object]) -> str:
-    # A list() entry carries State as a plain string; podman-py's `status` property
-    # indexes it as a dict and raises TypeError, so read it here.
+    # A list entry carries State as a plain string; an inspect answer as a dict.
     state = attrs.get("State")
     if isinstance(state, dict):
         return str(state.get("Status", "unknown"))
@@ -227,37 +234,33 @@ class PodmanHost:
             time.sleep(0.05)
         raise PodmanApiUnavailable("Podman's API service did not come up")
 
-    def _client(self) -> podman.PodmanClient:
-        self._ensure_service()
-        return podman.PodmanClient(base_url=f"unix://{self.socket_path}", timeout=30)
+    def _api(self, call: Callable[[], _T], what: str) -> _T:
+        # The service exits after an idle time: a connect may lose that race once, so
+        # start it again and retry once before calling it unavailable.
+        for attempt in (1, 2):
+            self._ensure_service()
+            try:
+                return call()
+            except podman_api.ApiError as exc:
+                if attempt == 2 or exc.status is not None:
+                    raise PodmanApiUnavailable(f"Podman's API service failed to {what}") from exc
+        raise AssertionError("unreachable")
 
     def containers(self, label: str, value: str) -> list[ContainerRef]:
         """Every container (any state) carrying label=value."""
-        try:
-            with self._client() as client:
-                found = client.containers.list(all=True, filters={"label": f"{label}={value}"})
-                return [ContainerRef(c.id, c.name, _status(c.attrs)) for c in found]
-        except (
-            podman.errors.PodmanError,
-            podman.errors.APIError,
-            requests.RequestException,
-            OSError,
-        ) as exc:
-            raise PodmanApiUnavailable("Podman's API service failed to list containers") from exc
+        found = self._api(
+            lambda: podman_api.list_by_label(self.socket_path, label, value, API_TIMEOUT),
+            "list containers",
+        )
+        return [
+            ContainerRef(str(c.get("Id", "")), _first_name(c.get("Names")), _status(c))
+            for c in found
+        ]
 
     def remove(self, container_id: str) -> None:
-        try:
-            with self._client() as client:
-                # No grace period: a writer's container is disposable, and its PID 1 may
-                # ignore SIGTERM, which would cost the whole stop timeout.
-                client.containers.get(container_id).stop(timeout=0, ignore=True)
-                client.containers.remove(container_id, force=True)
-        except podman.errors.NotFound:
-            return
-        except (
-            podman.errors.PodmanError,
-            podman.errors.APIError,
-            requests.RequestException,
-            OSError,
-        ) as exc:
-            raise PodmanApiUnavailable("Podman's API service failed to remove a container") from exc
+        # No grace period: a writer's container is disposable, and its PID 1 may
+        # ignore SIGTERM, which would cost the whole stop timeout.
+        self._api(
+            lambda: podman_api.remove(self.socket_path, container_id, API_TIMEOUT),
+            "remove a container",
+        )

@@ -1,0 +1,96 @@
+"""The two calls writerpool makes to Podman's REST API (list containers by label, remove
+one), over its Unix socket with the standard library.
+
+Every socket opened here is closed on every path, including a failed connect: the API
+service exits after an idle time, so a connect can lose that race and must not leave a
+socket behind (podman-py's client leaked one there)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+# The libpod API under this version prefix is served by Podman 4.x and 5.x alike.
+API_PREFIX = "/v4.0.0/libpod"
+# Answers larger than this are not a container list writerpool asked for.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+
+class ApiError(Exception):
+    """The service answered with an unexpected status, or not at all."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = str(path)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def request(socket_path: Path, method: str, path: str, timeout: float) -> tuple[int, bytes]:
+    """One request on a fresh connection, closed before returning."""
+    conn = _UnixConnection(socket_path, timeout)
+    try:
+        conn.request(method, API_PREFIX + path)
+        answer = conn.getresponse()
+        body = answer.read(MAX_ANSWER_BYTES + 1)
+        if len(body) > MAX_ANSWER_BYTES:
+            raise ApiError(f"{method} {path}: the answer is larger than expected")
+        return answer.status, body
+    except (OSError, http.client.HTTPException) as exc:
+        raise ApiError(f"{method} {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def list_by_label(
+    socket_path: Path, label: str, value: str, timeout: float
+) -> list[dict[str, object]]:
+    filters = json.dumps({"label": [f"{label}={value}"]})
+    status, body = request(
+        socket_path,
+        "GET",
+        "/containers/json?" + urlencode({"all": "true", "filters": filters}),
+        timeout,
+    )
+    if status != 200:
+        raise ApiError(f"listing containers answered {status}", status)
+    try:
+        found = json.loads(body)
+    except ValueError as exc:
+        raise ApiError("listing containers answered something that is not JSON") from exc
+    if not isinstance(found, list):
+        raise ApiError("listing containers answered something that is not a list")
+    return [entry for entry in found if isinstance(entry, dict)]
+
+
+def remove(socket_path: Path, container_id: str, timeout: float) -> bool:
+    """Stop at once (no grace period) and remove; False when there is no such container."""
+    ident = quote(container_id, safe="")
+    status, _ = request(socket_path, "POST", f"/containers/{ident}/stop?timeout=0", timeout)
+    if status == 404:
+        return False
+    if status not in (204, 304):
+        raise ApiError(f"stopping a container answered {status}", status)
+    status, _ = request(socket_path, "DELETE", f"/containers/{ident}?force=true", timeout)
+    if status == 404:
+        return False
+    if status not in (200, 204):
+        raise ApiError(f"removing a container answered {status}", status)
+    return True
