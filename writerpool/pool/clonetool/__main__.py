@@ -1,4 +1,5 @@
-"""Entry point: `python3 -m clonetool inspect|reset|review`, a JSON request on stdin."""
+"""Entry point: `python3 -m clonetool inspect|reset|review`, a JSON request on stdin;
+`provision`: a one-line JSON request, then the base bundle."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import sys
 
 from .gitrun import ToolError
+from .provision import provision
 from .reset import reset
 from .review import review
 from .scan import inspect
@@ -14,6 +16,9 @@ from .scan import inspect
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
+        if command == "provision":
+            json.dump(provision(sys.stdin.buffer), sys.stdout)
+            return 0
         request = json.loads(sys.stdin.read() or "{}")
         if command == "inspect":
             result = inspect(request)
