@@ -6,7 +6,11 @@ test host every mount is one of that host's volumes, no path of this machine."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from tests.support.repos import make_repo, run_git
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
+from writerpool.crash import ENV
 from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.pool.inspect import tool_spec
 from writerpool.pool.provision import base_record
@@ -27,7 +32,7 @@ from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.spec import ContainerSpec
-from writerpool.state.writer import Baseline, WriterState, save_state
+from writerpool.state.writer import Baseline, WriterState, load_state, save_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -151,3 +156,75 @@ def _assert_not_the_controllers(source: str, tmp_path: Path) -> None:
     controller = (Path.home(), paths.state_dir, tmp_path, image_tools.PACKAGE_DIR)
     assert not any(source.startswith(str(p)) for p in controller), source
     assert "/volumes/writerpool-" in source, source
+
+
+# Provision one writer on the test host in a process of its own, which a crash point
+# (writerpool/crash.py) may kill: argv is the repo, the writer's name and the host's
+# url, identity and known_hosts.
+PROVISION = """
+import sys
+from pathlib import Path
+from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.modes import ContainerSettings
+from writerpool.config.paths import Paths
+from writerpool.crash import ENV
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.provision import provision
+from writerpool.report import Report
+from writerpool.runtime.remote import connect
+repo, name, url, identity, known = sys.argv[1:]
+host = Host(url=url, identity=Path(identity), known_hosts=Path(known))
+settings = ContainerSettings(profiles=("code",), base="main", network="none")
+with connect("th", host) as remote:
+    provision(Paths.from_env(), remote, name[:-3], name, Path(repo), settings,
+              resolve_base(Path(repo), "main"), Report("test"), Pool())
+"""
+
+
+def _ssh_pids() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():  # bounded by the processes of this machine
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"ssh") and any(b"writerpool-host-" in a for a in argv):
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.remote
+@pytest.mark.parametrize("point", ["provision.state_recorded", "provision.cloned"])
+def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_run_completes(
+    tmp_path: Path, image_pin: Path, testhost: Host, point: str
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=3)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    name = f"tkill{secrets.token_hex(3)}-w1"
+    argv = [sys.executable, "-c", PROVISION, str(repo), name, testhost.url,
+            str(testhost.identity), str(testhost.known_hosts)]  # fmt: skip
+    paths = Paths.from_env()
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        writer = writer_at(paths, name, remote.name)
+        try:
+            before = _ssh_pids()
+            killed = subprocess.run(argv, env={**os.environ, ENV: point}, capture_output=True,
+                                    timeout=600, check=False)  # fmt: skip
+            assert killed.returncode == -9, killed.stderr[-2000:]
+            for pid in _ssh_pids() - before:  # the killed process's forward, orphaned
+                os.kill(pid, signal.SIGKILL)
+            state = load_state(paths.writer_dir(name))  # readable: raises when corrupt
+            assert state is not None and state.phase == "provisioning" and state.host == "th"
+            done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
+            assert done.returncode == 0, done.stderr[-2000:]
+            state = load_state(paths.writer_dir(name))
+            head = run_git(repo, "rev-parse", "main").out.strip()
+            assert state is not None and state.baseline is not None
+            assert (state.phase, state.baseline.commit) == ("not_ready", head)
+            lines = _in_clone(remote, state, CHECK).split()
+            assert lines[:4] == [head, "refs/heads/main", "0", "nologs"]
+        finally:
+            remote.remove_storage(writer)
