@@ -50,9 +50,11 @@ def audit_line(
     discard: bool | None = None,
     apply: bool | None = None,
     client: str | None = None,
+    warm: bool | None = None,
 ) -> bytes:
     """The exact bytes appended for one event (newline-terminated JSON). `discard` and
-    `apply` appear only when an operator command was given them."""
+    `apply` appear only when an operator command was given them; `warm` only on a
+    session start that claimed a warm writer."""
     record: dict[str, object] = {
         "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "action": _field(tool_or_command),
@@ -68,6 +70,8 @@ def audit_line(
         record["discard"] = True
     if apply:
         record["apply"] = True
+    if warm:
+        record["warm"] = True
     return (json.dumps(record, sort_keys=True) + "\n").encode()
 
 
@@ -141,6 +145,7 @@ def audit(
     discard: bool | None = None,
     apply: bool | None = None,
     client: str | None = None,
+    warm: bool | None = None,
 ) -> None:
     """Append one line to the audit log (0600) under its lock; raises OSError on failure."""
     line = audit_line(
@@ -151,6 +156,7 @@ def audit(
         discard=discard,
         apply=apply,
         client=client,
+        warm=warm,
     )
     _append(paths, line)
 
