@@ -32,7 +32,6 @@ from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
-from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect_rules import Decision, decide, shown, shown_path
 from writerpool.pool.collect_stream import stream_collect
 from writerpool.pool.container import writer_of
@@ -189,9 +188,9 @@ def _clear_incoming(collections: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, target: str) -> None:
+def _report_unsafe_clone(report: Report, inspection: Inspection, target: str) -> None:
     # Collection does not depend on it (host git never reads the clone), but say so.
-    problems = verify_clone(writer_of(paths, state).clone)
+    problems = inspection.clone_problems
     if problems:
         report.add(
             "clone_verification_failed",
@@ -315,10 +314,10 @@ def collect_writer(
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"
     ensure_private_dir(incoming)
-    _report_unsafe_clone(report, paths, state, target)
     try:
         step("inspecting the clone and streaming the bundle from a throwaway container")
         inspection = stream_collect(paths, host, state, loaded.config.pool, incoming)
+        _report_unsafe_clone(report, inspection, target)
         digest = work_digest(inspection, state.baseline)
         _report_stash(report, inspection, target)
         _report_leftovers(report, inspection, target)

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
+from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
+from writerpool.gitops.verify import probe, verify_snapshot
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -106,6 +108,7 @@ class ToolReport(_Model):
     extra_refs: tuple[ExtraRef, ...] = ()
     git_state: tuple[str, ...] = ()
     index_matches: bool = True
+    git_dir: GitDirSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,9 @@ class Inspection:
     extra_refs: tuple[ExtraRef, ...] = ()
     git_state: tuple[str, ...] = ()  # git directory entries a fresh clone lacks
     index_matches: bool = True  # the clone's own index lists exactly HEAD's tree
+    # Why the clone's git settings are unsafe (gitops/verify.py over what the container
+    # saw of .git); None when the inspection did not look.
+    clone_problems: tuple[str, ...] | None = None
 
     @property
     def unexported(self) -> tuple[Entry, ...]:
@@ -162,6 +168,8 @@ class Inspection:
             entries=report.entries, counts={str(k): n for k, n in report.counts.items()},
             unexported_digest=report.unexported_digest, extra_refs=report.extra_refs,
             git_state=report.git_state, index_matches=report.index_matches,
+            clone_problems=None if report.git_dir is None
+            else tuple(verify_snapshot(report.git_dir)),
         )  # fmt: skip
 
 
@@ -301,7 +309,7 @@ def tool_request(state: WriterState, pool: Pool) -> dict[str, Any]:
     baseline = state.baseline.branches if state.baseline is not None else {}
     exclude = sorted({state.base.commit, *baseline.values()})
     caps = {"max_file": pool.collect_max_file_bytes, "max_total": pool.collect_max_total_bytes}
-    return {"baseline": baseline, "exclude": exclude, "caps": caps}
+    return {"baseline": baseline, "exclude": exclude, "caps": caps, "git_dir": probe()}
 
 
 def parse_report(answer: dict[str, Any]) -> Inspection:
