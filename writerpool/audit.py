@@ -41,6 +41,23 @@ def _field(value: str | None) -> str | None:
     return value if _FIELD_RE.fullmatch(value) else "<refused>"
 
 
+def _encoded(
+    action: str | None, session: str | None, writer: str | None, **fields: object
+) -> bytes:
+    """One newline-terminated JSON line: time, action, session and writer, the event's own
+    fields, then who wrote it."""
+    record: dict[str, object] = {
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "action": action,
+        "session": _field(session),
+        "writer": _field(writer),
+        **fields,
+        "uid": os.getuid(),
+        "pid": os.getpid(),
+    }
+    return (json.dumps(record, sort_keys=True) + "\n").encode()
+
+
 def audit_line(
     *,
     tool_or_command: str,
@@ -53,22 +70,14 @@ def audit_line(
 ) -> bytes:
     """The exact bytes appended for one event (newline-terminated JSON). `discard` and
     `apply` appear only when an operator command was given them."""
-    record: dict[str, object] = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "action": _field(tool_or_command),
-        "session": _field(session),
-        "writer": _field(writer),
-        "outcome": _field(outcome),
-        "uid": os.getuid(),
-        "pid": os.getpid(),
-    }
+    extra: dict[str, object] = {}
     if client is not None:
-        record["client"] = _field(client)  # the service's client that made the call
+        extra["client"] = _field(client)  # the service's client that made the call
     if discard:
-        record["discard"] = True
+        extra["discard"] = True
     if apply:
-        record["apply"] = True
-    return (json.dumps(record, sort_keys=True) + "\n").encode()
+        extra["apply"] = True
+    return _encoded(_field(tool_or_command), session, writer, outcome=_field(outcome), **extra)
 
 
 def _checked(value: str, pattern: re.Pattern[str]) -> str:
@@ -79,46 +88,42 @@ def _count(value: int) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
+def _traffic(bytes_up: int, bytes_down: int, duration_ms: int) -> dict[str, object]:
+    return {
+        "bytesUp": _count(bytes_up),
+        "bytesDown": _count(bytes_down),
+        "durationMs": _count(duration_ms),
+    }
+
+
 def egress_line(record: EgressRecord) -> bytes:
     """The exact bytes appended for one request through a session's provider proxy."""
-    line = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "action": "egress",
-        "session": _field(record.session),
-        "writer": _field(record.writer),
-        "method": _checked(record.method, _METHOD_RE),
-        "path": _checked(record.path, _PATH_RE),
-        "status": record.status if 0 <= record.status <= 999 else 0,
-        "outcome": _field(record.outcome),
-        "bytesUp": _count(record.bytes_up),
-        "bytesDown": _count(record.bytes_down),
-        "durationMs": _count(record.duration_ms),
-        "uid": os.getuid(),
-        "pid": os.getpid(),
-    }
-    return (json.dumps(line, sort_keys=True) + "\n").encode()
+    return _encoded(
+        "egress",
+        record.session,
+        record.writer,
+        method=_checked(record.method, _METHOD_RE),
+        path=_checked(record.path, _PATH_RE),
+        status=record.status if 0 <= record.status <= 999 else 0,
+        outcome=_field(record.outcome),
+        **_traffic(record.bytes_up, record.bytes_down, record.duration_ms),
+    )
 
 
 def connect_line(record: ConnectRecord) -> bytes:
     """The exact bytes appended for one connection through a session's allowlist proxy."""
-    line = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "action": "egress_connect",
-        "session": _field(record.session),
-        "writer": _field(record.writer),
-        "method": _checked(record.method, _METHOD_RE),
-        "destination": _checked(record.destination, _DEST_RE),
-        "decision": "allowed" if record.allowed else "denied",
-        "reason": _field(record.reason),
-        "entry": None if record.entry is None else _checked(record.entry, _DEST_RE),
-        "address": None if record.address is None else _checked(record.address, _DEST_RE),
-        "bytesUp": _count(record.bytes_up),
-        "bytesDown": _count(record.bytes_down),
-        "durationMs": _count(record.duration_ms),
-        "uid": os.getuid(),
-        "pid": os.getpid(),
-    }
-    return (json.dumps(line, sort_keys=True) + "\n").encode()
+    return _encoded(
+        "egress_connect",
+        record.session,
+        record.writer,
+        method=_checked(record.method, _METHOD_RE),
+        destination=_checked(record.destination, _DEST_RE),
+        decision="allowed" if record.allowed else "denied",
+        reason=_field(record.reason),
+        entry=None if record.entry is None else _checked(record.entry, _DEST_RE),
+        address=None if record.address is None else _checked(record.address, _DEST_RE),
+        **_traffic(record.bytes_up, record.bytes_down, record.duration_ms),
+    )
 
 
 def audit_connect(paths: Paths, record: ConnectRecord) -> None:

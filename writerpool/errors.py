@@ -101,7 +101,6 @@ CODES: dict[str, str] = {
     "writer_warm": "The pool service keeps the writer started and idle for a session's claim",
     "writer_holds_work": "The writer holds work no complete collection covers; no session gets it",
     "writer_collected_unfinished": "The work was collected but finish or reset has not run",
-    "writer_on_other_base": "The writer is on another base than the workspace's",
     "writer_log": "The agent's commits on a writer's branch, relative to the base",
     "writer_diff": "The agent's changes in a writer, relative to the base",
     "writer_verified": "The writer's state, clone and readiness check out",

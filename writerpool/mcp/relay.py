@@ -3,7 +3,7 @@ the service's Unix socket, so every client shares the same writers and sessions.
 
 The relay is a client of its own (`serve-<pid>`, a token made at start and revoked at
 the end), so its sessions are its own, as with a `serve` that runs alone; when stdin
-closes it closes them, as that `serve` would.
+closes it answers what it was already asked, then closes them, as that `serve` would.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
+import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 SOCKET_URL = "http://localhost/mcp"
 # A prefix only relays use: their stale tokens are dropped by the next relay.
 RELAY_PREFIX = "serve-"
+# After the client's stdin closes, answers to requests already relayed are still written
+# for up to this long (a session start takes seconds; a turn is not awaited by a call).
+DRAIN_SECONDS = 120.0
 
 
 def _prune(paths: Paths) -> None:
@@ -61,15 +65,71 @@ async def _service_streams(socket: str, token: str) -> AsyncIterator[Any]:
         yield streams
 
 
+class _InFlight:
+    """Ids of requests relayed to the service whose answers have not come back yet;
+    bounded by what the client asks at once (the service caps its work per client)."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._changed = anyio.Event()
+
+    def note(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self._ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification):
+            # A cancelled request gets no answer (MCP): stop waiting for it.
+            ident = (message.params or {}).get("requestId")
+            if message.method == "notifications/cancelled" and isinstance(ident, str | int):
+                self._ids.discard(ident)
+                self._wake()
+        elif (
+            isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            and message.id in self._ids
+        ):
+            self._ids.discard(message.id)
+            self._wake()
+
+    def give_up(self) -> None:
+        """The service's stream ended: no answer will come back."""
+        self._ids.clear()
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def drained(self) -> None:
+        while self._ids:  # each pass waits for one answer to come back
+            await self._changed.wait()
+
+
 async def _pipe(
     source: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
     sink: anyio.abc.ObjectSendStream[SessionMessage],
+    in_flight: _InFlight,
+    *,
+    answers: bool = False,
 ) -> None:
     async for message in source:
         if isinstance(message, Exception):
             log.warning("a message was not relayed: %s", type(message).__name__)
             continue
+        # A request counts before it goes (its answer may come at once); an answer only
+        # once the client's stream took it (a drained relay stops its pipes).
+        if not answers:
+            in_flight.note(message.message)
         await sink.send(message)
+        if answers:
+            in_flight.note(message.message)
+
+
+async def _answers(
+    source: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
+    sink: anyio.abc.ObjectSendStream[SessionMessage],
+    in_flight: _InFlight,
+) -> None:
+    await _pipe(source, sink, in_flight, answers=True)
+    in_flight.give_up()
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:
@@ -99,15 +159,21 @@ async def relay(paths: Paths, socket: str) -> None:
         async with (
             _service_streams(socket, token) as (up_read, up_write),
             checked_stdio_server() as (down_read, down_write),
-            anyio.create_task_group() as tg,
         ):
-            tg.start_soon(_pipe, up_read, down_write)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
-            await _pipe(down_read, up_write)
-            tg.cancel_scope.cancel()
-            # The transports end their writer tasks when their write streams close.
-            await down_write.aclose()
-            await up_write.aclose()
+            try:
+                async with anyio.create_task_group() as tg:
+                    in_flight = _InFlight()
+                    tg.start_soon(_answers, up_read, down_write, in_flight)
+                    tg.start_soon(_stop_on_signal, tg.cancel_scope)
+                    await _pipe(down_read, up_write, in_flight)
+                    with anyio.move_on_after(DRAIN_SECONDS):
+                        await in_flight.drained()
+                    tg.cancel_scope.cancel()
+            finally:
+                # The transports' writer tasks put out what they were given, then end:
+                # an answer passed on just before is not lost.
+                await down_write.aclose()
+                await up_write.aclose()
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await _close_own_sessions(socket, token)
     finally:

@@ -35,7 +35,6 @@ REASONS = {
     "writer_busy": "held by a session or an operator command",
     "writer_warm": "kept warm by the pool service: a session claims it, an operator command "
     "makes the service yield it",
-    "writer_on_other_base": "on another base than the workspace's",
 }
 
 

@@ -3,7 +3,7 @@ one), over its Unix socket with the standard library.
 
 Every socket opened here is closed on every path, including a failed connect: the API
 service exits after an idle time, so a connect can lose that race and must not leave a
-socket behind (podman-py's client leaked one there)."""
+socket behind."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 pointed at a forwarded API socket.
 
 The host's API socket is forwarded to a private socket of the controller for as long
-as the connection is open; podman-py and the podman CLI (`--url unix://…`) both use it,
+as the connection is open; the API calls and the podman CLI (`--url unix://…`) both use it,
 so every container operation of `PodmanHost` works unchanged on the host.
 """
 

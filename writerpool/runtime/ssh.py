@@ -1,7 +1,6 @@
 """The SSH connection to a Podman host, with its key pinned.
 
-podman-py's own SSH tunnel turns host-key checking off, and Podman's client reads only
-~/.ssh/known_hosts; so writerpool runs `ssh` itself, with the host's pinned
+Podman's own SSH transport reads only ~/.ssh/known_hosts; so writerpool runs `ssh` itself, with the host's pinned
 known_hosts file, StrictHostKeyChecking=yes and nothing from the user's ssh config.
 A changed key is refused (`host_key_mismatch`), never accepted.
 """
