@@ -1,7 +1,8 @@
 """The SSH connection to a Podman host, with its key pinned.
 
-Podman's own SSH transport reads only ~/.ssh/known_hosts; so writerpool runs `ssh` itself, with the host's pinned
-known_hosts file, StrictHostKeyChecking=yes and nothing from the user's ssh config.
+Podman's own SSH transport reads only ~/.ssh/known_hosts; so writerpool runs `ssh`
+itself, with the host's pinned known_hosts file, StrictHostKeyChecking=yes and nothing
+from the user's ssh config.
 A changed key is refused (`host_key_mismatch`), never accepted.
 """
 
