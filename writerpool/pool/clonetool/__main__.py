@@ -1,4 +1,5 @@
-"""Entry point: `python3 -m clonetool inspect|reset|review`, a JSON request on stdin."""
+"""Entry point: `python3 -m clonetool inspect|collect|reset|review`, a JSON request on
+stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from .gitrun import ToolError
 from .reset import reset
 from .review import review
 from .scan import inspect
+from .stream import collect
 
 
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         request = json.loads(sys.stdin.read() or "{}")
+        if command == "collect":
+            collect(request, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            return 0
         if command == "inspect":
             result = inspect(request)
         elif command == "reset":
