@@ -68,6 +68,7 @@ CODES: dict[str, str] = {
     "writer_inspect_failed": "Inspecting the writer's work in a throwaway container failed",
     "writer_uncollected": "The writer holds work without a matching complete collection",
     "writer_collect_failed": "Making, verifying or importing the bundle failed",
+    "collect_bundle_too_large": "The bundle of new work exceeds [pool] collect_max_bundle_bytes",
     "writer_collect_incomplete": "A ref or some work was not exported; no cleanup authorized",
     "writer_work_unexportable": "Work collection cannot export (named with path and size)",
     "writer_leftovers_present": "Ignored/special files or empty dirs: not work, not baseline",

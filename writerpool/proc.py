@@ -6,9 +6,11 @@ import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from writerpool.errors import WriterpoolError
 from writerpool.report import sanitize
@@ -102,6 +104,90 @@ def run(
     if check and proc.returncode != 0:
         raise CommandFailed(argv, proc.returncode, proc.stdout, proc.stderr)
     return done
+
+
+# How much of a streamed command's stderr is kept (its last bytes) for the error.
+STDERR_TAIL = 64 * 1024
+
+
+def run_streamed(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    input: bytes,
+    consume: Callable[[IO[bytes]], None],
+) -> Completed:
+    """Run argv with `input` on its stdin while `consume` reads its stdout as it comes
+    (a stream too large to hold in memory). The command is killed when `consume` raises
+    or the timeout passes; the Completed carries the exit code and stderr's tail."""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandFailed(argv, 127, b"", f"{argv[0]}: not found".encode()) from exc
+    tail = bytearray()
+    expired = threading.Event()
+    helpers = [
+        threading.Thread(target=_drain_tail, args=(proc, tail), daemon=True),
+        threading.Thread(target=_feed, args=(proc, input), daemon=True),
+    ]
+    timer = threading.Timer(timeout, _expire, args=(proc, expired))
+    for thread in (*helpers, timer):
+        thread.start()
+    try:
+        if proc.stdout is None:  # piped above
+            raise AssertionError("stdout is not piped")
+        consume(proc.stdout)
+        proc.wait()
+    except BaseException as exc:
+        proc.kill()
+        proc.wait()
+        if expired.is_set():
+            raise _timed_out(argv, timeout) from exc
+        raise
+    finally:
+        timer.cancel()
+        for thread in helpers:
+            thread.join(timeout=10)
+        _close_pipes(proc)
+    if expired.is_set():
+        raise _timed_out(argv, timeout)
+    return Completed(list(argv), proc.returncode, b"", bytes(tail))
+
+
+def _expire(proc: Process, expired: threading.Event) -> None:
+    expired.set()
+    proc.kill()
+
+
+def _timed_out(argv: Sequence[str], timeout: float) -> CommandFailed:
+    return CommandFailed(argv, -1, b"", f"timed out after {timeout:g}s".encode(), timed_out=True)
+
+
+def _drain_tail(proc: Process, tail: bytearray) -> None:
+    stream = proc.stderr
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # closed under us when killed
+        for chunk in iter(lambda: stream.read(65536), b""):
+            tail.extend(chunk)
+            del tail[:-STDERR_TAIL]
+
+
+def _feed(proc: Process, data: bytes) -> None:
+    stream = proc.stdin
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # the command may exit without reading
+        stream.write(data)
+        stream.close()
 
 
 def spawn(

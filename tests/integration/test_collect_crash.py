@@ -61,6 +61,14 @@ def _bundle_kept(name: str) -> Callable[[int], bool]:
     return lambda _pgid: bool(set(collections.glob("*.bundle")) - before)
 
 
+def _receiving(name: str) -> Callable[[int], bool]:
+    """The bundle is arriving on the controller: part of it is in the incoming directory."""
+    collections = Paths.from_env().writer_dir(name) / "collections"
+    return lambda _pgid: any(
+        p.stat().st_size > 0 for p in collections.glob(".incoming-*/collect.bundle")
+    )
+
+
 def _kill_when(name: str, trigger: Callable[[int], bool] | str, timeout: float = 120) -> bool:
     """Start `writer collect --apply`, SIGKILL its process group when trigger fires, or
     let it kill itself at a named crash point (writerpool/crash.py).
@@ -111,6 +119,7 @@ def test_collect_killed_anywhere_then_the_next_collect_completes(
     # which would land elsewhere on a busier host.
     points: dict[str, Callable[[], Callable[[int], bool] | str]] = {
         "inspecting": lambda: lambda pgid: _group_runs(pgid, container),
+        "streaming the bundle": lambda: _receiving(writer),
         "bundle kept": lambda: _bundle_kept(writer),
         "importing": lambda: lambda pgid: _group_runs(pgid, b"fetch"),
         **{point: _named(point) for point in CRASH_POINTS if point.startswith("collect.")},

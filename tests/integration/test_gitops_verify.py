@@ -15,7 +15,10 @@ from writerpool import proc
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
-from writerpool.gitops.verify import require_safe_clone, verify_clone
+from writerpool.gitops.git_snapshot import GitDirSnapshot
+from writerpool.gitops.verify import probe, require_safe_clone, verify_snapshot
+from writerpool.gitops.verify import verify_clone as verify_on_controller
+from writerpool.pool.clonetool.gitsnap import snapshot
 
 pytestmark = pytest.mark.git
 
@@ -40,6 +43,15 @@ def clone(pristine: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def canary(tmp_path: Path) -> Path:
     return tmp_path / "CANARY"
+
+
+def verify_clone(clone: Path) -> list[str]:
+    """The check over the clone's directory, and the same check over what clonetool's
+    gitsnap (run by a container on the writer's host) answers about it: they must agree."""
+    found = verify_on_controller(clone)
+    seen = GitDirSnapshot.model_validate(snapshot(probe(), str(clone / ".git")))
+    assert verify_snapshot(seen) == found
+    return found
 
 
 def _plant(clone: Path, text: str, *, replace: bool = False) -> None:

@@ -99,6 +99,9 @@ class Pool(Strict):
     # total, are not exported and make the collection incomplete.
     collect_max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
     collect_max_total_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    # The bundle streamed out of the writer's host (new commits as well as the work
+    # tree): a larger one is refused and nothing is imported.
+    collect_max_bundle_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     # Keep a writer's --cache directory across reset and recreate. Off by default: a
     # kept cache is a channel from one session to the next (a planted wheel or module).
     keep_caches: bool = False

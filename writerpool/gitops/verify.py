@@ -1,14 +1,18 @@
 """Is a writer's clone safe to hand to an agent, and to read from the host?
 
 Reads only: plain file reads through `safefs` and dulwich's config parser. No git
-process runs here, so nothing the clone holds can execute.
+process runs here, so nothing the clone holds can execute. A clone on its host is judged
+by the same code over what a container there saw (`verify_snapshot`, gitops/git_snapshot.py):
+the probe names every path the check reads.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.git_snapshot import GitDirSnapshot, SnapshotGitDir
 from writerpool.gitops.gitconfig_policy import config_problems
 from writerpool.gitops.safefs import GitDir, Kind, UnsafePathError
 
@@ -66,6 +70,34 @@ _REQUIRED: tuple[tuple[str, Kind], ...] = (
 )
 
 
+class GitDirReader(Protocol):
+    """What the check reads: safefs.GitDir, or a snapshot of one (git_snapshot.py)."""
+
+    def kind(self, rel: str) -> Kind: ...
+
+    def entries(self, rel: str) -> list[tuple[str, Kind]]: ...
+
+    def read(self, rel: str, limit: int) -> bytes | None: ...
+
+
+def probe() -> dict[str, Any]:
+    """Every path the check reads, as a container on the writer's host is asked them."""
+    kinds = {rel for rel, _ in _REQUIRED} | {rel for rel, _ in _FORBIDDEN_FILES}
+    return {
+        "kinds": sorted(kinds | {*_LEGACY_DIRS, "hooks", "config"}),
+        "entries": [".", "hooks", *_LEGACY_DIRS],
+        "reads": {"config": CONFIG_LIMIT},
+    }
+
+
+def verify_snapshot(snapshot: GitDirSnapshot) -> list[str]:
+    """verify_clone over what a container on the writer's host saw of its `.git`."""
+    try:
+        return _problems(SnapshotGitDir(snapshot))
+    except UnsafePathError as exc:
+        return [str(exc)]
+
+
 def verify_clone(clone: Path) -> list[str]:
     """Problems that make `clone` unsafe; an empty list when it is safe.
 
@@ -87,7 +119,7 @@ def require_safe_clone(clone: Path) -> None:
         )
 
 
-def _problems(gitdir: GitDir) -> list[str]:
+def _problems(gitdir: GitDirReader) -> list[str]:
     problems: list[str] = []
     # Each check runs even when another met a link it refused to follow.
     checks = (
@@ -105,7 +137,7 @@ def _problems(gitdir: GitDir) -> list[str]:
     return list(dict.fromkeys(problems))  # a refused link may be met by several checks
 
 
-def _layout_problems(gitdir: GitDir) -> list[str]:
+def _layout_problems(gitdir: GitDirReader) -> list[str]:
     problems: list[str] = []
     for rel, wanted in _REQUIRED:
         found = gitdir.kind(rel)
@@ -114,7 +146,7 @@ def _layout_problems(gitdir: GitDir) -> list[str]:
     return problems
 
 
-def _entry_problems(gitdir: GitDir) -> list[str]:
+def _entry_problems(gitdir: GitDirReader) -> list[str]:
     """Links and special files directly in `.git` (packed-refs, index, logs, info, ...)."""
     required = {rel for rel, _ in _REQUIRED}
     problems: list[str] = []
@@ -126,7 +158,7 @@ def _entry_problems(gitdir: GitDir) -> list[str]:
     return problems
 
 
-def _forbidden_problems(gitdir: GitDir) -> list[str]:
+def _forbidden_problems(gitdir: GitDirReader) -> list[str]:
     problems: list[str] = []
     for rel, message in _FORBIDDEN_FILES:
         try:
@@ -140,14 +172,14 @@ def _forbidden_problems(gitdir: GitDir) -> list[str]:
     return problems
 
 
-def _non_empty(gitdir: GitDir, rel: str) -> bool:
+def _non_empty(gitdir: GitDirReader, rel: str) -> bool:
     found = gitdir.kind(rel)
     if found is Kind.MISSING:
         return False
     return found is not Kind.DIR or bool(gitdir.entries(rel))
 
 
-def _hook_problems(gitdir: GitDir) -> list[str]:
+def _hook_problems(gitdir: GitDirReader) -> list[str]:
     found = gitdir.kind("hooks")
     if found is Kind.MISSING:
         return []
@@ -164,7 +196,7 @@ def _hook_problems(gitdir: GitDir) -> list[str]:
     return problems
 
 
-def _config_file_problems(gitdir: GitDir) -> list[str]:
+def _config_file_problems(gitdir: GitDirReader) -> list[str]:
     if gitdir.kind("config") is not Kind.FILE:
         return []  # already reported by the layout check
     data = gitdir.read("config", limit=CONFIG_LIMIT)

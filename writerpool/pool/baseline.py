@@ -2,10 +2,10 @@
 and reset's and recreate's verification.
 
 Judged by content (pool/inspect.py `baseline_problems`, computed in a throwaway
-container): the base tree with every tracked file's content equal to it, the
-baseline's refs only, no stash, no other worktree, nothing else in the work tree
-(ignored or not), no git state a fresh clone lacks. Here the host adds what lies
-outside the clone: its git settings (`verify_clone`, reads that execute nothing) and the
+container on the writer's host): the base tree with every tracked file's content equal
+to it, the baseline's refs only, no stash, no other worktree, nothing else in the work
+tree (ignored or not), no git state a fresh clone lacks, and its git settings (the same
+inspection's view of `.git`, judged by gitops/verify.py). Here the host adds the
 writer's cache, which must be empty unless `[pool] keep_caches` keeps it.
 """
 
@@ -16,7 +16,6 @@ import os
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.verify import verify_clone
 from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import Inspection, baseline_problems, inspect_writer
@@ -64,10 +63,10 @@ def problems_given(
     paths: Paths, state: WriterState, pool: Pool, inspection: Inspection | None
 ) -> list[str]:
     """writer_problems over an inspection already made (None: the writer has no baseline)."""
-    unsafe = verify_clone(writer_of(paths, state).clone)
-    problems = ["unsafe clone: " + ", ".join(unsafe[:5])] if unsafe else []
     if state.baseline is None or inspection is None:
-        return [*problems, "the writer was never fully provisioned"]
+        return ["the writer was never fully provisioned"]
+    unsafe = inspection.clone_problems
+    problems = ["unsafe clone: " + ", ".join(unsafe[:5])] if unsafe else []
     problems += baseline_problems(inspection, state.baseline)
     cache = cache_problem(paths, state, pool)
     return problems + ([cache] if cache else [])

@@ -1,11 +1,12 @@
 """`writer collect`: export a writer's work as a bundle into the operator's checkout.
 
-Only the bundle reaches host git. The clone is read in a throwaway container
-(read-only mount, no network) which also writes the bundle; the host verifies it
-against the operator's checkout and fetches it to `refs/remotes/writer-<name>/…`.
-Nothing is merged or checked out.
+Only the bundle reaches host git. The clone is read in a throwaway container on the
+writer's host (read-only mount, no network, nothing of the controller mounted) which
+streams the inspection and the bundle out on its stdout (pool/collect_stream.py); the
+controller verifies the bundle against the operator's checkout and fetches it to
+`refs/remotes/writer-<name>/…`. Nothing is merged or checked out.
 
-Crash safety: the container writes to a private incoming directory (removed at the
+Crash safety: the stream is received into a private incoming directory (removed at the
 next start), the bundle is renamed into `collections/`, refs are updated in one
 transaction, and the digest is recorded last. Killed anywhere, the state file still
 describes the previous collection and the next run redoes the whole export.
@@ -31,15 +32,14 @@ from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
 from writerpool.gitops.hostgit import CommandFailed, git
-from writerpool.gitops.verify import verify_clone
 from writerpool.pool.collect_rules import Decision, decide, shown, shown_path
+from writerpool.pool.collect_stream import stream_collect
 from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import (
     KIND_LABELS,
     Export,
     Inspection,
     inspect_writer,
-    scan_for_collect,
 )
 from writerpool.pool.listing import unknown_writer
 from writerpool.pool.review_refs import (
@@ -188,9 +188,9 @@ def _clear_incoming(collections: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _report_unsafe_clone(report: Report, paths: Paths, state: WriterState, target: str) -> None:
+def _report_unsafe_clone(report: Report, inspection: Inspection, target: str) -> None:
     # Collection does not depend on it (host git never reads the clone), but say so.
-    problems = verify_clone(writer_of(paths, state).clone)
+    problems = inspection.clone_problems
     if problems:
         report.add(
             "clone_verification_failed",
@@ -314,10 +314,10 @@ def collect_writer(
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"
     ensure_private_dir(incoming)
-    _report_unsafe_clone(report, paths, state, target)
     try:
-        step("inspecting the clone and writing the bundle in a throwaway container")
-        inspection = scan_for_collect(paths, host, state, loaded.config.pool, incoming)
+        step("inspecting the clone and streaming the bundle from a throwaway container")
+        inspection = stream_collect(paths, host, state, loaded.config.pool, incoming)
+        _report_unsafe_clone(report, inspection, target)
         digest = work_digest(inspection, state.baseline)
         _report_stash(report, inspection, target)
         _report_leftovers(report, inspection, target)

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
+from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
+from writerpool.gitops.verify import probe, verify_snapshot
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -107,6 +109,7 @@ class ToolReport(_Model):
     extra_refs: tuple[ExtraRef, ...] = ()
     git_state: tuple[str, ...] = ()
     index_matches: bool = True
+    git_dir: GitDirSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,9 @@ class Inspection:
     extra_refs: tuple[ExtraRef, ...] = ()
     git_state: tuple[str, ...] = ()  # git directory entries a fresh clone lacks
     index_matches: bool = True  # the clone's own index lists exactly HEAD's tree
+    # Why the clone's git settings are unsafe (gitops/verify.py over what the container
+    # saw of .git); None when the inspection did not look.
+    clone_problems: tuple[str, ...] | None = None
 
     @property
     def unexported(self) -> tuple[Entry, ...]:
@@ -163,6 +169,8 @@ class Inspection:
             entries=report.entries, counts={str(k): n for k, n in report.counts.items()},
             unexported_digest=report.unexported_digest, extra_refs=report.extra_refs,
             git_state=report.git_state, index_matches=report.index_matches,
+            clone_problems=None if report.git_dir is None
+            else tuple(verify_snapshot(report.git_dir)),
         )  # fmt: skip
 
 
@@ -231,7 +239,6 @@ def tool_spec(
     role: str,
     *,
     clone_rw: bool = False,
-    out_dir: Path | None = None,
     base_dir: Path | None = None,
 ) -> ContainerSpec:
     """A throwaway container of the writer's image that runs the clonetool package the
@@ -239,12 +246,10 @@ def tool_spec(
     Role VIEW (an operator view without the lease): a unique name, and not the writer's
     label, so any number run beside each other and beside a session."""
     view = role == VIEW
-    if view and (clone_rw or out_dir is not None):
+    if view and clone_rw:
         raise ValueError("a view reads the clone and writes nothing")
     clone = host.storage_mount(writer_of(paths, state), "clone", "/work", read_only=not clone_rw)
     mounts: list[Mount | VolumeMount] = [clone]
-    if out_dir is not None:
-        mounts.append(Mount(source=out_dir, target="/out"))
     if base_dir is not None:
         mounts.append(Mount(source=base_dir, target="/base", read_only=True))
     return ContainerSpec(
@@ -299,14 +304,15 @@ def run_tool(
     return answer
 
 
-def _request(state: WriterState, pool: Pool, bundle: bool) -> dict[str, Any]:
+def tool_request(state: WriterState, pool: Pool) -> dict[str, Any]:
+    """The inspection's request: the baseline, what is not new, the collection's caps."""
     baseline = state.baseline.branches if state.baseline is not None else {}
     exclude = sorted({state.base.commit, *baseline.values()})
     caps = {"max_file": pool.collect_max_file_bytes, "max_total": pool.collect_max_total_bytes}
-    return {"baseline": baseline, "exclude": exclude, "bundle": bundle, "caps": caps}
+    return {"baseline": baseline, "exclude": exclude, "caps": caps, "git_dir": probe()}
 
 
-def _parse(answer: dict[str, Any]) -> Inspection:
+def parse_report(answer: dict[str, Any]) -> Inspection:
     try:
         return Inspection.from_report(ToolReport.model_validate(answer))
     except ValidationError as exc:
@@ -318,17 +324,6 @@ def inspect_writer(
 ) -> Inspection:
     """Inspect the writer's clone without changing it: under the lease, or as a VIEW."""
     spec = tool_spec(paths, host, state, pool, role)
-    return _parse(
-        run_tool(host, spec, "inspect", _request(state, pool, False), "writer_inspect_failed")
-    )
-
-
-def scan_for_collect(
-    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, out_dir: Path
-) -> Inspection:
-    """Inspect and write the bundle of new work to `out_dir` (clone still read-only)."""
-    spec = tool_spec(paths, host, state, pool, "inspect", out_dir=out_dir)
-    # A failure here may be the bundle as well as the inspection: report it as collection's.
-    return _parse(
-        run_tool(host, spec, "inspect", _request(state, pool, True), "writer_collect_failed")
+    return parse_report(
+        run_tool(host, spec, "inspect", tool_request(state, pool), "writer_inspect_failed")
     )

@@ -6,12 +6,12 @@ from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
-from writerpool.gitops.verify import verify_clone
 from writerpool.pool.acceptance import readiness
+from writerpool.pool.inspect import VIEW, inspect_writer
 from writerpool.pool.provision import MAX_WRITERS, writer_name
 from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
-from writerpool.runtime.host import WriterHost, writer_at
+from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import load_state
 
 
@@ -62,7 +62,7 @@ def verify_writer(paths: Paths, host: WriterHost, loaded: LoadedConfig, name: st
     state = load_state(paths.writer_dir(name))
     if state is None:  # removed: only its lease file is left
         raise unknown_writer(paths, name)
-    problems = verify_clone(writer_at(paths, name).clone)
+    problems = inspect_writer(paths, host, state, loaded.config.pool, VIEW).clone_problems
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))
     phase, reason = readiness(paths, host, state, loaded.config.pool)

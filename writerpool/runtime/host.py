@@ -9,9 +9,10 @@ instance of it) and runtime/hosts.py the one place that makes a host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from writerpool.config.paths import Paths
 from writerpool.proc import Completed
@@ -105,6 +106,20 @@ class WriterHost(Protocol):
     ) -> Completed:
         """Run a disposable container to completion: `input` on its stdin, its stdout and
         stderr captured."""
+        ...
+
+    def stream(
+        self,
+        spec: ContainerSpec,
+        command: list[str],
+        *,
+        timeout: float,
+        input: bytes,
+        consume: Callable[[IO[bytes]], None],
+    ) -> Completed:
+        """Run a disposable container to completion, `input` on its stdin, while `consume`
+        reads its stdout as it comes (a bundle: too large to hold in memory); the
+        container is removed when `consume` raises. Stdout is not in the Completed."""
         ...
 
     def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:

@@ -4,6 +4,7 @@ the CLI where a container's stdio must be attached. `PodmanHost` is the `WriterH
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -11,10 +12,10 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed, clean_env, run, start_daemon
+from writerpool.proc import CommandFailed, Completed, clean_env, run, run_streamed, start_daemon
 from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
@@ -173,6 +174,31 @@ class PodmanHost:
             input=input,
             check=False,
         )
+
+    def stream(
+        self,
+        spec: ContainerSpec,
+        command: list[str],
+        *,
+        timeout: float,
+        input: bytes,
+        consume: Callable[[IO[bytes]], None],
+    ) -> Completed:
+        """Run a disposable container while `consume` reads its stdout as it comes."""
+        try:
+            return run_streamed(
+                self.attach_argv(spec, command),
+                env=self.attach_env(),
+                timeout=timeout,
+                input=input,
+                consume=consume,
+            )
+        except BaseException:
+            # The killed client may leave the container behind: it must not block the
+            # next run of the same name.
+            with contextlib.suppress(WriterpoolError):
+                self.remove(spec.name)
+            raise
 
     def image_exists(self, image_id: str) -> bool:
         return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0

@@ -12,8 +12,9 @@ import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
@@ -77,6 +78,25 @@ class RemotePodman(PodmanHost):
 
     def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:
         return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=True)]
+
+    def stream(
+        self,
+        spec: ContainerSpec,
+        command: list[str],
+        *,
+        timeout: float,
+        input: bytes,
+        consume: Callable[[IO[bytes]], None],
+    ) -> Completed:
+        # A stream cut short by a lost connection is the host's failure, not the data's.
+        try:
+            done = super().stream(spec, command, timeout=timeout, input=input, consume=consume)
+        except WriterpoolError as exc:
+            self.raise_if_gone(exc)
+            raise
+        if done.returncode == 125 and not self.connected():
+            raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
+        return done
 
     def facts(self) -> EngineFacts:
         """The host's own: its Podman (the server), its cgroups, whether it is rootless."""

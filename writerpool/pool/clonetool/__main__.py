@@ -1,5 +1,6 @@
-"""Entry point: `python3 -m clonetool inspect|reset|review`, a JSON request on stdin;
-`provision`: a one-line JSON request, then the base bundle."""
+"""Entry point: `python3 -m clonetool inspect|collect|reset|review`, a JSON request on
+stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it).
+`provision` reads a one-line JSON request, then the base bundle."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from .provision import provision
 from .reset import reset
 from .review import review
 from .scan import inspect
+from .stream import collect
 
 
 def main() -> int:
@@ -20,6 +22,10 @@ def main() -> int:
             json.dump(provision(sys.stdin.buffer), sys.stdout)
             return 0
         request = json.loads(sys.stdin.read() or "{}")
+        if command == "collect":
+            collect(request, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            return 0
         if command == "inspect":
             result = inspect(request)
         elif command == "reset":

@@ -8,7 +8,6 @@ import subprocess  # noqa: TID251 - runs inside the container, not on the host
 
 WORK = "/work"
 GIT_DIR = "/work/.git"
-OUT = "/out"
 BASE_BUNDLE = "/base/base.bundle"
 CLONE_OBJECTS = "/work/.git/objects"
 HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -37,6 +36,13 @@ def git_env(git_dir: str = GIT_DIR, **extra: str) -> dict[str, str]:
     return env
 
 
+def git_argv(args: list[str]) -> list[str]:
+    argv = ["git", "--no-optional-locks"]
+    for setting in SAFE_CONFIG:
+        argv += ["-c", setting]
+    return [*argv, *args]
+
+
 def git(
     args: list[str],
     env: dict[str, str],
@@ -44,11 +50,8 @@ def git(
     warnings: list[bytes] | None = None,
     allow: tuple[int, ...] = (0,),
 ) -> bytes:
-    argv = ["git", "--no-optional-locks"]
-    for setting in SAFE_CONFIG:
-        argv += ["-c", setting]
     done = subprocess.run(
-        [*argv, *args], env=env, input=data, capture_output=True, cwd=WORK, check=False
+        git_argv(args), env=env, input=data, capture_output=True, cwd=WORK, check=False
     )
     if warnings is not None:
         warnings.append(done.stderr)

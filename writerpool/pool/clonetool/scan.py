@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 from .content import git_state, judge
 from .gitrun import (
     CLONE_OBJECTS,
     HEX,
-    OUT,
     existing_commits,
     git,
     git_env,
@@ -19,6 +19,7 @@ from .gitrun import (
     read_env,
     scratch_env,
 )
+from .gitsnap import snapshot
 from .refs import branches, read_head, read_refs
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -53,8 +54,20 @@ def is_new(commit: str, exclude: list[str], env: dict[str, str]) -> bool:
     return bool(out.strip())
 
 
-def write_bundle(scratch: str, exports: list[dict[str, Any]], exclude: list[str]) -> str | None:
-    """Bundle the exports that carry new history; None when none does."""
+@dataclass(frozen=True)
+class BundlePlan:
+    """What `git bundle create` bundles: synthetic refs in a scratch repository that holds
+    none of the clone's config (stream.py runs it, writing to stdout)."""
+
+    env: dict[str, str]
+    refs: list[str]
+    exclude: list[str]
+
+
+def plan_bundle(
+    scratch: str, exports: list[dict[str, Any]], exclude: list[str]
+) -> BundlePlan | None:
+    """The bundle of the exports that carry new history; None when none does."""
     wanted = [e for e in exports if e["in_bundle"]]
     if not wanted:
         return None
@@ -67,10 +80,7 @@ def write_bundle(scratch: str, exports: list[dict[str, Any]], exclude: list[str]
     env = dict(plain, GIT_DIR=export)
     updates = "".join(f"create {e['ref']} {e['commit']}\n" for e in wanted)
     git(["update-ref", "--stdin"], env, updates.encode())
-    part = os.path.join(OUT, "collect.bundle.part")
-    git(["bundle", "create", "-q", part, *[e["ref"] for e in wanted], "--not", *exclude], env)
-    os.rename(part, os.path.join(OUT, "collect.bundle"))
-    return "collect.bundle"
+    return BundlePlan(env, [e["ref"] for e in wanted], exclude)
 
 
 def _exports(
@@ -116,6 +126,11 @@ def _extra_refs(
 
 
 def inspect(request: dict[str, Any]) -> dict[str, Any]:
+    """The `inspect` command: what the clone holds (`collect`, stream.py, adds the bundle)."""
+    return scan(request)[0]
+
+
+def scan(request: dict[str, Any], bundle: bool = False) -> tuple[dict[str, Any], BundlePlan | None]:
     scratch = tempfile.mkdtemp(prefix="inspect-", dir="/tmp")
     env = read_env(scratch)
     refs, odd = read_refs(request["limits"])
@@ -143,14 +158,17 @@ def inspect(request: dict[str, Any]) -> dict[str, Any]:
         "unreadable": bool(content.found.report()["counts"].get("unreadable")),
         "extra_refs": _extra_refs(refs, odd, known, env),
         "git_state": git_state(), "index_matches": content.index_ok,
+        "git_dir": snapshot(request["git_dir"]) if request.get("git_dir") else None,
         **content.found.report(),
     }  # fmt: skip
-    if request.get("bundle"):
-        result.update(_collect(request, result, scratch))
-    return result
+    if not bundle:
+        return result, None
+    plan = _collect(request, result, scratch)
+    result.update(bundle="collect.bundle" if plan else None, excluded=plan.exclude if plan else [])
+    return result, plan
 
 
-def _collect(request: dict[str, Any], result: dict[str, Any], scratch: str) -> dict[str, Any]:
+def _collect(request: dict[str, Any], result: dict[str, Any], scratch: str) -> BundlePlan | None:
     exports: list[dict[str, Any]] = result["exports"]
     for entry in exports:
         if entry["kind"] == "wip":
@@ -161,4 +179,4 @@ def _collect(request: dict[str, Any], result: dict[str, Any], scratch: str) -> d
     for number, entry in enumerate(exports):
         entry["ref"] = f"refs/heads/wp-{number}"
         entry["in_bundle"] = is_new(entry["commit"], exclude, wip_env)
-    return {"bundle": write_bundle(scratch, exports, exclude), "excluded": exclude}
+    return plan_bundle(scratch, exports, exclude)
