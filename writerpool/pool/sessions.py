@@ -12,7 +12,7 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.admission import admit
+from writerpool.pool.admission import admit, clone_verdict
 from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
@@ -67,9 +67,9 @@ class WriterSlot:
 
     def uncommitted(self, role: str = "inspect") -> bool | None:
         """Whether the clone holds uncommitted or untracked changes, judged by content in
-        a throwaway container while the lease is still held: at close (pi stopped
-        first), or between turns as a read-only VIEW beside pi. None when that cannot
-        be told."""
+        a throwaway container while the lease is held: between turns, as a read-only
+        VIEW beside pi (close() judges the clone at the end). None when that cannot be
+        told."""
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
             return None
         try:
@@ -83,11 +83,46 @@ class WriterSlot:
         if not self.lease.held:
             return
         try:
-            for container in self.host.containers(LABEL_WRITER, self.name):
-                self.host.remove(container.id)
+            self._remove_containers()
             self._note_shape()
         finally:
             self.lease.release()
+
+    def close(self) -> bool | None:
+        """At a session's end, pi stopped: remove its container, inspect the clone once
+        and keep the guard's verdict on it, then free the lease. Nothing can change the
+        clone between this inspection and the next lease, so the next start takes the
+        verdict instead of inspecting again (the inspection is off its critical path).
+        Returns whether the clone holds uncommitted changes (None: unknown)."""
+        if not self.lease.held:
+            return None
+        try:
+            self._remove_containers()
+            dirty = self._judge()
+            if dirty is None:
+                self._note_shape()
+            return dirty
+        finally:
+            self.lease.release()
+
+    def _judge(self) -> bool | None:
+        if self.state is None or self.paths is None or self.pool is None:
+            return None
+        if self.state.baseline is None:
+            return None
+        wdir = self.lease.path.parent
+        count = lease_count(wdir)  # stable: the lease is held
+        try:
+            inspection = inspect_writer(self.paths, self.host, self.state, self.pool)
+        except WriterpoolError as exc:
+            log.info("writer %s not inspected at close: %s", self.name, exc.code)
+            return None
+        remember(wdir, count, clone_verdict(self.paths, self.state, self.pool, inspection))
+        return inspection.dirty
+
+    def _remove_containers(self) -> None:
+        for container in self.host.containers(LABEL_WRITER, self.name):
+            self.host.remove(container.id)
 
     def _note_shape(self) -> None:
         """With the agent gone and the lease still held: a work tree whose entry count

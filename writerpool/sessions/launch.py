@@ -128,8 +128,7 @@ class Launcher:
             finally:
                 try:
                     if launched.slot is not None:
-                        launched.uncommitted = launched.slot.uncommitted()
-                        launched.slot.release()
+                        launched.uncommitted = launched.slot.close()
                     if launched.container is not None:
                         launched.container.remove()
                 finally:
