@@ -95,6 +95,36 @@ def test_a_local_writer_is_cloned_in_a_container_from_the_streamed_bundle(
     assert {p.name for p in clone.iterdir()} == {".git", *tracked}
 
 
+@pytest.mark.parametrize(
+    ("origin", "copied"),
+    [
+        ("https://git.example.test/team/repo.git", True),
+        ("https://user:token@git.example.test/team/repo.git", False),
+    ],
+)
+def test_the_origin_reaches_the_clone_only_without_credentials(
+    tmp_path: Path, image_pin: Path, origin: str, copied: bool
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
+    run_git(repo, "remote", "add", "origin", origin)
+    host = PodmanHost()
+    base = resolve_base(repo, "main")
+    state = _state(host.name, base)
+    paths = Paths.from_env()
+    save_state(paths.writer_dir(state.name), state)
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    report = Report("test")
+    clone_on_host(paths, host, state, Pool(), repo, base, report)
+    remotes = _in_clone(host, state, "cd /work; git config --file .git/config --get-regexp "
+                        "'^remote\\.' || true")  # fmt: skip
+    if copied:
+        settings = dict(line.split(" ", 1) for line in remotes.splitlines())
+        assert settings["remote.origin.url"] == origin and report.codes() == []
+    else:
+        assert remotes == "" and report.codes() == ["remote_url_refused"]
+        assert "token" not in str(report.findings)
+
+
 def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]]:
     """The mounts the test host gives a container of `spec` (created, inspected, removed)."""
     argv = spec.run_argv(["true"])
