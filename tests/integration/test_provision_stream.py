@@ -16,14 +16,17 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_collect_helpers import ready_writer, unique_alias, write_workspaces
+from tests.integration.writers_support import wp
 from tests.support.repos import make_repo, run_git
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
+from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
 from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.pool.inspect import tool_spec
-from writerpool.pool.provision import base_record
+from writerpool.pool.provision import base_record, provision
 from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime import image_tools
@@ -228,3 +231,39 @@ def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_
             assert lines[:4] == [head, "refs/heads/main", "0", "nologs"]
         finally:
             remote.remove_storage(writer)
+
+
+@pytest.mark.remote
+def test_writer_list_shows_writers_on_two_hosts_each_read_on_its_own(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=3)
+    alias = unique_alias("two")
+    paths = write_workspaces({alias: repo})
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
+                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+    local_writer, remote_writer = ready_writer(alias), f"{alias}-w2"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        provision(paths, remote, alias, remote_writer, repo, settings, resolve_base(repo, "main"),
+                  Report("test"), Pool())  # fmt: skip
+        try:
+            code, listed = wp("writer", "list")
+            assert code in (0, 1), listed
+            rows = {r["name"]: r for r in listed["data"]["writers"] if r["workspace"] == alias}
+            assert rows[local_writer]["host"] == "local" and rows[local_writer]["leasable"]
+            there = rows[remote_writer]
+            assert (there["host"], there["phase"], there["leasable"]) == ("th", "not_ready", False)
+            # Its clone was inspected in a container on th: at its baseline, not unknown.
+            assert there["atBaseline"] is True and there["atBaselineUnknown"] is None, there
+            messages = {f["target"]: f["message"] for f in listed["findings"]}
+            assert "host th" in messages[f"writer/{alias}/{remote_writer}"]
+            assert "host local" in messages[f"writer/{alias}/{local_writer}"]
+            code, status = wp("writer", "status", remote_writer)
+            assert status["data"]["writers"][0]["host"] == "th", status
+            assert testhost.target.address not in json.dumps([listed, status])
+        finally:
+            remote.remove_storage(writer_at(paths, remote_writer, remote.name))
