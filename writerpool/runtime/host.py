@@ -102,7 +102,7 @@ class WriterHost(Protocol):
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
     ) -> Completed:
         """Run a disposable container to completion: `input` on its stdin, its stdout and
         stderr captured."""

@@ -126,7 +126,7 @@ class PodmanHost:
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
         check: bool = True,
     ) -> Completed:
         try:
@@ -165,7 +165,7 @@ class PodmanHost:
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
     ) -> Completed:
         """Run a disposable container to completion; stdout and stderr captured."""
         return self.cli(

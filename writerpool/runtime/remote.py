@@ -55,7 +55,7 @@ class RemotePodman(PodmanHost):
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
         check: bool = True,
     ) -> Completed:
         try:
