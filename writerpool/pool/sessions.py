@@ -16,7 +16,7 @@ from writerpool.pool.admission import admit
 from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
-from writerpool.pool.inspect import inspect_writer
+from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.lease import Lease
 from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
 from writerpool.pool.verdicts import (
@@ -65,18 +65,18 @@ class WriterSlot:
         # Podman needs the account's real home (its storage), whatever HOME says.
         return self.host.attach_env()
 
-    def uncommitted(self, role: str = "inspect") -> bool | None:
-        """Whether the clone holds uncommitted or untracked changes, judged by content in
-        a throwaway container while the lease is still held: at close (pi stopped
-        first), or between turns as a read-only VIEW beside pi. None when that cannot
-        be told."""
+    def look(self, role: str = "inspect") -> Inspection | str:
+        """The clone as a throwaway container on the writer's host sees it (its refs and
+        whether it holds uncommitted or untracked changes, judged by content) while the
+        lease is still held: at close (pi stopped first), or between turns as a read-only
+        VIEW beside pi. Else the code saying why it cannot be told (never raised)."""
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
-            return None
+            return "writer_not_leased"
         try:
-            return inspect_writer(self.paths, self.host, self.state, self.pool, role).dirty
+            return inspect_writer(self.paths, self.host, self.state, self.pool, role)
         except WriterpoolError as exc:
-            log.info("writer %s not inspected at close: %s", self.name, exc.code)
-            return None
+            log.info("writer %s not inspected: %s", self.name, exc.code)
+            return "clone_over_cap" if "over cap" in exc.message else exc.code
 
     def release(self) -> None:
         """Stop the session's container (if still there) and free the lease."""
