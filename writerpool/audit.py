@@ -67,9 +67,11 @@ def audit_line(
     discard: bool | None = None,
     apply: bool | None = None,
     client: str | None = None,
+    warm: bool | None = None,
 ) -> bytes:
     """The exact bytes appended for one event (newline-terminated JSON). `discard` and
-    `apply` appear only when an operator command was given them."""
+    `apply` appear only when an operator command was given them; `warm` only on a
+    session start that claimed a warm writer."""
     extra: dict[str, object] = {}
     if client is not None:
         extra["client"] = _field(client)  # the service's client that made the call
@@ -77,6 +79,8 @@ def audit_line(
         extra["discard"] = True
     if apply:
         extra["apply"] = True
+    if warm:
+        extra["warm"] = True
     return _encoded(_field(tool_or_command), session, writer, outcome=_field(outcome), **extra)
 
 
@@ -146,6 +150,7 @@ def audit(
     discard: bool | None = None,
     apply: bool | None = None,
     client: str | None = None,
+    warm: bool | None = None,
 ) -> None:
     """Append one line to the audit log (0600) under its lock; raises OSError on failure."""
     line = audit_line(
@@ -156,6 +161,7 @@ def audit(
         discard=discard,
         apply=apply,
         client=client,
+        warm=warm,
     )
     _append(paths, line)
 

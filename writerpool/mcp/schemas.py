@@ -143,6 +143,10 @@ CAPABILITIES: dict[str, Schema] = {
                     "type": "integer",
                     "description": "Writers the pool service keeps started for a quick start.",
                 },
+                "warmReady": {
+                    "type": "integer",
+                    "description": "Writers the pool service holds warm now (the service only).",
+                },
                 "defaultBase": string("The base branch used when none is given."),
                 "containerProfiles": {"type": "array", "items": {"type": "string"}},
             },

@@ -24,7 +24,7 @@ from pathlib import Path
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
 from writerpool.config.models import LoadedConfig, Profile
-from writerpool.config.modes import load_modes
+from writerpool.config.modes import ExecutionModes, load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance import fingerprint_of, groups_given
@@ -67,15 +67,31 @@ def _state_digest(writer_dir: Path) -> str:
 class WarmPool:
     """The warm writers of every workspace, held by this process. Thread-safe."""
 
-    def __init__(self, paths: Paths, loaded: LoadedConfig, host: WriterHost | None = None) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        loaded: LoadedConfig,
+        host: WriterHost | None = None,
+        modes: ExecutionModes | None = None,
+    ) -> None:
         self._paths = paths
         self._loaded = loaded
+        self._modes = modes if modes is not None else load_modes(paths)
         self._host = host or open_host()
         self._warm: dict[str, WarmWriter] = {}  # by writer name
         self._lock = threading.Lock()
+        self._warmed = threading.Condition(self._lock)  # notified when a warming ends
+        self._warming: dict[str, int] = {}  # writers being warmed now, by workspace
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._spares: Callable[[int], object] | None = None
+        self._refresh: Callable[[], object] | None = None
+        self._spared = 0  # spare egress processes asked for last time
+
+    def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
+        """New settings (validated by the caller): the next fill warms or retires
+        writers to the new counts."""
+        self._loaded, self._modes = loaded, modes
 
     def keep_spares_with(self, spares: Callable[[int], object]) -> None:
         """How to keep one egress process started ahead per warm writer (the launcher's
@@ -85,8 +101,8 @@ class WarmPool:
     # -- what is warm ------------------------------------------------------------
 
     def wanted(self) -> dict[str, int]:
-        """Each container workspace's warm count (0 omitted), from the modes as now."""
-        workspaces = load_modes(self._paths).workspaces
+        """Each container workspace's warm count (0 omitted), from the last valid modes."""
+        workspaces = self._modes.workspaces
         return {
             alias: entry.container.warm
             for alias, entry in workspaces.items()
@@ -116,14 +132,18 @@ class WarmPool:
         Bounded by the sum of the warm counts (each at most 16)."""
         started: list[str] = []
         wanted = self.wanted()
-        if self._spares is not None and wanted:
+        spares = sum(wanted.values())
+        if self._spares is not None and (spares or self._spared):
             # Before pi starts: each spare's interpreter starts beside a writer's pi.
-            self._spares(sum(wanted.values()))
+            # (Down to none when the counts drop to 0.)
+            self._spares(spares)
+            self._spared = spares
         for alias in {w.alias for w in list(self._warm.values())} - set(wanted):
             self._trim(alias, 0)
         for alias, count in sorted(wanted.items()):
             self._trim(alias, count)
             while len(self.warm_names(alias)) < count and not self._stopping.is_set():
+                self._yield_asked()  # an operator waits no longer than one writer's start
                 warm = self._warm_one(alias)
                 if warm is None:
                     break  # no other writer can be warmed now: try again next time
@@ -135,7 +155,7 @@ class WarmPool:
             self._retire(name, "surplus")
 
     def _profile(self, alias: str) -> Profile | None:
-        entry = load_modes(self._paths).workspaces.get(alias)
+        entry = self._modes.workspaces.get(alias)
         if entry is None or entry.container is None:
             return None
         profiles = self._loaded.config.profiles
@@ -157,18 +177,32 @@ class WarmPool:
             slot.release()
             return None
         slot.lease.mark_warm()
+        with self._lock:
+            self._warming[alias] = self._warming.get(alias, 0) + 1
         try:
             warm = self._start(alias, slot, profile)
+            # The guard admitted the clone under this lease and an idle pi changes
+            # nothing: the verdict stays current until a claim or a retirement advances
+            # the count.
+            remember(writer_dir, lease_count(writer_dir), Verdict(LEASABLE, "warm", ()))
         except BaseException:
             slot.release()
             raise
-        # The guard admitted the clone under this lease and an idle pi changes nothing:
-        # the verdict stays current until a claim or a retirement advances the count.
-        remember(writer_dir, lease_count(writer_dir), Verdict(LEASABLE, "warm", ()))
-        with self._lock:
-            self._warm[slot.name] = warm
-        log.info("writer %s is warm", slot.name)
+        else:
+            with self._lock:
+                self._warm[slot.name] = warm
+            log.info("writer %s is warm", slot.name)
+        finally:
+            with self._lock:
+                self._warming[alias] -= 1
+                self._warmed.notify_all()
         return warm
+
+    def wait_warming(self, alias: str, timeout: float) -> None:
+        """Until no writer of `alias` is being warmed (a start that found every writer
+        leased waits for the one the pool is starting, then claims it)."""
+        with self._warmed:
+            self._warmed.wait_for(lambda: not self._warming.get(alias), timeout)
 
     def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
         config = self._loaded.config
@@ -233,6 +267,15 @@ class WarmPool:
             self._retire(name, why)
         return None
 
+    def give_way(self, alias: str) -> bool:
+        """Stop one warm writer of `alias` and release it, for a cold start that found no
+        other free writer (a session of another provider or base); False: none is warm."""
+        names = self.warm_names(alias)
+        if not names:
+            return False
+        self._retire(names[0], "a session that cannot claim it needs the writer")
+        return True
+
     def _stale(self, warm: WarmWriter) -> str | None:
         """Why a warm writer may no longer take a session (None: it may). No Podman call:
         the running container is the image; the settings, acceptance and clone checks
@@ -262,8 +305,11 @@ class WarmPool:
 
     # -- the service's thread ----------------------------------------------------------
 
-    def start(self) -> None:
-        """Keep the pool in a thread of its own until close()."""
+    def start(self, refresh: Callable[[], object] | None = None) -> None:
+        """Keep the pool in a thread of its own until close(). `refresh` runs before each
+        fill: the service's settings check, so a changed warm count applies without
+        waiting for a tool call."""
+        self._refresh = refresh
         self._thread = threading.Thread(target=self._run, name="warm-pool", daemon=True)
         self._thread.start()
 
@@ -272,6 +318,8 @@ class WarmPool:
         while not self._stopping.wait(YIELD_POLL_SECONDS):
             due = time.monotonic() >= next_fill
             try:
+                if due and self._refresh is not None:
+                    self._refresh()
                 self.tick(fill=due)
             except WriterpoolError as exc:
                 log.warning("warm pool: %s", exc.code)

@@ -45,8 +45,9 @@ class ToolService:
     """Dispatches validated tool calls to the manager and audits every call."""
 
     def __init__(self, paths: Paths, reload: bool = False) -> None:
-        """`reload`: re-read the settings when they change (the service); `serve`
-        keeps what it loaded at start."""
+        """`reload`: the service: re-read the settings when they change and keep the
+        workspaces' warm writers; `serve` keeps what it loaded at start and no warm
+        writer (nothing of its outlives its client)."""
         self.paths = paths
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
@@ -56,9 +57,7 @@ class ToolService:
         self._reload_lock = threading.Lock()
         try:
             loaded = load_config(paths)
-            self.manager = SessionManager(paths, loaded, load_modes(paths))
-            if reload:
-                self.manager.reload_policy = "on-change"
+            self._set_manager(SessionManager(paths, loaded, load_modes(paths), warm=reload))
         except WriterpoolError as exc:
             # Serve anyway, so a client learns the stable code instead of a dead pipe.
             self.load_error = exc
@@ -74,11 +73,16 @@ class ToolService:
             if fresh is None:
                 return
             if self.manager is None:
-                self.manager = SessionManager(self.paths, *fresh)
-                self.manager.reload_policy = "on-change"
+                self._set_manager(SessionManager(self.paths, *fresh, warm=True))
                 self.load_error = None
             else:
                 self.manager.reload(*fresh)
+
+    def _set_manager(self, manager: SessionManager) -> None:
+        self.manager = manager
+        if self._watch is not None:
+            manager.reload_policy = "on-change"
+            manager.keep_warm(self._refresh)
 
     @property
     def host_coding(self) -> bool:
@@ -186,9 +190,12 @@ class ToolService:
         session = session or _session_of(arguments, body)
         writer = self.manager.writer_of(session) if self.manager and session else None
         outcome = outcome or ("ok" if body["ok"] else body["error"]["code"])
+        warm = tool == "pi_session_start" and bool(
+            self.manager and session and self.manager.claimed_warm(session)
+        )
         try:
             audit(self.paths, tool_or_command=tool, outcome=outcome, session=session,
-                  writer=writer, client=client)  # fmt: skip
+                  writer=writer, client=client, warm=warm)  # fmt: skip
         except OSError as exc:
             log.error("audit log not written: %s", sanitize(str(exc)))
 

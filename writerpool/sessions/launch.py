@@ -72,6 +72,7 @@ class Launched:
     # A writer session's clone as seen at close (pool/sessions.py WriterSlot.look).
     seen: Inspection | str | None = None
     container: ReadonlyContainer | None = None  # a read-only session's
+    warm: bool = False  # the session claimed a writer the pool service kept warm
 
     @property
     def writer(self) -> str | None:
@@ -239,16 +240,16 @@ class Launcher:
         )  # fmt: skip
 
     def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
-        # Loaded on first use: a server whose sessions all run on the host never
-        # loads the Podman and writer-pool code.
-        from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
-
         warm = None
         if self._warm is not None:
             warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
         if warm is not None:
             return self._claim_warm(plan, session_id, warm)
-        slot = lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
+        from writerpool.pool.sessions import WriterSlot  # noqa: PLC0415 - see _lease_cold
+
+        slot = self._lease_cold(plan)
+        if not isinstance(slot, WriterSlot):
+            return self._claim_warm(plan, session_id, slot)
         with _undo_on_failure() as undo:
             undo.append(slot.release)
             held = self._grant(
@@ -264,6 +265,27 @@ class Launcher:
                 ),
             )
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+
+    def _lease_cold(self, plan: SessionPlan) -> WriterSlot | WarmWriter:
+        """A writer leased for a cold start. When none is free, the warm pool may hold the
+        rest: one it is warming now is waited for and claimed, else one warm for another
+        provider or base gives way and the lease is tried once more."""
+        # Loaded on first use: a server whose sessions all run on the host never
+        # loads the Podman and writer-pool code.
+        from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
+
+        try:
+            return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
+        except WriterpoolError as exc:
+            if exc.code != "writer_unavailable" or self._warm is None:
+                raise
+            self._warm.wait_warming(plan.workspace, CONTAINER_READY_SECONDS)
+            warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
+            if warm is not None:
+                return warm
+            if not self._warm.give_way(plan.workspace):
+                raise
+        return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
 
     def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
         """Grant a warm writer the session's egress (its token reaches pi through the
@@ -283,7 +305,7 @@ class Launcher:
             profile = plan.profile
             agent.configure(profile.provider, profile.model, profile.thinking, CLAIM_SECONDS)
             held.ready()
-        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot, warm=True)
 
 
 @contextlib.contextmanager

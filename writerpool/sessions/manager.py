@@ -13,6 +13,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from writerpool import __version__
@@ -35,6 +36,7 @@ from writerpool.sessions.turns import now_iso, progress_line, turn_view
 from writerpool.sessions.work import CloneRefs
 
 if TYPE_CHECKING:
+    from writerpool.pool.warm import WarmPool
     from writerpool.sessions.owned import OwnedSessions
 
 log = logging.getLogger(__name__)
@@ -58,11 +60,20 @@ class StartCancelled(WriterpoolError):
 class SessionManager:
     """All sessions of one server; thread-safe (tool calls run in worker threads)."""
 
-    def __init__(self, paths: Paths, loaded: LoadedConfig, modes: ExecutionModes) -> None:
+    def __init__(
+        self, paths: Paths, loaded: LoadedConfig, modes: ExecutionModes, warm: bool = False
+    ) -> None:
+        """`warm`: keep the workspaces' warm writers (the service only: a `serve` ends
+        with its client, and no process of its may outlive it)."""
         self._paths = paths
         self._loaded = loaded
         self._modes = modes
-        self._launcher = Launcher(paths, loaded)
+        self._warm: WarmPool | None = None
+        if warm:
+            from writerpool.pool.warm import WarmPool  # noqa: PLC0415 - Podman code, service only
+
+            self._warm = WarmPool(paths, loaded, modes=modes)
+        self._launcher = Launcher(paths, loaded, warm=self._warm)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
         self._started = threading.Condition(self._lock)
@@ -76,7 +87,15 @@ class SessionManager:
         with self._lock:
             self._loaded, self._modes = loaded, modes
             self._launcher.reload(loaded)
+            if self._warm is not None:
+                self._warm.reload(loaded, modes)
             self.host_coding = _host_coding(loaded.config, modes)
+
+    def keep_warm(self, refresh: Callable[[], object]) -> None:
+        """Start keeping the warm writers (a thread of the pool's own); `refresh` is the
+        service's settings check, run before each fill."""
+        if self._warm is not None:
+            self._warm.start(refresh)
 
     # -- read-only tools -------------------------------------------------------------
 
@@ -86,9 +105,17 @@ class SessionManager:
             "version": __version__,
             "configFingerprint": self._loaded.fingerprint,
             "reloadPolicy": self.reload_policy,
-            "workspaces": workspace_capabilities(config, self._modes),
+            "workspaces": self._warm_counted(workspace_capabilities(config, self._modes)),
             "profiles": profile_capabilities(config),
         }
+
+    def _warm_counted(self, workspaces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With the warm writers held now (the service), beside the configured count."""
+        if self._warm is not None:
+            for item in workspaces:  # bounded by the configured workspaces
+                if "warm" in item:
+                    item["warmReady"] = len(self._warm.warm_names(item["alias"]))
+        return workspaces
 
     def list(self, owner: str | None = None) -> dict[str, Any]:
         with self._lock:
@@ -115,6 +142,12 @@ class SessionManager:
         with self._lock:
             session = self._sessions.get(session_id)
         return session.writer if session is not None else None
+
+    def claimed_warm(self, session_id: str) -> bool:
+        """Whether the session's start claimed a warm writer, for the audit log."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+        return session is not None and session.warm
 
     # -- session life ----------------------------------------------------------------
 
@@ -160,9 +193,8 @@ class SessionManager:
     def _launch(self, plan: SessionPlan, session_id: str, progress: Progress) -> Session:
         progress.follow(lambda: _starting_line(plan, progress))
         launched = self._launcher.launch(plan, session_id)
-        session = Session(
-            session_id, plan, launched, now_iso(), writer=launched.writer, base=launched.base
-        )
+        session = Session(session_id, plan, launched, now_iso(), writer=launched.writer,
+                          base=launched.base, warm=launched.warm)  # fmt: skip
         if launched.writer is not None:
             if launched.slot is not None and launched.slot.prepared:
                 progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
@@ -212,8 +244,13 @@ class SessionManager:
                 log.error("a session did not close within its bound")
 
     def shutdown(self) -> None:
-        """After close_all: remove this server's scratch space."""
-        self._launcher.shutdown()
+        """After close_all: stop the warm writers (leases released), then remove this
+        server's scratch space and egress processes."""
+        try:
+            if self._warm is not None:
+                self._warm.close()
+        finally:
+            self._launcher.shutdown()
 
     # -- turns -----------------------------------------------------------------------
 

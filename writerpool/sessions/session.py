@@ -66,6 +66,7 @@ class Session:
     writer: str | None = None
     base: dict[str, str] | None = None
     owner: str | None = None  # the service's client that started it (None: stdio)
+    warm: bool = False  # it claimed a warm writer (the audit line of its start says so)
     # public turn id -> the agent's own turn id
     turns: dict[str, str] = field(default_factory=dict)
     # A closed session's turns as they ended (the agent is gone by then).
