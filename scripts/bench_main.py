@@ -202,8 +202,11 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
         say("measuring connect_overhead")
         figures.append(connect_figure(reps["connect"]))
     if "remote" in groups:
-        say("measuring remote_container_start, remote_stream_in, remote_stream_out")
-        figures += remote_figures(resolve_image(env.paths, "default"), reps["remote"])
+        say(
+            "measuring remote_container_start, remote_stream_in, remote_stream_out, "
+            "remote_provision"
+        )
+        figures += remote_figures(resolve_image(env.paths, "default"), reps["remote"], env.root)
     return figures
 
 

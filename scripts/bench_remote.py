@@ -1,9 +1,11 @@
 """remote_*: the paths a writer on a host over SSH uses, beside the same on this machine,
 in one run: a container's start (`podman run --rm IMAGE true`), 50 MB streamed into a
 container's stdin (how provisioning sends a base bundle) and out of its stdout (how
-collection brings one back). Ours: through the host's pinned connection (scripts/testhost,
-WRITERPOOL_TESTHOST_*); baseline: this machine's Podman. Goals: start at most 0.3 s
-more than local, stream in at most 1.3x, stream out at most 1.5x.
+collection brings one back), and a writer's clone provisioned by that stream
+(pool/provision_stream.py: bundle, container, verified answer). Ours: through the host's
+pinned connection (scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's
+Podman. Goals: start at most 0.3 s more than local, stream in and provisioning at most
+1.3x, stream out at most 1.5x.
 """
 
 from __future__ import annotations
@@ -17,13 +19,24 @@ from pathlib import Path
 
 from bench_figures import Figure
 
+from tests.support.repos import make_repo
 from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.provision import base_record
+from writerpool.pool.provision_stream import clone_on_host
+from writerpool.report import Report
+from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import RemotePodman, connect
+from writerpool.state.writer import WriterState, save_state
 
 PAYLOAD = 50 * 1024 * 1024
 START_EXTRA_GOAL = 0.3
+# The provisioned repository: a history of this many commits of FILES files each.
+PROVISION_COMMITS, PROVISION_FILES = 300, 200
 
 
 def configured() -> Host | None:
@@ -58,7 +71,41 @@ def _pair(name: str, reps: int, goal: float | None, measure: Callable[[str], flo
     return figure
 
 
-def remote_figures(image: str, reps: int) -> list[Figure]:
+class Provisioner:
+    """One writer per host, provisioned again at each measurement (as a redo would)."""
+
+    def __init__(self, root: Path) -> None:
+        self.repo = make_repo(root / "repos" / "remote-provision", PROVISION_COMMITS,
+                              PROVISION_FILES)  # fmt: skip
+        self.base = resolve_base(self.repo, "main")
+        self.paths = Paths.from_env()
+        self.states: dict[str, WriterState] = {}
+
+    def state(self, host: WriterHost) -> WriterState:
+        if host.name not in self.states:
+            name = f"benchprov{len(self.states)}-w1"
+            state = WriterState(name=name, alias=name[:-3], settings_digest="sha256:" + "0" * 64,
+                                image="default", network="none", cache="none",
+                                lifecycle="persistent", tags="none", profiles=("code",),
+                                base=base_record(self.base), host=host.name)  # fmt: skip
+            save_state(self.paths.writer_dir(name), state)
+            host.create_storage(writer_at(self.paths, name, host.name), cache=False)
+            self.states[host.name] = state
+        return self.states[host.name]
+
+    def timed(self, host: WriterHost) -> float:
+        state = self.state(host)
+        start = time.perf_counter()
+        clone_on_host(self.paths, host, state, Pool(), self.repo, self.base, Report("bench"))
+        return time.perf_counter() - start
+
+    def remove(self, hosts: list[WriterHost]) -> None:
+        for host in hosts:  # bounded by the two hosts measured
+            if host.name in self.states:
+                host.remove_storage(writer_at(self.paths, self.states[host.name].name, host.name))
+
+
+def remote_figures(image: str, reps: int, root: Path) -> list[Figure]:
     host = configured()
     if host is None:
         raise SystemExit("bench: remote needs WRITERPOOL_TESTHOST_* (scripts/testhost up)")
@@ -75,7 +122,13 @@ def remote_figures(image: str, reps: int) -> list[Figure]:
         source = ["head", "-c", str(PAYLOAD), "/dev/zero"]
         stream_out = _pair("remote_stream_out", reps, 1.5,
                            lambda p: _timed(_run_argv(by[p], image, source, False)))  # fmt: skip
-    return [start, stream_in, stream_out]
+        provisioner = Provisioner(root)
+        try:
+            provision = _pair("remote_provision", reps, 1.3,
+                              lambda p: provisioner.timed(by[p]))  # fmt: skip
+        finally:
+            provisioner.remove([remote, local])
+    return [start, stream_in, stream_out, provision]
 
 
 def start_line(figure: Figure) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
+from writerpool.runtime import image_tools
 from writerpool.runtime.image import (
     DEFAULT_IMAGES_DIR,
     ImageDefinition,
@@ -103,6 +104,25 @@ def test_launcher_pi_and_writerpool_versions_are_inputs(images_dir: Path) -> Non
     assert _definition(images_dir).inputs_digest() not in (base, changed)
 
 
+def test_clonetool_and_harness_are_inputs(
+    images_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = Path(shutil.copytree(image_tools.PACKAGE_DIR / "pool", tmp_path / "pool"))
+    monkeypatch.setattr(image_tools, "CLONETOOL_SOURCE", package / "clonetool")
+    monkeypatch.setattr(image_tools, "HARNESS_SOURCE", package / "harness.py")
+    base = _definition(images_dir).inputs_digest()
+    assert base == _definition(DEFAULT_IMAGES_DIR).inputs_digest()
+    scan = package / "clonetool" / "scan.py"
+    scan.write_text(scan.read_text() + "# changed\n")
+    changed = _definition(images_dir).inputs_digest()
+    (package / "harness.py").write_text((package / "harness.py").read_text() + "# changed\n")
+    assert len({base, changed, _definition(images_dir).inputs_digest()}) == 3
+    staged = image_tools.stage_tools(tmp_path / "context")
+    assert (staged / "clonetool" / "scan.py").read_bytes() == scan.read_bytes()
+    assert (staged / "clonetool" / "__main__.py").is_file() and (staged / "harness.py").is_file()
+    assert stat.S_IMODE((staged / "harness.py").stat().st_mode) == 0o644
+
+
 def test_mirror_override_changes_the_digest_and_reaches_mmdebstrap(images_dir: Path) -> None:
     base = _definition(images_dir)
     other = _definition(images_dir, mirror="https://mirror.example.org/debian/")
@@ -156,16 +176,17 @@ def test_mmdebstrap_runs_unprivileged_and_ends_options_before_positionals(
 def test_podman_build_pulls_nothing_and_labels_the_inputs(images_dir: Path) -> None:
     definition = _definition(images_dir)
     argv = podman_build_argv(definition, ID_B, Path("/pi"), Path("/iid"), force=False,
-                             uv_context=Path("/uv"))  # fmt: skip
+                             uv_context=Path("/uv"), tools_context=Path("/t"))  # fmt: skip
     assert "--pull=never" in argv and "--network=none" in argv
     assert f"io.writerpool.inputs={definition.inputs_digest()}" in argv
     assert f"io.writerpool.version={definition.writerpool_version}" in argv
-    assert f"BASE={ID_B}" in argv and "pi=/pi" in argv and "uv=/uv" in argv
+    assert f"BASE={ID_B}" in argv and "pi=/pi" in argv and "uv=/uv" in argv and "tools=/t" in argv
     tag = argv[argv.index("--tag") + 1]
     assert tag == f"localhost/writerpool-writer:{definition.writerpool_version}"
     assert argv[-1] == str(images_dir) and "--no-cache" not in argv
     assert "--no-cache" in podman_build_argv(definition, ID_B, Path("/p"), Path("/i"), force=True,
-                                             uv_context=Path("/uv"))  # fmt: skip
+                                             uv_context=Path("/uv"),
+                                             tools_context=Path("/t"))  # fmt: skip
 
 
 # -------------------------------------------------------------------------- pin

@@ -20,7 +20,7 @@ def _hostile_tree(top: Path) -> None:
     """What an agent can leave: depth beyond Python's recursion limit, names longer
     than PATH_MAX in total, bytes that are not UTF-8, special files, read-only and
     unreadable directories, and a link to a file that must survive."""
-    top.mkdir(parents=True)
+    top.mkdir(parents=True, exist_ok=True)
     fd = os.open(top, os.O_RDONLY)
     for name in ["deep"] + ["d"] * 1500 + ["L" * 250] * 20:
         os.mkdir(name, dir_fd=fd)
@@ -98,9 +98,14 @@ def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Pat
     writer = writer_at(paths, "demo-w2", host.name)
     assert writer.storage == writer.record == paths.writer_dir("demo-w2")
     host.create_storage(writer, cache=True)
-    for path in (writer.storage, writer.agent, writer.collections, writer.cache):
+    for path in (writer.storage, writer.clone, writer.agent, writer.collections, writer.cache):
         assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
-    assert not writer.clone.exists(), "the clone is made by provisioning, not here"
+    # Empty: provisioning's container clones into it (pool/provision_stream.py).
+    assert list(writer.clone.iterdir()) == []
+    mount = host.storage_mount(writer, "clone", "/work", read_only=True)
+    assert mount.argv() == ["--mount", f"type=bind,src={writer.clone},dst=/work,ro=true"]
+    with pytest.raises(ValueError):
+        host.storage_mount(writer, "state.json", "/work")
     _hostile_tree(writer.clone)
     _hostile_tree(writer.scratch("clone.new"))
     (writer.record / "state.json").write_text("{}")

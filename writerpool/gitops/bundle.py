@@ -144,6 +144,14 @@ def _base_bundle_header(bundle: Path) -> tuple[str, bool]:
     return fmt, prerequisites
 
 
+def base_bundle_format(bundle: Path) -> str:
+    """A base bundle's object format; one with prerequisites is refused."""
+    fmt, prerequisites = _base_bundle_header(bundle)
+    if prerequisites:
+        raise WriterpoolError("writer_clone_failed", "a base bundle has no prerequisites")
+    return fmt
+
+
 def _unbundle(bundle: Path, dest: Path, branch: str) -> None:
     """A fresh repository at `dest` holding the bundle's refs, `branch` checked out.
 

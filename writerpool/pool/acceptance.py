@@ -20,18 +20,17 @@ from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
-from writerpool.pool.control import control_current, harness_digest, harness_path, host_listener
+from writerpool.pool.control import control_current, harness_digest, host_listener
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
 from writerpool.runtime.host import EngineFacts, WriterHost
-from writerpool.runtime.spec import Mount
+from writerpool.runtime.image_tools import HARNESS
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
 if TYPE_CHECKING:
     from writerpool.egress.host import EgressHost
 
-HARNESS_IN_CONTAINER = "/pi/harness.py"
 ACCEPTANCE_PROVIDER = "acceptance"
 DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CLASSES = ("limited", "limited-allowlist", "not_limited")
@@ -176,12 +175,6 @@ def _run_harness(
                 held.ready()
                 spec = spec.model_copy(
                     update={
-                        "mounts": (
-                            *spec.mounts,
-                            Mount(
-                                source=harness_path(), target=HARNESS_IN_CONTAINER, read_only=True
-                            ),
-                        ),
                         "env": {
                             **spec.env,
                             "WRITERPOOL_HARNESS_CANARIES": str(canary),
@@ -193,7 +186,8 @@ def _run_harness(
                         },
                     }
                 )
-                done = host.run(spec, ["python3", HARNESS_IN_CONTAINER], timeout=120)
+                # The harness the image carries (runtime/image_tools.py).
+                done = host.run(spec, ["python3", HARNESS], timeout=120)
             finally:
                 held.revoke()
     finally:

@@ -26,6 +26,7 @@ from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
+from writerpool.runtime.image_tools import CLONETOOL_PARENT
 from writerpool.runtime.spec import (
     LABEL_ROLE,
     LABEL_VIEW,
@@ -33,11 +34,11 @@ from writerpool.runtime.spec import (
     LABEL_WRITER,
     ContainerSpec,
     Mount,
+    VolumeMount,
+    by_kind,
 )
 from writerpool.state.writer import Baseline, WriterState
 
-TOOL = Path(__file__).with_name("clonetool")
-TOOL_PARENT_IN_CONTAINER = "/pi"
 TOOL_TIMEOUT = 1800.0
 OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 # The role of an operator view's throwaway container (writer status, diff, log).
@@ -240,17 +241,15 @@ def tool_spec(
     clone_rw: bool = False,
     base_dir: Path | None = None,
 ) -> ContainerSpec:
-    """A throwaway container of the writer's image that runs the clonetool package.
+    """A throwaway container of the writer's image that runs the clonetool package the
+    image carries (runtime/image_tools.py).
     Role VIEW (an operator view without the lease): a unique name, and not the writer's
     label, so any number run beside each other and beside a session."""
     view = role == VIEW
     if view and clone_rw:
         raise ValueError("a view reads the clone and writes nothing")
-    clone = writer_of(paths, state).clone
-    mounts = [
-        Mount(source=clone, target="/work", read_only=not clone_rw),
-        Mount(source=TOOL, target=f"{TOOL_PARENT_IN_CONTAINER}/clonetool", read_only=True),
-    ]
+    clone = host.storage_mount(writer_of(paths, state), "clone", "/work", read_only=not clone_rw)
+    mounts: list[Mount | VolumeMount] = [clone]
     if base_dir is not None:
         mounts.append(Mount(source=base_dir, target="/base", read_only=True))
     return ContainerSpec(
@@ -261,16 +260,17 @@ def tool_spec(
             LABEL_WORKSPACE: state.alias,
             LABEL_ROLE: role,
         },
-        mounts=tuple(mounts),
+        mounts=by_kind(mounts)[0],
+        volumes=by_kind(mounts)[1],
         env={
             "GIT_CONFIG_NOSYSTEM": "1",
-            "PYTHONPATH": TOOL_PARENT_IN_CONTAINER,
+            "PYTHONPATH": CLONETOOL_PARENT,
             "PYTHONDONTWRITEBYTECODE": "1",
         },
         network="none",
         # Not /work: `python3 -m` puts its working directory first on sys.path, and the
         # clone could hold a module named like one the tool imports.
-        workdir=TOOL_PARENT_IN_CONTAINER,
+        workdir=CLONETOOL_PARENT,
         limits=pool_limits(pool, host.facts()),
     )
 

@@ -33,7 +33,8 @@ from writerpool.pool.collect import (
 )
 from writerpool.pool.container import writer_of
 from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
-from writerpool.pool.provision import base_record, make_clone
+from writerpool.pool.provision import base_record
+from writerpool.pool.provision_stream import clone_on_host
 from writerpool.pool.work import discarded, uncollected_reason
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report, Status, Step, quiet, sanitize
@@ -128,7 +129,7 @@ def recreate_clone(
     writer = writer_of(paths, state)
     repo = workspace_repo(loaded, state.alias)
     try:
-        baseline = make_clone(writer, repo, base, state.tags == "reachable", report, target)
+        baseline = clone_on_host(paths, host, state, loaded.config.pool, repo, base, report)
         remove_path(writer.agent)
         clear_cache(paths, state, loaded.config.pool)
     except WriterpoolError as exc:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from writerpool.agent.launch import remove_credential, render_for_profile
 from writerpool.config.models import Config, LoadedConfig
-from writerpool.config.modes import ContainerSettings, host_for
+from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
@@ -97,9 +97,8 @@ def provision_one(ctx: PoolContext, index: int) -> None:
                 report_stateless(ctx, name)
                 return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
-            placed = host_for(index, ctx.settings.placed_on())
             state = provision(ctx.paths, ctx.host, ctx.alias, name, repo, ctx.settings, ctx.base,
-                              ctx.report, placed)  # fmt: skip
+                              ctx.report, ctx.loaded.config.pool)  # fmt: skip
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, ctx.host, state, ctx.loaded.config.pool)

@@ -16,7 +16,7 @@ from typing import IO, Protocol
 
 from writerpool.config.paths import Paths
 from writerpool.proc import Completed
-from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 
 LOCAL = "local"
 
@@ -136,6 +136,13 @@ class WriterHost(Protocol):
 
     def remove(self, container_id: str) -> None:
         """Stop at once and remove; a container already gone is no error."""
+        ...
+
+    def storage_mount(
+        self, writer: Writer, part: str, target: str, *, read_only: bool = False
+    ) -> Mount | VolumeMount:
+        """The writer's storage `part` (one of STORAGE) as a mount of a container on this
+        host: what the host keeps, never a path of the controller's."""
         ...
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:

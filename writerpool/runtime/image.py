@@ -7,7 +7,7 @@ import json
 import re
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +18,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.proc import CommandFailed, run
 from writerpool.report import sanitize
+from writerpool.runtime.image_tools import tools_digest
 from writerpool.runtime.image_uv import UV_VERSION, uv_wheel
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir, write_atomic
@@ -87,6 +88,8 @@ class ImageDefinition:
     forwarder: bytes
     pi_version: str
     writerpool_version: str
+    # The digest of writerpool's code the image carries (runtime/image_tools.py).
+    tools: str = field(default_factory=tools_digest)
 
     @property
     def uv(self) -> str:
@@ -110,6 +113,7 @@ class ImageDefinition:
                 "containerfile": hashlib.sha256(self.containerfile).hexdigest(),
                 "launcher": hashlib.sha256(self.launcher).hexdigest(),
                 "forwarder": hashlib.sha256(self.forwarder).hexdigest(),
+                "tools": self.tools,
                 "piVersion": self.pi_version,
                 "uv": self.uv,
                 "writerpoolVersion": self.writerpool_version,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,8 @@ from writerpool.runtime.image import (
     save_pin,
     tagged_image,
 )
+from writerpool.runtime.image_tools import CONTEXT as TOOLS_CONTEXT
+from writerpool.runtime.image_tools import stage_tools
 from writerpool.runtime.image_uv import fetch_uv
 from writerpool.runtime.podman import podman_env
 from writerpool.state.atomic import ensure_private_dir
@@ -229,7 +232,7 @@ def ensure_rootfs(
 
 def podman_build_argv(
     definition: ImageDefinition, base_id: str, pi_prefix: Path, iidfile: Path, *, force: bool,
-    uv_context: Path,
+    uv_context: Path, tools_context: Path,
 ) -> list[str]:  # fmt: skip
     argv = [
         "podman", "build", "--pull=never", "--network=none",
@@ -237,6 +240,7 @@ def podman_build_argv(
         "--build-arg", f"BASE={base_id}",
         "--build-context", f"pi={pi_prefix}",
         "--build-context", f"uv={uv_context}",
+        "--build-context", f"{TOOLS_CONTEXT}={tools_context}",
         "--label", f"{LABEL_VERSION}={definition.writerpool_version}",
         "--label", f"{LABEL_INPUTS}={definition.inputs_digest()}",
         "--label", f"io.writerpool.pi={definition.pi_version}",
@@ -255,14 +259,16 @@ def _build(
     iidfile = paths.image_cache_dir / "build.iid"
     iidfile.unlink(missing_ok=True)
     uv_context = fetch_uv(paths.cache_dir)
+    tools_context = stage_tools(paths.image_cache_dir / "tools")
     argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force,
-                             uv_context=uv_context)  # fmt: skip
-    run_tool(argv, env=podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
-             what="podman build")  # fmt: skip
+                             uv_context=uv_context, tools_context=tools_context)  # fmt: skip
     try:
+        run_tool(argv, env=podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
+                 what="podman build")  # fmt: skip
         return _image_id(iidfile.read_text().splitlines())
     finally:
         iidfile.unlink(missing_ok=True)
+        shutil.rmtree(tools_context, ignore_errors=True)
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, clean_env, run, run_streamed, start_daemon
 from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
-from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.state.atomic import ensure_private_dir
 
 # The API service exits on its own after this many idle seconds.
@@ -223,9 +223,17 @@ class PodmanHost:
         )
 
     # -- storage -----------------------------------------------------------
+    def storage_mount(
+        self, writer: Writer, part: str, target: str, *, read_only: bool = False
+    ) -> Mount | VolumeMount:
+        if part not in STORAGE:
+            raise ValueError(f"not a storage part: {part}")
+        return Mount(source=writer.storage / part, target=target, read_only=read_only)
+
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         ensure_private_dir(writer.storage)
-        for path in (writer.agent, writer.collections, *([writer.cache] if cache else [])):
+        parts = (writer.clone, writer.agent, writer.collections, *([writer.cache] if cache else []))
+        for path in parts:  # bounded by STORAGE: four at most
             ensure_private_dir(path)
 
     def remove_storage(self, writer: Writer) -> None:

@@ -26,9 +26,9 @@ from writerpool.runtime.podman import (
     default_socket,
     socket_answers,
 )
-from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
-from writerpool.runtime.volumes import create_volumes, remove_volumes
+from writerpool.runtime.volumes import create_volumes, remove_volumes, volume_name
 
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -115,6 +115,13 @@ class RemotePodman(PodmanHost):
                 f"the image {image_id[:12]} is not on host {self.name}; "
                 f"run `writerpool image transfer --host {self.name}`",
             )
+
+    def storage_mount(
+        self, writer: Writer, part: str, target: str, *, read_only: bool = False
+    ) -> Mount | VolumeMount:
+        # The host's named volume: a path of the controller would resolve on the host.
+        return VolumeMount(volume=volume_name(writer.name, part), target=target,
+                           read_only=read_only)  # fmt: skip
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.

@@ -60,6 +60,14 @@ class VolumeMount(Strict):
         return ["--mount", opts + (",ro=true" if self.read_only else "")]
 
 
+def by_kind(
+    mounts: list[Mount | VolumeMount],
+) -> tuple[tuple[Mount, ...], tuple[VolumeMount, ...]]:
+    """A spec's `mounts` and `volumes` from one list of either."""
+    binds = tuple(m for m in mounts if isinstance(m, Mount))
+    return binds, tuple(m for m in mounts if isinstance(m, VolumeMount))
+
+
 class Limits(Strict):
     memory: str
     cpus: float

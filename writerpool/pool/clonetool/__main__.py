@@ -1,5 +1,6 @@
 """Entry point: `python3 -m clonetool inspect|collect|reset|review`, a JSON request on
-stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it)."""
+stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it).
+`provision` reads a one-line JSON request, then the base bundle."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import sys
 
 from .gitrun import ToolError
+from .provision import provision
 from .reset import reset
 from .review import review
 from .scan import inspect
@@ -16,6 +18,9 @@ from .stream import collect
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
+        if command == "provision":
+            json.dump(provision(sys.stdin.buffer), sys.stdout)
+            return 0
         request = json.loads(sys.stdin.read() or "{}")
         if command == "collect":
             collect(request, sys.stdout.buffer)

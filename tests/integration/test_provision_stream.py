@@ -1,0 +1,230 @@
+"""Provisioning by stream: the base bundle goes into a throwaway container on the
+writer's host (clonetool `provision` from the image), which clones it into the writer's
+storage there. The same code on the local host and on the test host over SSH; on the
+test host every mount is one of that host's volumes, no path of this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.repos import make_repo, run_git
+from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
+from writerpool.crash import ENV
+from writerpool.gitops.base import BaseRef, resolve_base
+from writerpool.pool.inspect import tool_spec
+from writerpool.pool.provision import base_record
+from writerpool.pool.provision_stream import clone_on_host
+from writerpool.report import Report
+from writerpool.runtime import image_tools
+from writerpool.runtime.host import WriterHost, writer_at
+from writerpool.runtime.image_transfer import transfer_image
+from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.remote import RemotePodman, connect
+from writerpool.runtime.spec import ContainerSpec
+from writerpool.state.writer import Baseline, WriterState, load_state, save_state
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
+
+
+def _state(host: str, base: BaseRef, tags: str = "none") -> WriterState:
+    name = f"tprov{secrets.token_hex(3)}-w1"
+    fields = {
+        "name": name, "alias": name[:-3], "settings_digest": "sha256:" + "0" * 64,
+        "image": "default", "network": "none", "cache": "none", "lifecycle": "persistent",
+        "tags": tags, "profiles": ["code"], "host": host, "base": base_record(base),
+    }  # fmt: skip
+    return WriterState.model_validate(fields)
+
+
+def _provision(
+    host: WriterHost, repo: Path, tags: str = "none"
+) -> tuple[WriterState, Baseline, BaseRef]:
+    base = resolve_base(repo, "main")
+    state = _state(host.name, base, tags)
+    paths = Paths.from_env()
+    save_state(paths.writer_dir(state.name), state)  # recorded first, as provision does
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    baseline = clone_on_host(paths, host, state, Pool(), repo, base, Report("test"))
+    return state, baseline, base
+
+
+def _in_clone(host: WriterHost, state: WriterState, script: str) -> str:
+    spec = tool_spec(Paths.from_env(), host, state, Pool(), "view")
+    done = host.run(spec, ["sh", "-ec", script])
+    assert done.returncode == 0, done.stderr[-1000:]
+    return done.out
+
+
+CHECK = (
+    "cd /work; git -c safe.directory=* rev-parse HEAD; git -c safe.directory=* branch "
+    "--format='%(refname)'; ls -A .git/hooks | wc -l; test ! -e .git/logs && echo nologs; "
+    "test ! -e .git/provision.bundle && echo nobundle; ls .git/objects/info"
+)
+
+
+def test_a_local_writer_is_cloned_in_a_container_from_the_streamed_bundle(
+    tmp_path: Path, image_pin: Path
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=3)
+    run_git(repo, "tag", "v1", "HEAD~1")
+    host = PodmanHost()
+    state, baseline, _ = _provision(host, repo, tags="reachable")
+    head = run_git(repo, "rev-parse", "main").out.strip()
+    assert (baseline.head, baseline.commit, baseline.branches) == ("refs/heads/main", head,
+                                                                   {"main": head})  # fmt: skip
+    assert list(baseline.tags) == ["refs/tags/v1"]
+    lines = _in_clone(host, state, CHECK).split()
+    assert lines[:4] == [head, "refs/heads/main", "0", "nologs"] and "nobundle" in lines
+    assert "commit-graph" in lines  # later walks stop at the base
+    clone = Paths.from_env().writer_dir(state.name) / "clone"
+    tracked = {p.split("/")[0] for p in run_git(repo, "ls-files").out.split()}
+    assert {p.name for p in clone.iterdir()} == {".git", *tracked}
+
+
+def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]]:
+    """The mounts the test host gives a container of `spec` (created, inspected, removed)."""
+    argv = spec.run_argv(["true"])
+    assert argv[:2] == ["run", "--rm"]
+    created = remote.cli(["create", *argv[2:]]).out.strip()
+    try:
+        raw = remote.cli(["container", "inspect", "--format", "{{json .Mounts}}", created]).out
+        return list(json.loads(raw))
+    finally:
+        remote.cli(["rm", "--force", created], check=False)
+
+
+@pytest.mark.remote
+def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=4, files=2)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        state, baseline, base = _provision(remote, repo)
+        writer = writer_at(Paths.from_env(), state.name, remote.name)
+        try:
+            head = run_git(repo, "rev-parse", "main").out.strip()
+            assert (baseline.commit, baseline.branches) == (head, {"main": head})
+            lines = _in_clone(remote, state, CHECK).split()
+            assert lines[:4] == [head, "refs/heads/main", "0", "nologs"] and "nobundle" in lines
+            # Nothing of the clone is on this machine: only the record (state) is.
+            assert not writer.clone.exists()
+            # A provisioning killed midway left a part (files, an unwritable directory, a
+            # broken git directory): the next run starts again and completes.
+            _in_clone_rw(
+                remote,
+                state,
+                "rm -rf /work/.git/refs; echo junk > /work/.git/HEAD; "
+                "mkdir -p /work/half/d && touch /work/half/d/f && chmod 0500 /work/half/d",
+            )
+            again = clone_on_host(Paths.from_env(), remote, state, Pool(), repo, base,
+                                  Report("test"))  # fmt: skip
+            assert again == baseline
+            assert "half" not in _in_clone(remote, state, "ls -A /work").split()
+            for spec in (
+                tool_spec(Paths.from_env(), remote, state, Pool(), "provision", clone_rw=True),
+                tool_spec(Paths.from_env(), remote, state, Pool(), "view"),
+            ):
+                mounts = _mounts_of(remote, spec)
+                assert mounts and {m["Type"] for m in mounts} == {"volume"}, mounts
+                for mount in mounts:
+                    _assert_not_the_controllers(mount["Source"], tmp_path)
+        finally:
+            remote.remove_storage(writer)
+
+
+def _in_clone_rw(remote: RemotePodman, state: WriterState, script: str) -> None:
+    spec = tool_spec(Paths.from_env(), remote, state, Pool(), "provision", clone_rw=True)
+    done = remote.run(spec, ["sh", "-ec", script])
+    assert done.returncode == 0, done.stderr[-1000:]
+
+
+def _assert_not_the_controllers(source: str, tmp_path: Path) -> None:
+    paths = Paths.from_env()
+    controller = (Path.home(), paths.state_dir, tmp_path, image_tools.PACKAGE_DIR)
+    assert not any(source.startswith(str(p)) for p in controller), source
+    assert "/volumes/writerpool-" in source, source
+
+
+# Provision one writer on the test host in a process of its own, which a crash point
+# (writerpool/crash.py) may kill: argv is the repo, the writer's name and the host's
+# url, identity and known_hosts.
+PROVISION = """
+import sys
+from pathlib import Path
+from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.modes import ContainerSettings
+from writerpool.config.paths import Paths
+from writerpool.crash import ENV
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.provision import provision
+from writerpool.report import Report
+from writerpool.runtime.remote import connect
+repo, name, url, identity, known = sys.argv[1:]
+host = Host(url=url, identity=Path(identity), known_hosts=Path(known))
+settings = ContainerSettings(profiles=("code",), base="main", network="none")
+with connect("th", host) as remote:
+    provision(Paths.from_env(), remote, name[:-3], name, Path(repo), settings,
+              resolve_base(Path(repo), "main"), Report("test"), Pool())
+"""
+
+
+def _ssh_pids() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():  # bounded by the processes of this machine
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"ssh") and any(b"writerpool-host-" in a for a in argv):
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.remote
+@pytest.mark.parametrize("point", ["provision.state_recorded", "provision.cloned"])
+def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_run_completes(
+    tmp_path: Path, image_pin: Path, testhost: Host, point: str
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=3)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    name = f"tkill{secrets.token_hex(3)}-w1"
+    argv = [sys.executable, "-c", PROVISION, str(repo), name, testhost.url,
+            str(testhost.identity), str(testhost.known_hosts)]  # fmt: skip
+    paths = Paths.from_env()
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        writer = writer_at(paths, name, remote.name)
+        try:
+            before = _ssh_pids()
+            killed = subprocess.run(argv, env={**os.environ, ENV: point}, capture_output=True,
+                                    timeout=600, check=False)  # fmt: skip
+            assert killed.returncode == -9, killed.stderr[-2000:]
+            for pid in _ssh_pids() - before:  # the killed process's forward, orphaned
+                os.kill(pid, signal.SIGKILL)
+            state = load_state(paths.writer_dir(name))  # readable: raises when corrupt
+            assert state is not None and state.phase == "provisioning" and state.host == "th"
+            done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
+            assert done.returncode == 0, done.stderr[-2000:]
+            state = load_state(paths.writer_dir(name))
+            head = run_git(repo, "rev-parse", "main").out.strip()
+            assert state is not None and state.baseline is not None
+            assert (state.phase, state.baseline.commit) == ("not_ready", head)
+            lines = _in_clone(remote, state, CHECK).split()
+            assert lines[:4] == [head, "refs/heads/main", "0", "nologs"]
+        finally:
+            remote.remove_storage(writer)

@@ -1,0 +1,51 @@
+"""writerpool's code reaches containers one way: inside the writer image. No container
+spec in the package mounts a file of the installed package (clonetool, the harness)."""
+
+from __future__ import annotations
+
+import ast
+
+from writerpool.runtime import image_tools
+
+PACKAGE = image_tools.PACKAGE_DIR
+# Names that stand for a file of the installed package.
+PACKAGE_NAMES = {"__file__", "harness_path", "CLONETOOL_SOURCE", "HARNESS_SOURCE", "PACKAGE_DIR",
+                 "TOOL", "harness"}  # fmt: skip
+
+
+def _mount_sources(tree: ast.AST) -> list[ast.expr]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("Mount", "VolumeMount"):
+            found += [k.value for k in node.keywords if k.arg == "source"]
+            found += node.args[:1]
+    return found
+
+
+def _names(expr: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(expr) if isinstance(n, ast.Attribute)
+    }
+
+
+def test_no_container_spec_mounts_a_file_of_the_package() -> None:
+    offending = []
+    sources = 0
+    for module in sorted(PACKAGE.rglob("*.py")):  # bounded by the package's modules
+        for expr in _mount_sources(ast.parse(module.read_text(), str(module))):
+            sources += 1
+            if _names(expr) & PACKAGE_NAMES:
+                offending.append(f"{module.relative_to(PACKAGE)}:{expr.lineno}")
+    assert sources > 5, "the scan found no mounts: it no longer sees the specs"
+    assert offending == []
+
+
+def test_the_image_carries_every_clonetool_module_and_the_harness() -> None:
+    names = [name for name, _ in image_tools.tool_files()]
+    modules = sorted(p.name for p in image_tools.CLONETOOL_SOURCE.glob("*.py"))
+    assert names == [*(f"clonetool/{m}" for m in modules), "harness.py"]
+    assert "clonetool/__main__.py" in names
+    containerfile = (PACKAGE.parent / "images" / "Containerfile").read_text()
+    copy = f"--from={image_tools.CONTEXT} clonetool {image_tools.CLONETOOL_PARENT}/clonetool"
+    assert copy in containerfile
+    assert f"harness.py {image_tools.HARNESS}" in containerfile

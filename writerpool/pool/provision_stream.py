@@ -1,0 +1,130 @@
+"""A writer's clone made on its host: the base bundle, exported on the controller from
+the operator's checkout, is streamed into a throwaway container on the writer's host
+(clonetool `provision`), which clones it into the writer's storage there with
+writerpool's own git settings and reports the clone's refs on stdout. The same path
+serves the local host and a host over SSH.
+
+The answer is hostile input (it comes from a container): bounded, parsed into a model,
+and accepted only when it names exactly the baseline the controller expects of the
+bundle it sent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError, failure
+from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
+from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
+from writerpool.pool.inspect import tool_spec
+from writerpool.proc import CommandFailed
+from writerpool.report import Report, sanitize
+from writerpool.runtime.host import WriterHost
+from writerpool.state.writer import Baseline, WriterState
+
+PROVISION_TIMEOUT = 3600.0
+# The answer lists the clone's refs: the base branch and its merged tags.
+MAX_ANSWER = 8 * 1024 * 1024
+OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+BUNDLE = "provision.bundle"
+
+
+class ProvisionAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    head: str = Field(max_length=4096)
+    commit: str = Field(pattern=OID)
+    refs: dict[str, str]
+    size: int = Field(ge=0)
+
+
+def expected_baseline(repo: Path, base: BaseRef, tags: bool) -> Baseline:
+    """The baseline a clone of `base`'s bundle has, read from the operator's checkout."""
+    return Baseline(
+        head=f"refs/heads/{base.branch}",
+        commit=base.commit,
+        branches={base.branch: base.commit},
+        tags=merged_tags(repo, base.commit) if tags else {},
+    )
+
+
+def _baseline(answer: ProvisionAnswer) -> Baseline:
+    heads = {r.removeprefix("refs/heads/"): o for r, o in answer.refs.items()
+             if r.startswith("refs/heads/")}  # fmt: skip
+    tags = {r: o for r, o in answer.refs.items() if r.startswith("refs/tags/")}
+    return Baseline(head=answer.head, commit=answer.commit, branches=heads, tags=tags)
+
+
+def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
+    if len(stdout) > MAX_ANSWER:
+        raise WriterpoolError("writer_clone_failed", "the provisioning answer is too large")
+    try:
+        raw = json.loads(stdout)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict) or returncode != 0 or "error" in raw:
+        cause = str(raw.get("error")) if isinstance(raw, dict) else ""
+        last = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise WriterpoolError(
+            "writer_clone_failed",
+            sanitize(f"cloning on the writer's host: {(cause or last[0])[:300]}"),
+        )
+    try:
+        return ProvisionAnswer.model_validate(raw)
+    except ValidationError as exc:
+        raise WriterpoolError("writer_clone_failed", "the provisioning answer is invalid") from exc
+
+
+def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: str) -> bytes:
+    origin = origin_url(repo)
+    if origin is not None and not copyable_origin(origin):
+        report.add("remote_url_refused", "warning", target,
+                   "the origin URL carries credentials or an unsafe form; not copied")  # fmt: skip
+        origin = None
+    request = {
+        "branch": base.branch, "commit": base.commit, "object_format": base_bundle_format(bundle),
+        "origin": origin, "max_bytes": bundle.stat().st_size,
+    }  # fmt: skip
+    return json.dumps(request).encode() + b"\n"
+
+
+def clone_on_host(
+    paths: Paths,
+    host: WriterHost,
+    state: WriterState,
+    pool: Pool,
+    repo: Path,
+    base: BaseRef,
+    report: Report,
+) -> Baseline:
+    """(Re)build the writer's clone in its storage on `host` from a bundle of `base`;
+    return its baseline, verified against the base. The caller holds the lease."""
+    target = f"writer/{state.alias}/{state.name}"
+    tags = state.tags == "reachable"
+    # On the controller, beside the writer's state; gone before the container starts.
+    bundle = paths.writer_dir(state.name) / BUNDLE
+    bundle.unlink(missing_ok=True)  # left by a provisioning killed midway
+    try:
+        create_base_bundle(repo, base, tags, bundle)
+        data = _request(repo, base, bundle, report, target) + bundle.read_bytes()
+    finally:
+        bundle.unlink(missing_ok=True)
+    spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
+    try:
+        done = host.run(spec, ["python3", "-m", "clonetool", "provision"],
+                        timeout=PROVISION_TIMEOUT, input=data)  # fmt: skip
+    except CommandFailed as exc:
+        raise failure(
+            "writer_clone_failed", "the provisioning container did not finish", exc
+        ) from exc
+    baseline = _baseline(_parse(done.stdout, done.stderr, done.returncode))
+    if baseline != expected_baseline(repo, base, tags):
+        raise WriterpoolError(
+            "clone_verification_failed", "the clone on the writer's host is not at the base"
+        )
+    return baseline
