@@ -25,6 +25,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.collect import collect_writer
+from writerpool.pool.inspect import tool_spec
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_transfer import transfer_image
@@ -55,8 +56,10 @@ def remote_writer(
     state = state.model_copy(update={"baseline": baseline})
     write_workspaces({state.alias: repo})
     save_state(Paths.from_env().writer_dir(state.name), state)
+    saved = load_state(Paths.from_env().writer_dir(state.name))  # as recorded, stamped
+    assert saved is not None
     try:
-        yield repo, state
+        yield repo, saved
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), state.name, remote.name))
@@ -103,6 +106,14 @@ def test_a_remote_writers_work_is_collected_through_the_stream(
     with connect("th", testhost) as remote:
         _in_clone_rw(remote, state, WORK.format(size=4096))
         report = _collect(remote, state)
+        # The collect container's only mount is the clone volume of the host.
+        spec = tool_spec(
+            Paths.from_env(), remote, state, load_config(Paths.from_env()).config.pool, "inspect"
+        )
+        argv = spec.run_argv(["python3", "-m", "clonetool", "collect"], interactive=True)
+    mounts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--mount"]
+    print("\ncollect container mounts:", mounts)
+    assert mounts == [f"type=volume,src=writerpool-{state.name}-clone,dst=/work,ro=true"]
     assert [f.code for f in report.findings] == ["writer_collected"], report.findings
     got = collected(repo, state.name)
     assert set(got) == {"feature", "feature-wip"}
