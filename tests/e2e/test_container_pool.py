@@ -34,6 +34,8 @@ from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import load_config
 from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.pool.container import writer_spec
+from writerpool.pool.lease import leased
+from writerpool.pool.verdicts import current
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image
 from writerpool.state.writer import load_state
@@ -167,6 +169,13 @@ def test_two_sessions_two_writers_and_a_dirty_writer_waits_for_the_operator(
                 await client.ok("pi_session_close", {"sessionId": sid})
             assert (pool.clone(1) / "uncommitted.txt").exists()
             assert not (pool.clone(2) / "uncommitted.txt").exists()
+            # Judged at close, pi and its container gone: the verdicts are current, so the
+            # next start takes them instead of inspecting each clone again.
+            judged = [current(pool.server.paths.writer_dir(w)) for w in (w1, w2)]
+            assert [v.code if v else None for v in judged] == [
+                "writer_holds_work",
+                "writer_leasable",
+            ]
 
             # w1 holds uncommitted work: the next session skips it ...
             held = await start(client, pool)
@@ -386,7 +395,7 @@ def test_the_git_directory_cannot_be_rebuilt_with_a_hook(
     """The agent tries to rename `.git` (to leave its read-only config and hooks mounts
     behind) and rebuild it with its own hook. `.git` is a mount point of its own, so the
     rename fails; and a clone whose `.git` was tampered with is refused by the session
-    guard anyway (shown by planting the same layout from the host)."""
+    guard anyway (shown by planting the same layout from the host, under the lease)."""
     pool = make_pool(tmp_path, provider, "swp", writers=1)
     name, clone = pool.writer(1), pool.clone(1)
 
@@ -403,23 +412,26 @@ def test_the_git_directory_cannot_be_rebuilt_with_a_hook(
     assert not (clone / ".git-kept").exists() and not (clone / ".git" / "kept").exists()
     assert sorted(p.name for p in (clone / ".git" / "hooks").iterdir()) == []
 
-    # The same rebuilt layout planted from the host: the guard must refuse the writer.
-    git_dir = clone / ".git"
-    kept = clone / ".git-kept"
-    git_dir.rename(kept)
-    git_dir.mkdir()
-    kept.rename(git_dir / "kept")
-    for part in ("HEAD", "objects", "refs", "index"):
-        source = git_dir / "kept" / part
-        if source.is_dir():
-            shutil.copytree(source, git_dir / part, symlinks=True)
-        elif source.exists():
-            shutil.copy2(source, git_dir / part)
-    (git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
-    (git_dir / "hooks").mkdir()
-    hook = git_dir / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\ntouch /work/.git/hook-ran\n")
-    hook.chmod(0o755)
+    # The same rebuilt layout planted from the host, under the writer's lease as any
+    # change to a clone is (a session's verdict from its close stops being current):
+    # the guard must refuse the writer.
+    with leased(pool.server.paths.writer_dir(name), 10.0):
+        git_dir = clone / ".git"
+        kept = clone / ".git-kept"
+        git_dir.rename(kept)
+        git_dir.mkdir()
+        kept.rename(git_dir / "kept")
+        for part in ("HEAD", "objects", "refs", "index"):
+            source = git_dir / "kept" / part
+            if source.is_dir():
+                shutil.copytree(source, git_dir / part, symlinks=True)
+            elif source.exists():
+                shutil.copy2(source, git_dir / part)
+        (git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
+        (git_dir / "hooks").mkdir()
+        hook = git_dir / "hooks" / "pre-commit"
+        hook.write_text("#!/bin/sh\ntouch /work/.git/hook-ran\n")
+        hook.chmod(0o755)
 
     async def refused() -> tuple[Client, str]:
         async with connect(pool.server) as client:

@@ -90,9 +90,22 @@ def admit(
     if not_ready is not None:
         text = REASONS.get(not_ready, f"not ready ({not_ready})")
         return Admission(not_ready, text, problems, inspection, not_ready, phase)
+    return _judged(state, problems, inspection)
+
+
+def _judged(
+    state: WriterState, problems: tuple[str, ...], inspection: Inspection | None
+) -> Admission:
     if not problems:
         return Admission(LEASABLE, "a session can have it", (), inspection)
     code, text = "writer_not_at_baseline", REASONS["writer_not_at_baseline"]
     if inspection is not None:
         code, text = _work_verdict(state, inspection)
     return Admission(code, text, problems, inspection)
+
+
+def clone_verdict(paths: Paths, state: WriterState, pool: Pool, inspection: Inspection) -> Verdict:
+    """The clone's part of admit() for an inspection already made under the lease (at a
+    session's close): what the next start's guard would find, to be remembered."""
+    judged = _judged(state, tuple(problems_given(paths, state, pool, inspection)), inspection)
+    return Verdict(judged.code, judged.reason, judged.problems)

@@ -12,7 +12,7 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.admission import admit
+from writerpool.pool.admission import admit, clone_verdict
 from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
@@ -68,26 +68,62 @@ class WriterSlot:
     def look(self, role: str = "inspect") -> Inspection | str:
         """The clone as a throwaway container on the writer's host sees it (its refs and
         whether it holds uncommitted or untracked changes, judged by content) while the
-        lease is still held: at close (pi stopped first), or between turns as a read-only
-        VIEW beside pi. Else the code saying why it cannot be told (never raised)."""
+        lease is held: between turns, as a read-only VIEW beside pi (close() looks at the
+        end). Else the code saying why it cannot be told (never raised)."""
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
             return "writer_not_leased"
         try:
             return inspect_writer(self.paths, self.host, self.state, self.pool, role)
         except WriterpoolError as exc:
             log.info("writer %s not inspected: %s", self.name, exc.code)
-            return "clone_over_cap" if "over cap" in exc.message else exc.code
+            return _unseen(exc)
 
     def release(self) -> None:
         """Stop the session's container (if still there) and free the lease."""
         if not self.lease.held:
             return
         try:
-            for container in self.host.containers(LABEL_WRITER, self.name):
-                self.host.remove(container.id)
+            self._remove_containers()
             self._note_shape()
         finally:
             self.lease.release()
+
+    def close(self) -> Inspection | str:
+        """At a session's end, pi stopped: remove its container, inspect the clone once
+        and keep the guard's verdict on it, then free the lease. Nothing can change the
+        clone between this inspection and the next lease, so the next start takes the
+        verdict instead of inspecting again (the inspection is off its critical path).
+        Returns the clone as that inspection saw it (the session's final work view), or
+        the code saying why it was not inspected."""
+        if not self.lease.held:
+            return "writer_not_leased"
+        try:
+            self._remove_containers()
+            seen = self._judge()
+            if isinstance(seen, str):
+                self._note_shape()
+            return seen
+        finally:
+            self.lease.release()
+
+    def _judge(self) -> Inspection | str:
+        if self.state is None or self.paths is None or self.pool is None:
+            return "writer_not_leased"
+        if self.state.baseline is None:
+            return "writer_state_invalid"
+        wdir = self.lease.path.parent
+        count = lease_count(wdir)  # stable: the lease is held
+        try:
+            inspection = inspect_writer(self.paths, self.host, self.state, self.pool)
+        except WriterpoolError as exc:
+            log.info("writer %s not inspected at close: %s", self.name, exc.code)
+            return _unseen(exc)
+        remember(wdir, count, clone_verdict(self.paths, self.state, self.pool, inspection))
+        return inspection
+
+    def _remove_containers(self) -> None:
+        for container in self.host.containers(LABEL_WRITER, self.name):
+            self.host.remove(container.id)
 
     def _note_shape(self) -> None:
         """With the agent gone and the lease still held: a work tree whose entry count
@@ -95,6 +131,12 @@ class WriterSlot:
         clone = self.agent_dir.parent / "clone"
         if self.shape is not None and tree_entries(clone) != self.shape:
             mark_changed(self.lease.path.parent)
+
+
+def _unseen(exc: WriterpoolError) -> str:
+    """Why the clone was not seen, as the work view names it (a clone over the read
+    limits, gitops/limits.py, is told apart)."""
+    return "clone_over_cap" if "over cap" in exc.message else exc.code
 
 
 def _admit(

@@ -130,8 +130,7 @@ class Launcher:
             finally:
                 try:
                     if launched.slot is not None:
-                        launched.seen = launched.slot.look()
-                        launched.slot.release()
+                        launched.seen = launched.slot.close()
                     if launched.container is not None:
                         launched.container.remove()
                 finally:
