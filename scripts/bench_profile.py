@@ -54,9 +54,9 @@ def session_starts(env: BenchEnv, reps: int) -> None:
     env.write_config()
     env.wp_ok("control", "--apply")
     env.set_container_mode("pool")
-    config = load_config(env.paths).config
-    plan = plan_session(config, load_modes(env.paths), "pool", PROFILE, None)
-    launcher = Launcher(env.paths, config)
+    loaded = load_config(env.paths)
+    plan = plan_session(loaded.config, load_modes(env.paths), "pool", PROFILE, None)
+    launcher = Launcher(env.paths, loaded)
     for n in range(reps):
         with profiled(n == reps - 1) as profiler:
             began = time.perf_counter()

@@ -16,14 +16,19 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_collect_helpers import ready_writer, unique_alias, write_workspaces
+from tests.integration.writers_support import wp
 from tests.support.repos import make_repo, run_git
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
+from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
+from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, resolve_base
+from writerpool.gitops.bundle import base_bundle_format
 from writerpool.pool.inspect import tool_spec
-from writerpool.pool.provision import base_record
+from writerpool.pool.provision import base_record, provision
 from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime import image_tools
@@ -90,6 +95,36 @@ def test_a_local_writer_is_cloned_in_a_container_from_the_streamed_bundle(
     clone = Paths.from_env().writer_dir(state.name) / "clone"
     tracked = {p.split("/")[0] for p in run_git(repo, "ls-files").out.split()}
     assert {p.name for p in clone.iterdir()} == {".git", *tracked}
+
+
+@pytest.mark.parametrize(
+    ("origin", "copied"),
+    [
+        ("https://git.example.test/team/repo.git", True),
+        ("https://user:token@git.example.test/team/repo.git", False),
+    ],
+)
+def test_the_origin_reaches_the_clone_only_without_credentials(
+    tmp_path: Path, image_pin: Path, origin: str, copied: bool
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
+    run_git(repo, "remote", "add", "origin", origin)
+    host = PodmanHost()
+    base = resolve_base(repo, "main")
+    state = _state(host.name, base)
+    paths = Paths.from_env()
+    save_state(paths.writer_dir(state.name), state)
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    report = Report("test")
+    clone_on_host(paths, host, state, Pool(), repo, base, report)
+    remotes = _in_clone(host, state, "cd /work; git config --file .git/config --get-regexp "
+                        "'^remote\\.' || true")  # fmt: skip
+    if copied:
+        settings = dict(line.split(" ", 1) for line in remotes.splitlines())
+        assert settings["remote.origin.url"] == origin and report.codes() == []
+    else:
+        assert remotes == "" and report.codes() == ["remote_url_refused"]
+        assert "token" not in str(report.findings)
 
 
 def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]]:
@@ -228,3 +263,70 @@ def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_
             assert lines[:4] == [head, "refs/heads/main", "0", "nologs"]
         finally:
             remote.remove_storage(writer)
+
+
+@pytest.mark.remote
+def test_writer_list_shows_writers_on_two_hosts_each_read_on_its_own(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=3)
+    alias = unique_alias("two")
+    paths = write_workspaces({alias: repo})
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
+                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+    local_writer, remote_writer = ready_writer(alias), f"{alias}-w2"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        provision(paths, remote, alias, remote_writer, repo, settings, resolve_base(repo, "main"),
+                  Report("test"), Pool())  # fmt: skip
+        try:
+            code, listed = wp("writer", "list")
+            assert code in (0, 1), listed
+            rows = {r["name"]: r for r in listed["data"]["writers"] if r["workspace"] == alias}
+            assert rows[local_writer]["host"] == "local" and rows[local_writer]["leasable"]
+            there = rows[remote_writer]
+            assert (there["host"], there["phase"], there["leasable"]) == ("th", "not_ready", False)
+            # Its clone was inspected in a container on th: at its baseline, not unknown.
+            assert there["atBaseline"] is True and there["atBaselineUnknown"] is None, there
+            messages = {f["target"]: f["message"] for f in listed["findings"]}
+            assert "host th" in messages[f"writer/{alias}/{remote_writer}"]
+            assert "host local" in messages[f"writer/{alias}/{local_writer}"]
+            code, status = wp("writer", "status", remote_writer)
+            assert status["data"]["writers"][0]["host"] == "th", status
+            assert testhost.target.address not in json.dumps([listed, status])
+        finally:
+            remote.remove_storage(writer_at(paths, remote_writer, remote.name))
+
+
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_the_clone_holds_every_object_and_checks_out_clean(
+    tmp_path: Path, image_pin: Path, object_format: str
+) -> None:
+    repo = tmp_path / "operator"
+    repo.mkdir()
+    run_git(repo, "init", "-q", f"--object-format={object_format}", "--initial-branch=main")
+    make_repo(repo, 300)
+    run_git(repo, "tag", "-a", "-m", "release", "v1", "main~5")
+    host = PodmanHost()
+    state, baseline, base = _provision(host, repo, tags="reachable")
+    assert list(baseline.tags) == ["refs/tags/v1"]
+    # Read in the writer's image, as any later reader of the clone does.
+    out = _in_clone(host, state, "cd /work; g() { git -c safe.directory='*' \"$@\"; }; "
+                    "g rev-parse --show-object-format; g fsck --full --strict --no-dangling; "
+                    "g symbolic-ref HEAD; g rev-parse HEAD; g rev-list --count HEAD; "
+                    "g rev-parse 'v1^{commit}'; g status --porcelain --untracked-files=all; "
+                    "g remote")  # fmt: skip
+    fifth = run_git(repo, "rev-parse", "main~5").out.strip()
+    assert out.split() == [object_format, "refs/heads/main", base.commit, "300", fifth]
+
+
+def test_a_bundle_with_prerequisites_is_not_a_base(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "operator", 5)
+    thin = tmp_path / "thin.bundle"
+    run_git(repo, "bundle", "create", "-q", str(thin), "main", "^main~2")
+    with pytest.raises(WriterpoolError) as info:
+        base_bundle_format(thin)
+    assert info.value.code == "writer_clone_failed"

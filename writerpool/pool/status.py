@@ -27,6 +27,7 @@ from writerpool.pool.verdicts import Verdict, lease_count, remember
 from writerpool.pool.work import changed_branches
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
+from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import WriterState, load_state
 
 
@@ -258,6 +259,22 @@ def lease_refresh(
     return None, behind_by(repo, state.base.commit, current.commit)
 
 
+def _status_on(
+    paths: Paths, hosts: HostSet, loaded: LoadedConfig, state: WriterState
+) -> WriterStatus:
+    """The writer's status, read on its host; a host that cannot be reached says so."""
+    try:
+        host = hosts.get(state.host)
+    except WriterpoolError as exc:
+        return WriterStatus(
+            name=state.name, workspace=state.alias, phase=state.phase, base=state.base.name,
+            workspace_base=None, lifecycle=state.lifecycle, network=state.network,
+            host=state.host, code=exc.code, reason=f"its host cannot be reached ({exc.code})",
+            unseen=f"the clone was not inspected: host {state.host} is not reachable",
+        )  # fmt: skip
+    return status_of(paths, host, loaded, state)
+
+
 def writer_statuses(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, command: str, name: str | None
 ) -> Report:
@@ -283,8 +300,9 @@ def writer_statuses(
         if state is not None:  # a removed writer keeps only its lease file
             states.append((target, state))
     # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
-    with ThreadPoolExecutor(max_workers=PARALLEL) as workers:
-        statuses = list(workers.map(lambda s: status_of(paths, host, loaded, s[1]), states))
+    # Each writer is judged on its own host, each host over SSH connected once.
+    with HostSet(loaded.config.hosts, host) as hosts, ThreadPoolExecutor(PARALLEL) as workers:
+        statuses = list(workers.map(lambda s: _status_on(paths, hosts, loaded, s[1]), states))
     for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
         fine = status.leasable or status.code == "writer_warm"

@@ -40,6 +40,8 @@ class RemotePodman(PodmanHost):
         super().__init__(name=host.name, socket_path=socket_path)
         self.host = host
         self.forward = forward
+        self._facts: EngineFacts | None = None
+        self._images: set[str] = set()  # seen present over this connection
 
     def connected(self) -> bool:
         alive = self.forward is None or self.forward.alive()
@@ -99,7 +101,13 @@ class RemotePodman(PodmanHost):
         return done
 
     def facts(self) -> EngineFacts:
-        """The host's own: its Podman (the server), its cgroups, whether it is rootless."""
+        """The host's own: its Podman (the server), its cgroups, whether it is rootless.
+        Asked once per connection: each question is a round trip over SSH."""
+        if self._facts is None:
+            self._facts = self._ask_facts()
+        return self._facts
+
+    def _ask_facts(self) -> EngineFacts:
         found = self.cli(
             ["info", "--format", "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"],
             timeout=60,
@@ -108,8 +116,14 @@ class RemotePodman(PodmanHost):
         return EngineFacts(self.name, self.version(), cgroups == "v2", rootless == "true")
 
     def ensure_image(self, image_id: str) -> None:
-        # Present by ID on the host itself; `writerpool image push` copies it there.
-        if not self.image_exists(image_id):
+        # Present by ID on the host itself; `writerpool image transfer` copies it there.
+        # A positive answer holds for the connection: an image removed meanwhile makes
+        # the next `podman run --pull=never` fail, and its caller reports that.
+        if image_id in self._images:
+            return
+        if self.image_exists(image_id):
+            self._images.add(image_id)
+        else:
             raise WriterpoolError(
                 "image_unavailable",
                 f"the image {image_id[:12]} is not on host {self.name}; "
