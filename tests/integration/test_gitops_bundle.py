@@ -1,4 +1,6 @@
-"""Base bundles, writer clones made from them, and collected bundles imported back."""
+"""Base bundles (read back through a clone made from them) and collected bundles
+imported back. The origin a writer's clone gets is tested where the clone is made
+(test_provision_stream.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import require_tool
+from tests.support.clones import clone_bundle
 from tests.support.repos import commit_file, git_out, make_repo, run_git
-from writerpool import proc
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.gitops.bundle import (
-    OriginOutcome,
-    clone_from_bundle,
-    create_base_bundle,
-    import_bundle,
-    verify_bundle,
-)
+from writerpool.gitops.bundle import create_base_bundle, import_bundle, verify_bundle
 from writerpool.gitops.clone_read import read_refs
 from writerpool.gitops.verify import verify_clone
 
@@ -61,8 +57,7 @@ def _clone(
 ) -> Path:
     base = resolve_base(operator, name)
     bundle = create_base_bundle(operator, base, tags, tmp_path / "w" / "base.bundle")
-    result = clone_from_bundle(bundle, tmp_path / "w" / "clone", base.branch, origin)
-    return result.path
+    return clone_bundle(bundle, tmp_path / "w" / "clone", base.branch, origin)
 
 
 def test_clone_holds_the_full_history_of_the_base(operator: Path, tmp_path: Path) -> None:
@@ -118,74 +113,6 @@ def test_exporting_changes_nothing_in_the_operator_checkout(operator: Path, tmp_
     _clone(operator, tmp_path, tags=True)
     assert (_refs(operator), sorted(os.listdir(operator / ".git"))) == before
     assert sorted(os.listdir(tmp_path / "w")) == ["base.bundle", "clone"]  # no scratch left
-
-
-@pytest.mark.parametrize(
-    ("origin", "outcome", "url"),
-    [
-        ("git@example.com:org/repo.git", OriginOutcome.COPIED, "git@example.com:org/repo.git"),
-        (
-            "https://example.com/org/repo.git",
-            OriginOutcome.COPIED,
-            "https://example.com/org/repo.git",
-        ),
-        ("https://user:secret@example.com/org/repo.git", OriginOutcome.REFUSED, ""),
-        ("ssh://user@example.com/org/repo.git", OriginOutcome.REFUSED, ""),
-        ("ext::sh -c touch% x", OriginOutcome.REFUSED, ""),
-        (None, OriginOutcome.ABSENT, ""),
-    ],
-)
-def test_origin_is_copied_only_without_userinfo(
-    operator: Path, tmp_path: Path, origin: str | None, outcome: OriginOutcome, url: str
-) -> None:
-    base = resolve_base(operator, "main")
-    bundle = create_base_bundle(operator, base, False, tmp_path / "base.bundle")
-    result = clone_from_bundle(bundle, tmp_path / "clone", "main", origin)
-    assert result.origin is outcome
-    got = run_git(result.path, "config", "--get", "remote.origin.url", check=False).out.strip()
-    assert got == url
-    config = (result.path / ".git" / "config").read_text()
-    assert "secret" not in config and "base.bundle" not in config
-    assert git_out(result.path, "for-each-ref", "refs/remotes") == ""
-    assert verify_clone(result.path) == []
-
-
-def test_clone_refuses_an_existing_destination(operator: Path, tmp_path: Path) -> None:
-    base = resolve_base(operator, "main")
-    bundle = create_base_bundle(operator, base, False, tmp_path / "base.bundle")
-    (tmp_path / "clone").mkdir()
-    (tmp_path / "clone" / "keep").write_text("x")
-    with pytest.raises(WriterpoolError) as err:
-        clone_from_bundle(bundle, tmp_path / "clone", "main", None)
-    assert err.value.code == "writer_clone_failed"
-    assert (tmp_path / "clone" / "keep").exists()
-
-
-def test_clone_ignores_the_users_global_config(
-    operator: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    canary = tmp_path / "CANARY"
-    hostile = tmp_path / "hostile.gitconfig"
-    hostile.write_text(
-        f'[filter "evil"]\n\tsmudge = touch {canary}; cat\n'
-        f"[core]\n\thooksPath = {tmp_path / 'hooks'}\n"
-    )
-    (tmp_path / "hooks").mkdir()
-    hook = tmp_path / "hooks" / "post-checkout"
-    hook.write_text(f"#!/bin/sh\ntouch {canary}\n")
-    hook.chmod(0o755)
-    commit_file(operator, ".gitattributes", "*.txt filter=evil\n", "attributes")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
-    base = resolve_base(operator, "main")
-    bundle = create_base_bundle(operator, base, False, tmp_path / "base.bundle")
-    clone_from_bundle(bundle, tmp_path / "clone", "main", None)
-    assert not canary.exists()
-    # control: a plain clone with the same environment runs the filter and the hook
-    proc.run(
-        ["git", "clone", "-q", "--branch", "main", "--", str(bundle), str(tmp_path / "plain")],
-        env=dict(os.environ),
-    )
-    assert canary.exists()
 
 
 def _writer_bundle(clone: Path, tmp_path: Path, *refs: str) -> Path:

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import require_tool
+from tests.support.clones import clone_bundle
 from tests.support.repos import commit_file, git_out, make_repo, run_git
 from writerpool import proc
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
+from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.clone_read import DETACHED, read_refs
 from writerpool.gitops.limits import LIMITS
 
@@ -28,7 +29,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_git(repo, "tag", "-a", "-m", "annotated", "v1", "main~1")
     base = resolve_base(repo, "main")
     bundle = create_base_bundle(repo, base, True, root / "base.bundle")
-    return clone_from_bundle(bundle, root / "clone", "main", None).path
+    return clone_bundle(bundle, root / "clone", "main")
 
 
 @pytest.fixture

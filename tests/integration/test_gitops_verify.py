@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import require_tool
+from tests.support.clones import clone_bundle
 from tests.support.repos import make_repo, run_git
 from writerpool import proc
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.gitops.bundle import clone_from_bundle, create_base_bundle
+from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.verify import probe, require_safe_clone, verify_snapshot
 from writerpool.gitops.verify import verify_clone as verify_on_controller
@@ -30,7 +31,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = make_repo(root / "operator", commits=3, files=2)
     base = resolve_base(repo, "main")
     bundle = create_base_bundle(repo, base, False, root / "base.bundle")
-    return clone_from_bundle(bundle, root / "clone", "main", "git@example.com:o/r.git").path
+    return clone_bundle(bundle, root / "clone", "main", "git@example.com:o/r.git")
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
+from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, resolve_base
+from writerpool.gitops.bundle import base_bundle_format
 from writerpool.pool.inspect import tool_spec
 from writerpool.pool.provision import base_record, provision
 from writerpool.pool.provision_stream import clone_on_host
@@ -93,6 +95,36 @@ def test_a_local_writer_is_cloned_in_a_container_from_the_streamed_bundle(
     clone = Paths.from_env().writer_dir(state.name) / "clone"
     tracked = {p.split("/")[0] for p in run_git(repo, "ls-files").out.split()}
     assert {p.name for p in clone.iterdir()} == {".git", *tracked}
+
+
+@pytest.mark.parametrize(
+    ("origin", "copied"),
+    [
+        ("https://git.example.test/team/repo.git", True),
+        ("https://user:token@git.example.test/team/repo.git", False),
+    ],
+)
+def test_the_origin_reaches_the_clone_only_without_credentials(
+    tmp_path: Path, image_pin: Path, origin: str, copied: bool
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
+    run_git(repo, "remote", "add", "origin", origin)
+    host = PodmanHost()
+    base = resolve_base(repo, "main")
+    state = _state(host.name, base)
+    paths = Paths.from_env()
+    save_state(paths.writer_dir(state.name), state)
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    report = Report("test")
+    clone_on_host(paths, host, state, Pool(), repo, base, report)
+    remotes = _in_clone(host, state, "cd /work; git config --file .git/config --get-regexp "
+                        "'^remote\\.' || true")  # fmt: skip
+    if copied:
+        settings = dict(line.split(" ", 1) for line in remotes.splitlines())
+        assert settings["remote.origin.url"] == origin and report.codes() == []
+    else:
+        assert remotes == "" and report.codes() == ["remote_url_refused"]
+        assert "token" not in str(report.findings)
 
 
 def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]]:
@@ -267,3 +299,34 @@ def test_writer_list_shows_writers_on_two_hosts_each_read_on_its_own(
             assert testhost.target.address not in json.dumps([listed, status])
         finally:
             remote.remove_storage(writer_at(paths, remote_writer, remote.name))
+
+
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_the_clone_holds_every_object_and_checks_out_clean(
+    tmp_path: Path, image_pin: Path, object_format: str
+) -> None:
+    repo = tmp_path / "operator"
+    repo.mkdir()
+    run_git(repo, "init", "-q", f"--object-format={object_format}", "--initial-branch=main")
+    make_repo(repo, 300)
+    run_git(repo, "tag", "-a", "-m", "release", "v1", "main~5")
+    host = PodmanHost()
+    state, baseline, base = _provision(host, repo, tags="reachable")
+    assert list(baseline.tags) == ["refs/tags/v1"]
+    # Read in the writer's image, as any later reader of the clone does.
+    out = _in_clone(host, state, "cd /work; g() { git -c safe.directory='*' \"$@\"; }; "
+                    "g rev-parse --show-object-format; g fsck --full --strict --no-dangling; "
+                    "g symbolic-ref HEAD; g rev-parse HEAD; g rev-list --count HEAD; "
+                    "g rev-parse 'v1^{commit}'; g status --porcelain --untracked-files=all; "
+                    "g remote")  # fmt: skip
+    fifth = run_git(repo, "rev-parse", "main~5").out.strip()
+    assert out.split() == [object_format, "refs/heads/main", base.commit, "300", fifth]
+
+
+def test_a_bundle_with_prerequisites_is_not_a_base(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "operator", 5)
+    thin = tmp_path / "thin.bundle"
+    run_git(repo, "bundle", "create", "-q", str(thin), "main", "^main~2")
+    with pytest.raises(WriterpoolError) as info:
+        base_bundle_format(thin)
+    assert info.value.code == "writer_clone_failed"

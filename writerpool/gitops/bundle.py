@@ -1,5 +1,5 @@
-"""Bundles: the base exported from the operator's checkout, the writer's clone made
-from it, and collected work verified and imported back."""
+"""Bundles: the base exported from the operator's checkout (cloned on the writer's host:
+pool/provision_stream.py), and collected work verified and imported back."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError, failure
-from writerpool.gitops.base import BaseRef, copyable_origin
+from writerpool.gitops.base import BaseRef
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.gitops.refnames import git_format_reason, refuse_reason
 
@@ -26,19 +25,6 @@ class BundleRef:
 
     ref: str
     commit: str
-
-
-class OriginOutcome(Enum):
-    COPIED = "copied"
-    REFUSED = "refused"  # the operator's origin URL has userinfo or odd syntax
-    ABSENT = "absent"  # the operator's checkout has no origin
-
-
-@dataclass(frozen=True)
-class CloneResult:
-    path: Path
-    branch: str
-    origin: OriginOutcome
 
 
 def _object_dir(repo: Path) -> Path:
@@ -150,64 +136,6 @@ def base_bundle_format(bundle: Path) -> str:
     if prerequisites:
         raise WriterpoolError("writer_clone_failed", "a base bundle has no prerequisites")
     return fmt
-
-
-def _unbundle(bundle: Path, dest: Path, branch: str) -> None:
-    """A fresh repository at `dest` holding the bundle's refs, `branch` checked out.
-
-    This is `git clone` of the bundle without its connectivity check, a walk over every
-    object that took a third of the clone's time on a long history: a base bundle has no
-    prerequisites (refused otherwise), so the history it carries is complete, and
-    index-pack still checks every object it stores.
-    """
-    fmt, prerequisites = _base_bundle_header(bundle)
-    if prerequisites:
-        raise WriterpoolError("writer_clone_failed", "a base bundle has no prerequisites")
-    git(dest.parent, "init", "-q", "--template=", f"--object-format={fmt}",
-        f"--initial-branch={branch}", "--", str(dest.resolve()), timeout=60)  # fmt: skip
-    listed = git(dest, "bundle", "unbundle", str(bundle.resolve()), timeout=BUNDLE_TIMEOUT)
-    refs = [
-        (ref, oid)
-        for oid, _, ref in (line.partition(" ") for line in listed.out.splitlines())
-        if ref.startswith(("refs/heads/", "refs/tags/")) and "\n" not in ref
-    ]
-    if f"refs/heads/{branch}" not in {ref for ref, _ in refs}:
-        raise WriterpoolError("writer_clone_failed", "the base bundle lacks its branch")
-    updates = "".join(f"create {ref} {oid}\n" for ref, oid in refs)
-    git(dest, "update-ref", "--stdin", input=updates.encode(), timeout=300)
-    git(dest, "pack-refs", "--all", timeout=300)  # packed, as `git clone` leaves them
-    git(dest, "checkout", "-q", "-f", timeout=BUNDLE_TIMEOUT)
-
-
-def clone_from_bundle(bundle: Path, dest: Path, branch: str, origin: str | None) -> CloneResult:
-    """Make the writer's clone at `dest` (which must not exist) from a base bundle.
-
-    git runs here with the clean host environment: the clone is ours until an agent
-    touches it. `--template=` leaves it without hooks; a bundle never hard links the
-    operator's objects. The clone has no remote until `origin` is added with the
-    operator's URL when that has no userinfo (else the result says REFUSED and no
-    origin exists).
-    """
-    if git_format_reason(branch) is not None or branch.startswith("-"):
-        raise WriterpoolError("base_ref_invalid", "the branch name is not usable")
-    if dest.exists():
-        raise WriterpoolError("writer_clone_failed", "the clone directory already exists")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _unbundle(bundle, dest, branch)
-        outcome = OriginOutcome.ABSENT
-        if origin is not None:
-            outcome = OriginOutcome.REFUSED
-            if copyable_origin(origin):
-                git(dest, "remote", "add", "--", "origin", origin, timeout=60)
-                outcome = OriginOutcome.COPIED
-    except (CommandFailed, OSError) as exc:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise failure("writer_clone_failed", "cloning the base bundle failed", exc) from exc
-    except WriterpoolError:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
-    return CloneResult(path=dest, branch=branch, origin=outcome)
 
 
 def verify_bundle(repo: Path, bundle: Path) -> list[BundleRef]:
