@@ -1,7 +1,8 @@
 """Warm writers held by the pool service (`writerpool service run`) on real rootless
-Podman and real pi: a start over HTTP claims the one the service keeps warm, a warm
-writer yields to an operator's command in another process, the warm count follows a
-settings change, and a killed service leaves no warm writer behind."""
+Podman and real pi: a start over HTTP (or through a relaying `serve`) claims the one the
+service keeps warm, a warm writer yields to an operator's command in another process,
+the warm count follows a settings change, and a killed service leaves no warm writer
+behind."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.e2e.harness import connect
 from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_pool, result_value
 from tests.e2e.service_support import http_client, running_service
 from tests.integration.writers_support import codes, git, podman, wp
@@ -64,6 +66,13 @@ def _warm(writer: str) -> bool:
 def _container_id(writer: str) -> str:
     return podman("ps", "--filter", f"label=io.writerpool.writer={writer}",
                   "--format", "{{.ID}}").strip()  # fmt: skip
+
+
+async def _start_and_close_through_serve(pool: PoolEnv) -> str:
+    async with connect(pool.server) as client:
+        started = await client.ok("pi_session_start", pool.start_args())
+        await client.ok("pi_session_close", {"sessionId": started["session"]["sessionId"]})
+        return str(started["session"]["writer"])
 
 
 def test_a_start_over_http_claims_the_writer_the_service_keeps_warm(
@@ -144,6 +153,11 @@ def test_a_warm_writer_of_the_service_yields_to_commands_follows_settings_and_di
         assert "writer_warm" not in _status(w1)
         _set_warm(pool, 1)
         _until("warm at --warm 1", lambda: _warm(w1))
+        # `serve` relays to the service: its client's session claims the warm writer.
+        assert anyio.run(_start_and_close_through_serve, pool) == w1
+        [start] = [a for a in pool.server.audit_lines() if a["action"] == "pi_session_start"]
+        assert start.get("warm") is True and start["client"].startswith("serve-"), start
+        _until("warm again after the relayed session", lambda: _warm(w1))
         # Killed: the warm pi ends with its stdin, its container with it, the lease drops.
         service.proc.send_signal(signal.SIGKILL)
         service.proc.wait(10)

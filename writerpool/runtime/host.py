@@ -145,6 +145,11 @@ class WriterHost(Protocol):
         host: what the host keeps, never a path of the controller's."""
         ...
 
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        """Whether the host keeps the writer's storage `part` (one of STORAGE): a clone
+        that is gone holds nothing to lose; one that is there is judged by inspection."""
+        ...
+
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         """Make the writer's storage (private to the host's account); idempotent."""
         ...

@@ -230,6 +230,11 @@ class PodmanHost:
             raise ValueError(f"not a storage part: {part}")
         return Mount(source=writer.storage / part, target=target, read_only=read_only)
 
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        if part not in STORAGE:
+            raise ValueError(f"not a storage part: {part}")
+        return (writer.storage / part).exists()
+
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         ensure_private_dir(writer.storage)
         parts = (writer.clone, writer.agent, writer.collections, *([writer.cache] if cache else []))

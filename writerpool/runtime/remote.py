@@ -137,6 +137,10 @@ class RemotePodman(PodmanHost):
         return VolumeMount(volume=volume_name(writer.name, part), target=target,
                            read_only=read_only)  # fmt: skip
 
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        name = volume_name(writer.name, part)
+        return self.cli(["volume", "exists", name], timeout=30, check=False).returncode == 0
+
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.
         create_volumes(self, writer.name, cache=cache)
