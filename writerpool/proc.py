@@ -79,10 +79,14 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-    input: bytes | None = None,
+    input: bytes | IO[bytes] | None = None,
     check: bool = True,
 ) -> Completed:
-    """Run argv; raise CommandFailed on a non-zero exit when check is set."""
+    """Run argv; raise CommandFailed on a non-zero exit when check is set. `input` is
+    bytes, or an open file read as stdin (a stream too large to hold in memory)."""
+    stdin: int | IO[bytes] | None = subprocess.DEVNULL if input is None else None
+    if input is not None and not isinstance(input, bytes):
+        stdin, input = input, None
     try:
         proc = subprocess.run(
             list(argv),
@@ -92,7 +96,7 @@ def run(
             capture_output=True,
             timeout=timeout,
             check=False,
-            stdin=None if input is not None else subprocess.DEVNULL,
+            stdin=stdin,
         )
     except subprocess.TimeoutExpired as exc:
         raise CommandFailed(

@@ -315,3 +315,45 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         remote.remove_storage(handle)
         assert writer_volumes(remote, writer) == []
         assert not PodmanHost().cli(["volume", "ls", "-q"]).out.count(writer)
+
+
+@pytest.mark.image
+def test_a_stream_cut_by_a_killed_connection_is_writer_host_unreachable_then_one_completes(
+    testhost: Host, image_pin: Path
+) -> None:
+    """Collection's stream (WriterHost.stream) from a container on the host: the SSH
+    connection killed while the data flows is the host's failure, and a new connection
+    streams the whole of it."""
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    total = 64 * 1024 * 1024
+    command = ["sh", "-c", f"cat >/dev/null; head -c {total} /dev/zero"]
+    got: list[int] = []
+
+    def cut(remote: Any) -> Any:
+        def consume(stream: Any) -> None:
+            got.append(len(stream.read(1024 * 1024)))
+            os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
+            while chunk := stream.read(1024 * 1024):  # what was already on its way
+                got.append(len(chunk))
+            raise WriterpoolError("writer_collect_failed", "the stream ended inside the bundle")
+
+        return consume
+
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-cut-{secrets.token_hex(3)}",
+                             workdir="/tmp")  # fmt: skip
+        with pytest.raises(WriterpoolError) as exc:
+            remote.stream(spec, command, timeout=300, input=b"request", consume=cut(remote))
+        assert exc.value.code == "writer_host_unreachable"
+        assert testhost.target.address not in exc.value.message
+    assert got[0] == 1024 * 1024 and sum(got) < total
+    received: list[int] = []
+    with connect("th", testhost) as again:
+        whole = spec.model_copy(update={"name": f"{spec.name}-again"})
+
+        def count(stream: Any) -> None:
+            received.extend(iter(lambda: len(stream.read(1 << 20)), 0))
+
+        done = again.stream(whole, command, timeout=300, input=b"request", consume=count)
+        assert done.returncode == 0 and sum(received) == total

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from writerpool.gitops.clone_read import CloneRefs
 from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
 from writerpool.mcp.answers import LIST_BYTES, fit_list, within_cap
 from writerpool.sessions.turns import PAGE_JSON_BYTES, page_of
-from writerpool.sessions.work import clone_work
+from writerpool.sessions.work import CloneRefs, clone_work
 
 COMMIT = "a" * 40
 

@@ -67,8 +67,7 @@ def guard(
     """May this destructive operation go ahead? Reports writer_uncollected when not.
     A plan (`apply` False) says what --apply would discard; nothing is discarded yet."""
     target = _target(state)
-    clone = writer_of(paths, state).clone
-    if state.baseline is None or not clone.exists():
+    if state.baseline is None or not host.storage_present(writer_of(paths, state), "clone"):
         return True  # never handed to a session, or no clone left: nothing to lose
     lost = "its clone, which could not be inspected"
     try:

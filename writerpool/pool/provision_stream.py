@@ -21,6 +21,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
 from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
+from writerpool.pool.clonetool.provision import REQUEST_VAR
 from writerpool.pool.inspect import tool_spec
 from writerpool.proc import CommandFailed
 from writerpool.report import Report, sanitize
@@ -80,7 +81,7 @@ def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
         raise WriterpoolError("writer_clone_failed", "the provisioning answer is invalid") from exc
 
 
-def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: str) -> bytes:
+def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: str) -> str:
     origin = origin_url(repo)
     if origin is not None and not copyable_origin(origin):
         report.add("remote_url_refused", "warning", target,
@@ -90,7 +91,9 @@ def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: st
         "branch": base.branch, "commit": base.commit, "object_format": base_bundle_format(bundle),
         "origin": origin, "max_bytes": bundle.stat().st_size,
     }  # fmt: skip
-    return json.dumps(request).encode() + b"\n"
+    # In the container's environment: nothing secret (an origin with credentials is
+    # never copied), and stdin stays the bundle alone.
+    return json.dumps(request)
 
 
 def clone_on_host(
@@ -106,22 +109,23 @@ def clone_on_host(
     return its baseline, verified against the base. The caller holds the lease."""
     target = f"writer/{state.alias}/{state.name}"
     tags = state.tags == "reachable"
-    # On the controller, beside the writer's state; gone before the container starts.
+    # On the controller, beside the writer's state, while it is streamed from the file.
     bundle = paths.writer_dir(state.name) / BUNDLE
     bundle.unlink(missing_ok=True)  # left by a provisioning killed midway
     try:
         create_base_bundle(repo, base, tags, bundle)
-        data = _request(repo, base, bundle, report, target) + bundle.read_bytes()
-    finally:
-        bundle.unlink(missing_ok=True)
-    spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
-    try:
-        done = host.run(spec, ["python3", "-m", "clonetool", "provision"],
-                        timeout=PROVISION_TIMEOUT, input=data)  # fmt: skip
+        spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
+        request = _request(repo, base, bundle, report, target)
+        spec = spec.model_copy(update={"env": {**spec.env, REQUEST_VAR: request}})
+        with bundle.open("rb") as stream:
+            done = host.run(spec, ["python3", "-m", "clonetool", "provision"],
+                            timeout=PROVISION_TIMEOUT, input=stream)  # fmt: skip
     except CommandFailed as exc:
         raise failure(
             "writer_clone_failed", "the provisioning container did not finish", exc
         ) from exc
+    finally:
+        bundle.unlink(missing_ok=True)
     baseline = _baseline(_parse(done.stdout, done.stderr, done.returncode))
     if baseline != expected_baseline(repo, base, tags):
         raise WriterpoolError(

@@ -30,7 +30,7 @@ from writerpool.state.writer import WriterState, load_state
 def holds_nothing(ctx: PoolContext, state: WriterState) -> bool:
     """True when removing the writer loses nothing: no work and no stash. Raises
     (writer_inspect_failed, ...) when the clone cannot be inspected: callers fail closed."""
-    if state.baseline is None or not writer_of(ctx.paths, state).clone.exists():
+    if state.baseline is None or not ctx.host.storage_present(writer_of(ctx.paths, state), "clone"):
         return True
     inspection = inspect_writer(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
     return not inspection.stash and work_digest(inspection, state.baseline) is None

@@ -16,7 +16,7 @@ from writerpool.pool.admission import admit, clone_verdict
 from writerpool.pool.choose import candidates, tree_entries
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
-from writerpool.pool.inspect import inspect_writer
+from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.lease import Lease
 from writerpool.pool.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
 from writerpool.pool.verdicts import (
@@ -65,18 +65,18 @@ class WriterSlot:
         # Podman needs the account's real home (its storage), whatever HOME says.
         return self.host.attach_env()
 
-    def uncommitted(self, role: str = "inspect") -> bool | None:
-        """Whether the clone holds uncommitted or untracked changes, judged by content in
-        a throwaway container while the lease is held: between turns, as a read-only
-        VIEW beside pi (close() judges the clone at the end). None when that cannot be
-        told."""
+    def look(self, role: str = "inspect") -> Inspection | str:
+        """The clone as a throwaway container on the writer's host sees it (its refs and
+        whether it holds uncommitted or untracked changes, judged by content) while the
+        lease is held: between turns, as a read-only VIEW beside pi (close() looks at the
+        end). Else the code saying why it cannot be told (never raised)."""
         if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
-            return None
+            return "writer_not_leased"
         try:
-            return inspect_writer(self.paths, self.host, self.state, self.pool, role).dirty
+            return inspect_writer(self.paths, self.host, self.state, self.pool, role)
         except WriterpoolError as exc:
-            log.info("writer %s not inspected at close: %s", self.name, exc.code)
-            return None
+            log.info("writer %s not inspected: %s", self.name, exc.code)
+            return _unseen(exc)
 
     def release(self) -> None:
         """Stop the session's container (if still there) and free the lease."""
@@ -88,37 +88,38 @@ class WriterSlot:
         finally:
             self.lease.release()
 
-    def close(self) -> bool | None:
+    def close(self) -> Inspection | str:
         """At a session's end, pi stopped: remove its container, inspect the clone once
         and keep the guard's verdict on it, then free the lease. Nothing can change the
         clone between this inspection and the next lease, so the next start takes the
         verdict instead of inspecting again (the inspection is off its critical path).
-        Returns whether the clone holds uncommitted changes (None: unknown)."""
+        Returns the clone as that inspection saw it (the session's final work view), or
+        the code saying why it was not inspected."""
         if not self.lease.held:
-            return None
+            return "writer_not_leased"
         try:
             self._remove_containers()
-            dirty = self._judge()
-            if dirty is None:
+            seen = self._judge()
+            if isinstance(seen, str):
                 self._note_shape()
-            return dirty
+            return seen
         finally:
             self.lease.release()
 
-    def _judge(self) -> bool | None:
+    def _judge(self) -> Inspection | str:
         if self.state is None or self.paths is None or self.pool is None:
-            return None
+            return "writer_not_leased"
         if self.state.baseline is None:
-            return None
+            return "writer_state_invalid"
         wdir = self.lease.path.parent
         count = lease_count(wdir)  # stable: the lease is held
         try:
             inspection = inspect_writer(self.paths, self.host, self.state, self.pool)
         except WriterpoolError as exc:
             log.info("writer %s not inspected at close: %s", self.name, exc.code)
-            return None
+            return _unseen(exc)
         remember(wdir, count, clone_verdict(self.paths, self.state, self.pool, inspection))
-        return inspection.dirty
+        return inspection
 
     def _remove_containers(self) -> None:
         for container in self.host.containers(LABEL_WRITER, self.name):
@@ -130,6 +131,12 @@ class WriterSlot:
         clone = self.agent_dir.parent / "clone"
         if self.shape is not None and tree_entries(clone) != self.shape:
             mark_changed(self.lease.path.parent)
+
+
+def _unseen(exc: WriterpoolError) -> str:
+    """Why the clone was not seen, as the work view names it (a clone over the read
+    limits, gitops/limits.py, is told apart)."""
+    return "clone_over_cap" if "over cap" in exc.message else exc.code
 
 
 def _admit(

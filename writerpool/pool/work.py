@@ -89,7 +89,7 @@ def has_uncollected_work(paths: Paths, host: WriterHost, state: WriterState, poo
     Inspects the clone in a throwaway container; raises (writer_inspect_failed,
     image_unavailable, ...) when that cannot be done, so callers fail closed.
     """
-    if state.baseline is None or not writer_of(paths, state).clone.exists():
+    if state.baseline is None or not host.storage_present(writer_of(paths, state), "clone"):
         return False  # never handed to a session, or no clone left: nothing to lose
     inspection = inspect_writer(paths, host, state, pool)
     return uncollected_reason(inspection, state) is not None

@@ -102,7 +102,7 @@ class WriterHost(Protocol):
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
     ) -> Completed:
         """Run a disposable container to completion: `input` on its stdin, its stdout and
         stderr captured."""
@@ -143,6 +143,11 @@ class WriterHost(Protocol):
     ) -> Mount | VolumeMount:
         """The writer's storage `part` (one of STORAGE) as a mount of a container on this
         host: what the host keeps, never a path of the controller's."""
+        ...
+
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        """Whether the host keeps the writer's storage `part` (one of STORAGE): a clone
+        that is gone holds nothing to lose; one that is there is judged by inspection."""
         ...
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:

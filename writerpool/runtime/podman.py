@@ -126,7 +126,7 @@ class PodmanHost:
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
         check: bool = True,
     ) -> Completed:
         try:
@@ -165,7 +165,7 @@ class PodmanHost:
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
     ) -> Completed:
         """Run a disposable container to completion; stdout and stderr captured."""
         return self.cli(
@@ -229,6 +229,11 @@ class PodmanHost:
         if part not in STORAGE:
             raise ValueError(f"not a storage part: {part}")
         return Mount(source=writer.storage / part, target=target, read_only=read_only)
+
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        if part not in STORAGE:
+            raise ValueError(f"not a storage part: {part}")
+        return (writer.storage / part).exists()
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         ensure_private_dir(writer.storage)

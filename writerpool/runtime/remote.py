@@ -55,7 +55,7 @@ class RemotePodman(PodmanHost):
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | None = None,
+        input: bytes | IO[bytes] | None = None,
         check: bool = True,
     ) -> Completed:
         try:
@@ -136,6 +136,10 @@ class RemotePodman(PodmanHost):
         # The host's named volume: a path of the controller would resolve on the host.
         return VolumeMount(volume=volume_name(writer.name, part), target=target,
                            read_only=read_only)  # fmt: skip
+
+    def storage_present(self, writer: Writer, part: str) -> bool:
+        name = volume_name(writer.name, part)
+        return self.cli(["volume", "exists", name], timeout=30, check=False).returncode == 0
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.

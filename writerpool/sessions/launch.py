@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.host import EgressHost
     from writerpool.egress.model import EgressRecord
+    from writerpool.pool.inspect import Inspection
     from writerpool.pool.readonly import ReadonlyContainer
     from writerpool.pool.sessions import WriterSlot
     from writerpool.pool.warm import WarmPool, WarmWriter
@@ -68,7 +69,8 @@ class Launched:
     grant: Grant  # the session's egress: ended at close
     scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
-    uncommitted: bool | None = None  # a writer session's clone at close (None: unknown)
+    # A writer session's clone as seen at close (pool/sessions.py WriterSlot.look).
+    seen: Inspection | str | None = None
     container: ReadonlyContainer | None = None  # a read-only session's
     warm: bool = False  # the session claimed a writer the pool service kept warm
 
@@ -128,7 +130,7 @@ class Launcher:
             finally:
                 try:
                     if launched.slot is not None:
-                        launched.uncommitted = launched.slot.close()
+                        launched.seen = launched.slot.close()
                     if launched.container is not None:
                         launched.container.remove()
                 finally:

@@ -23,7 +23,6 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.answers import LIST_BYTES, LIST_NAMED, fit_list
 from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
-from writerpool.runtime.host import writer_at
 from writerpool.sessions.launch import Agent, Launcher
 from writerpool.sessions.placement import (
     SessionPlan,
@@ -34,7 +33,7 @@ from writerpool.sessions.placement import (
 from writerpool.sessions.progress import Progress
 from writerpool.sessions.session import Session
 from writerpool.sessions.turns import now_iso, progress_line, turn_view
-from writerpool.sessions.work import read_clone
+from writerpool.sessions.work import CloneRefs
 
 if TYPE_CHECKING:
     from writerpool.pool.warm import WarmPool
@@ -200,9 +199,9 @@ class SessionManager:
             if launched.slot is not None and launched.slot.prepared:
                 progress.say(f"writer {launched.writer}: {launched.slot.prepared}")
             progress.say(f"writer {launched.writer} started")
-            session.clone = writer_at(self._paths, launched.writer).clone
-            refs = read_clone(session.clone)
-            session.start_refs = None if isinstance(refs, str) else refs
+            state = launched.slot.state if launched.slot is not None else None
+            if state is not None and state.baseline is not None:
+                session.start_refs = CloneRefs.of_baseline(state.baseline)
         return session
 
     def close(self, session_id: str) -> dict[str, Any]:
@@ -218,7 +217,7 @@ class SessionManager:
                         self._launcher.stop(launched, self._close_seconds())
                     finally:
                         session.keep_final_turns(launched.agent)
-                        session.uncommitted = launched.uncommitted
+                        session.closing = launched.seen
                         session.keep_final_work()
                         session.launched = None
         self._forget_old_tombstones()

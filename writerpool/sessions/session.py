@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from writerpool.errors import WriterpoolError
@@ -14,12 +13,18 @@ from writerpool.gitops.limits import LIMITS
 from writerpool.sessions.launch import Agent, Launched
 from writerpool.sessions.placement import SessionPlan
 from writerpool.sessions.turns import Snapshot
-from writerpool.sessions.work import clone_work, other_work, read_clone
+from writerpool.sessions.work import CloneRefs, clone_work, other_work
 
 if TYPE_CHECKING:
-    from writerpool.gitops.clone_read import CloneRefs
+    from writerpool.pool.inspect import Inspection
 
 log = logging.getLogger(__name__)
+
+
+def _split(seen: Inspection | str) -> tuple[CloneRefs | str, bool | None]:
+    if isinstance(seen, str):
+        return seen, None
+    return CloneRefs.seen(seen), seen.dirty
 
 
 @dataclass(frozen=True)
@@ -68,15 +73,13 @@ class Session:
     final_turns: dict[str, Kept] = field(default_factory=dict)
     closed_at: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # A container session's clone, its refs when the session began, and (once closed)
-    # its work as it was at close.
-    clone: Path | None = None
+    # A container session's refs when it began, and (once closed) its work at close.
     start_refs: CloneRefs | None = None
     final_work: dict[str, Any] | None = None
-    unread: str | None = None  # why the clone's refs could not be read, last time
-    uncommitted: bool | None = None  # known at close: the clone's uncommitted changes
-    # Between turns: (the last turn id, whether the clone held uncommitted changes then).
-    checked: tuple[str, bool | None] | None = None
+    unread: str | None = None  # why the clone could not be seen, last time
+    closing: Inspection | str | None = None  # the clone as seen at close
+    # Between turns: (the last turn id, the clone as a view container saw it then).
+    checked: tuple[str, Inspection | str] | None = None
 
     def last_turn(self) -> str | None:
         return next(reversed(self.turns), None) if self.turns else None
@@ -117,38 +120,38 @@ class Session:
                 return self.final_work
             shown = self.final_work["branchesChanged"][:most]
             return {**self.final_work, "branchesChanged": shown, "truncated": True}
-        if self.clone is None or self.writer is None:
+        if self.start_refs is None or self.writer is None:
             return other_work(self.plan.read_only)
-        now = read_clone(self.clone)
+        now, uncommitted = self._seen_now()
         if isinstance(now, str) and now != self.unread:
-            log.warning("session %s: writer clone refs unreadable: %s", self.id, now)
+            log.warning("session %s: writer clone not seen: %s", self.id, now)
         self.unread = now if isinstance(now, str) else None  # logged once per change
-        return clone_work(self.writer, self.start_refs, now, self._uncommitted_now(), most)
+        return clone_work(self.writer, self.start_refs, now, uncommitted, most)
 
     def keep_final_work(self) -> None:
         """Keep the bounded summary only: the refs read at start go with the agent."""
         self.final_work = self.work()
         self.start_refs = None
-        self.clone = None
+        self.closing = None
 
-    def _uncommitted_now(self) -> bool | None:
-        """Whether the clone holds uncommitted changes: as judged at close, or between
-        turns in a read-only view container beside pi, once per turn (None while a turn
-        runs, or when it cannot be told)."""
+    def _seen_now(self) -> tuple[CloneRefs | str, bool | None]:
+        """The clone's refs and whether it holds uncommitted changes: as seen at close,
+        or between turns in a read-only view container beside pi, once per turn. While a
+        turn runs, the refs of the last look and None (it cannot be told)."""
         launched = self.launched
         if self.closed_at is not None or launched is None or launched.slot is None:
-            return self.uncommitted
+            return _split(self.closing if self.closing is not None else "writer_not_leased")
         last = self.last_turn()
-        if last is None:
-            return False  # the lease admitted the writer at its baseline
-        if self.checked is not None and self.checked[0] == last:
-            return self.checked[1]
-        if self.state() != "idle":
-            return None
-        from writerpool.pool.inspect import VIEW  # noqa: PLC0415 - pool code on use
+        if last is None or self.start_refs is None:
+            return self.start_refs or "writer_not_leased", False  # admitted at its baseline
+        if self.checked is None or self.checked[0] != last:
+            if self.state() != "idle":
+                earlier = _split(self.checked[1])[0] if self.checked else self.start_refs
+                return earlier, None
+            from writerpool.pool.inspect import VIEW  # noqa: PLC0415 - pool code on use
 
-        self.checked = (last, launched.slot.uncommitted(VIEW))
-        return self.checked[1]
+            self.checked = (last, launched.slot.look(VIEW))
+        return _split(self.checked[1])
 
     def keep_final_turns(self, agent: Agent) -> None:
         for public, own in self.turns.items():

@@ -1,5 +1,6 @@
-"""Where a session's work is: the writer clone's head and the branches it changed,
-read with dulwich (the host never runs git in a writer's clone).
+"""Where a session's work is: the writer clone's head and the branches it changed, as
+a throwaway container on the writer's host saw them (pool/sessions.py WriterSlot.look);
+the controller never reads the clone.
 
 A summary, bounded whatever the clone holds: at most `listed` changed branches are
 named (and at most `listed_bytes` of JSON text of them), the rest counted, with
@@ -10,14 +11,14 @@ says so and names nothing.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from writerpool.errors import WriterpoolError
 from writerpool.gitops.limits import LIMITS
 
 if TYPE_CHECKING:
-    from writerpool.gitops.clone_read import CloneRefs
+    from writerpool.pool.inspect import Inspection
+    from writerpool.state.writer import Baseline
 
 UNCOMMITTED_NOTE = " It also holds uncommitted or untracked changes, collected as <branch>-wip."
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
@@ -31,15 +32,22 @@ def collect_note(writer: str) -> str:
     )
 
 
-def read_clone(clone: Path) -> CloneRefs | str:
-    """The clone's refs, or the code saying why they cannot be read now (not raised;
-    the session logs it once)."""
-    from writerpool.gitops.clone_read import read_refs  # noqa: PLC0415 - dulwich on use
+@dataclass(frozen=True)
+class CloneRefs:
+    """A clone's HEAD and branches (short names), as the work view compares them."""
 
-    try:
-        return read_refs(clone)
-    except WriterpoolError as exc:
-        return exc.code
+    head: str
+    head_commit: str | None
+    branches: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def seen(cls, inspection: Inspection) -> CloneRefs:
+        return cls(inspection.head, inspection.head_commit, dict(inspection.branches))
+
+    @classmethod
+    def of_baseline(cls, baseline: Baseline) -> CloneRefs:
+        """A session starts on a writer the guard found exactly at its baseline."""
+        return cls(baseline.head, baseline.commit, dict(baseline.branches))
 
 
 def changed_branches(start: dict[str, str], now: dict[str, str]) -> list[dict[str, Any]]:

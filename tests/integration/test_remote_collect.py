@@ -1,0 +1,157 @@
+"""Collection from a writer on the test host over SSH: the bundle streams out of a
+throwaway container there (its clone a volume of that host) and is imported here as
+review refs, the same code as the local host's. A connection lost before or while the
+bundle streams is writer_host_unreachable and changes nothing; the next collection over
+a new connection completes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_collect_helpers import collected
+from tests.integration.test_provision_stream import _in_clone_rw, _provision
+from tests.integration.test_remote_host import _forwarder_pid
+from tests.integration.writers_support import write_workspaces
+from tests.support.repos import make_repo
+from writerpool.config.hosts import Host
+from writerpool.config.models import load_config
+from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.pool.collect import collect_writer
+from writerpool.pool.inspect import tool_spec
+from writerpool.report import Report
+from writerpool.runtime.host import writer_at
+from writerpool.runtime.image_transfer import transfer_image
+from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.remote import RemotePodman, connect
+from writerpool.state.writer import WriterState, load_state, save_state
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.remote]
+
+# Committed as the agent would; random bytes keep the bundle large enough to be cut.
+WORK = (
+    "cd /work; g='git -c safe.directory=* -c user.name=a -c user.email=a@a.test'; "
+    "$g checkout -q -b feature; head -c {size} /dev/urandom > big.bin; $g add big.bin; "
+    "$g commit -q -m big; echo wip > wip.txt"
+)
+
+
+@pytest.fixture
+def remote_writer(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> Iterator[tuple[Path, WriterState]]:
+    """A writer provisioned on the test host, its workspace configured here."""
+    repo = make_repo(tmp_path / "checkout", commits=3, files=2)
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        state, baseline, _ = _provision(remote, repo)
+    state = state.model_copy(update={"baseline": baseline})
+    write_workspaces({state.alias: repo})
+    save_state(Paths.from_env().writer_dir(state.name), state)
+    saved = load_state(Paths.from_env().writer_dir(state.name))  # as recorded, stamped
+    assert saved is not None
+    try:
+        yield repo, saved
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), state.name, remote.name))
+
+
+def _collect(remote: RemotePodman, state: WriterState) -> Report:
+    report = Report("writer collect")
+    paths = Paths.from_env()
+    collect_writer(paths, remote, load_config(paths), state, report)
+    return report
+
+
+def _unchanged(repo: Path, state: WriterState) -> None:
+    """Nothing imported, nothing recorded, no bundle kept."""
+    paths = Paths.from_env()
+    assert collected(repo, state.name) == {}
+    assert load_state(paths.writer_dir(state.name)) == state
+    kept = paths.writer_dir(state.name) / "collections"
+    assert not kept.is_dir() or list(kept.iterdir()) == []
+
+
+def _cut_when_streaming(
+    remote: RemotePodman, state: WriterState
+) -> tuple[threading.Event, threading.Event]:
+    """Kill the SSH forward once part of the bundle has arrived here."""
+    incoming = Paths.from_env().writer_dir(state.name) / "collections"
+    stop, cut = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.005):  # bounded: the collect ends, and `stop` is set
+            if any(p.stat().st_size > 0 for p in incoming.glob(".incoming-*/collect.bundle")):
+                os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
+                cut.set()
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+    return stop, cut
+
+
+def test_a_remote_writers_work_is_collected_through_the_stream(
+    remote_writer: tuple[Path, WriterState], testhost: Host
+) -> None:
+    repo, state = remote_writer
+    with connect("th", testhost) as remote:
+        _in_clone_rw(remote, state, WORK.format(size=4096))
+        report = _collect(remote, state)
+        # The collect container's only mount is the clone volume of the host.
+        spec = tool_spec(
+            Paths.from_env(), remote, state, load_config(Paths.from_env()).config.pool, "inspect"
+        )
+        argv = spec.run_argv(["python3", "-m", "clonetool", "collect"], interactive=True)
+    mounts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--mount"]
+    print("\ncollect container mounts:", mounts)
+    assert mounts == [f"type=volume,src=writerpool-{state.name}-clone,dst=/work,ro=true"]
+    assert [f.code for f in report.findings] == ["writer_collected"], report.findings
+    got = collected(repo, state.name)
+    assert set(got) == {"feature", "feature-wip"}
+    recorded = load_state(Paths.from_env().writer_dir(state.name))
+    assert recorded is not None and recorded.collection is not None
+    assert recorded.collection.complete and recorded.host == "th"
+
+
+def test_collect_on_an_unreachable_host_refuses_and_changes_nothing(
+    remote_writer: tuple[Path, WriterState], testhost: Host
+) -> None:
+    repo, state = remote_writer
+    with connect("th", testhost) as remote:
+        _in_clone_rw(remote, state, WORK.format(size=4096))
+        os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
+        with pytest.raises(WriterpoolError) as exc:
+            _collect(remote, state)
+        assert exc.value.code == "writer_host_unreachable"
+        assert testhost.target.address not in exc.value.message
+    _unchanged(repo, state)
+
+
+def test_a_connection_killed_while_the_bundle_streams_changes_nothing_and_the_next_completes(
+    remote_writer: tuple[Path, WriterState], testhost: Host
+) -> None:
+    repo, state = remote_writer
+    with connect("th", testhost) as remote:
+        _in_clone_rw(remote, state, WORK.format(size=40_000_000))
+        stop, cut = _cut_when_streaming(remote, state)
+        try:
+            with pytest.raises(WriterpoolError) as exc:
+                _collect(remote, state)
+        finally:
+            stop.set()
+        assert cut.is_set(), "the collect ended before any of the bundle arrived"
+        assert exc.value.code == "writer_host_unreachable", exc.value.message
+    _unchanged(repo, state)
+    with connect("th", testhost) as again:
+        report = _collect(again, state)
+    assert [f.code for f in report.findings] == ["writer_collected"], report.findings
+    assert set(collected(repo, state.name)) == {"feature", "feature-wip"}
