@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -115,7 +116,7 @@ def run_streamed(
     *,
     env: Mapping[str, str] | None,
     timeout: float,
-    input: bytes,
+    input: bytes | IO[bytes],
     consume: Callable[[IO[bytes]], None],
 ) -> Completed:
     """Run argv with `input` on its stdin while `consume` reads its stdout as it comes
@@ -181,12 +182,15 @@ def _drain_tail(proc: Process, tail: bytearray) -> None:
             del tail[:-STDERR_TAIL]
 
 
-def _feed(proc: Process, data: bytes) -> None:
+def _feed(proc: Process, data: bytes | IO[bytes]) -> None:
     stream = proc.stdin
     if stream is None:
         return
     with contextlib.suppress(OSError, ValueError):  # the command may exit without reading
-        stream.write(data)
+        if isinstance(data, bytes):
+            stream.write(data)
+        else:
+            shutil.copyfileobj(data, stream)  # a file: in chunks, never whole in memory
         stream.close()
 
 

@@ -1,6 +1,6 @@
 """The provisioning container's answer is hostile input: bounded, parsed into a model,
 and turned into a baseline only from refs it names; the container reads one bounded
-request line before the bundle."""
+request (from its environment; stdin is the bundle)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from writerpool.errors import WriterpoolError
 from writerpool.pool.clonetool.gitrun import ToolError
 from writerpool.pool.clonetool.provision import MAX_REQUEST, read_request
-from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse
+from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse, _read_answer
 
 OID = "a" * 40
 GOOD = {"head": "refs/heads/main", "commit": OID, "size": 10,
@@ -44,15 +44,21 @@ def test_a_bad_answer_is_writer_clone_failed(stdout: bytes, returncode: int) -> 
 
 
 @pytest.mark.parametrize(
-    "stream",
-    [b"", b'{"branch": "main"}', b"[1]\n", b"x" * (MAX_REQUEST + 2) + b"\n", b"not json\n"],
+    "text", [None, "", '{"branch": "main"', "[1]", "x" * (MAX_REQUEST + 1), "not json"]
 )
-def test_the_container_refuses_a_request_line_it_cannot_read(stream: bytes) -> None:
+def test_the_container_refuses_a_request_it_cannot_read(text: str | None) -> None:
     with pytest.raises((ToolError, ValueError)):
-        read_request(io.BytesIO(stream))
+        read_request(text)
 
 
-def test_the_request_line_is_read_and_the_bundle_left_on_the_stream() -> None:
-    stream = io.BytesIO(b'{"branch": "main"}\n# v2 git bundle\n')
-    assert read_request(stream) == {"branch": "main"}
-    assert stream.read() == b"# v2 git bundle\n"
+def test_the_request_is_read_from_its_text() -> None:
+    assert read_request('{"branch": "main"}') == {"branch": "main"}
+
+
+def test_an_answer_past_its_bound_is_refused_as_it_is_read() -> None:
+    answer = bytearray()
+    _read_answer(io.BytesIO(b"{}"), answer)
+    assert answer == b"{}"
+    with pytest.raises(WriterpoolError) as exc:
+        _read_answer(io.BytesIO(b" " * (MAX_ANSWER + 1)), bytearray())
+    assert exc.value.code == "writer_clone_failed"

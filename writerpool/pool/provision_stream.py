@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,6 +22,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
 from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
+from writerpool.pool.clonetool.provision import REQUEST_VAR
 from writerpool.pool.inspect import tool_spec
 from writerpool.proc import CommandFailed
 from writerpool.report import Report, sanitize
@@ -60,6 +62,15 @@ def _baseline(answer: ProvisionAnswer) -> Baseline:
     return Baseline(head=answer.head, commit=answer.commit, branches=heads, tags=tags)
 
 
+def _read_answer(out: IO[bytes], answer: bytearray) -> None:
+    """The container's stdout, refused past MAX_ANSWER as it comes (the container is
+    then removed)."""
+    for chunk in iter(lambda: out.read(65536), b""):  # bounded by MAX_ANSWER
+        answer.extend(chunk)
+        if len(answer) > MAX_ANSWER:
+            raise WriterpoolError("writer_clone_failed", "the provisioning answer is too large")
+
+
 def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
     if len(stdout) > MAX_ANSWER:
         raise WriterpoolError("writer_clone_failed", "the provisioning answer is too large")
@@ -80,7 +91,7 @@ def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
         raise WriterpoolError("writer_clone_failed", "the provisioning answer is invalid") from exc
 
 
-def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: str) -> bytes:
+def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: str) -> str:
     origin = origin_url(repo)
     if origin is not None and not copyable_origin(origin):
         report.add("remote_url_refused", "warning", target,
@@ -90,7 +101,9 @@ def _request(repo: Path, base: BaseRef, bundle: Path, report: Report, target: st
         "branch": base.branch, "commit": base.commit, "object_format": base_bundle_format(bundle),
         "origin": origin, "max_bytes": bundle.stat().st_size,
     }  # fmt: skip
-    return json.dumps(request).encode() + b"\n"
+    # In the container's environment: nothing secret (an origin with credentials is
+    # never copied), and stdin stays the bundle alone.
+    return json.dumps(request)
 
 
 def clone_on_host(
@@ -106,23 +119,26 @@ def clone_on_host(
     return its baseline, verified against the base. The caller holds the lease."""
     target = f"writer/{state.alias}/{state.name}"
     tags = state.tags == "reachable"
-    # On the controller, beside the writer's state; gone before the container starts.
+    # On the controller, beside the writer's state, while it is streamed from the file.
     bundle = paths.writer_dir(state.name) / BUNDLE
     bundle.unlink(missing_ok=True)  # left by a provisioning killed midway
     try:
         create_base_bundle(repo, base, tags, bundle)
-        data = _request(repo, base, bundle, report, target) + bundle.read_bytes()
-    finally:
-        bundle.unlink(missing_ok=True)
-    spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
-    try:
-        done = host.run(spec, ["python3", "-m", "clonetool", "provision"],
-                        timeout=PROVISION_TIMEOUT, input=data)  # fmt: skip
+        spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
+        request = _request(repo, base, bundle, report, target)
+        spec = spec.model_copy(update={"env": {**spec.env, REQUEST_VAR: request}})
+        answer = bytearray()
+        with bundle.open("rb") as stream:
+            done = host.stream(spec, ["python3", "-m", "clonetool", "provision"],
+                               timeout=PROVISION_TIMEOUT, input=stream,
+                               consume=lambda out: _read_answer(out, answer))  # fmt: skip
     except CommandFailed as exc:
         raise failure(
             "writer_clone_failed", "the provisioning container did not finish", exc
         ) from exc
-    baseline = _baseline(_parse(done.stdout, done.stderr, done.returncode))
+    finally:
+        bundle.unlink(missing_ok=True)
+    baseline = _baseline(_parse(bytes(answer), done.stderr, done.returncode))
     if baseline != expected_baseline(repo, base, tags):
         raise WriterpoolError(
             "clone_verification_failed", "the clone on the writer's host is not at the base"

@@ -181,7 +181,7 @@ class PodmanHost:
         command: list[str],
         *,
         timeout: float,
-        input: bytes,
+        input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
         """Run a disposable container while `consume` reads its stdout as it comes."""

@@ -87,7 +87,7 @@ class RemotePodman(PodmanHost):
         command: list[str],
         *,
         timeout: float,
-        input: bytes,
+        input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
         # A stream cut short by a lost connection is the host's failure, not the data's.

@@ -1,6 +1,6 @@
 """Entry point: `python3 -m clonetool inspect|collect|reset|review`, a JSON request on
 stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it).
-`provision` reads a one-line JSON request, then the base bundle."""
+`provision` reads its request from the environment and the base bundle on stdin."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`provision`: the writer's clone made in its storage (mounted read-write at /work)
-from a base bundle streamed on stdin, after a one-line JSON request.
+from a base bundle streamed on stdin; the request (JSON) is in the environment
+(REQUEST_VAR), so stdin is the bundle alone and the controller streams it from its file.
 
 The storage is emptied first, so a provisioning killed midway is simply redone. git
 runs with the tool's own settings (gitrun.SAFE_CONFIG, no template: no hooks); the
@@ -16,15 +17,15 @@ from .gitrun import GIT_DIR, HEX, WORK, ToolError, git, git_env
 from .removal import empty_dir, remove_path
 
 MAX_REQUEST = 64 * 1024
+REQUEST_VAR = "WRITERPOOL_PROVISION"
 BUNDLE = os.path.join(GIT_DIR, "provision.bundle")
 CHUNK = 1024 * 1024
 
 
-def read_request(stream: IO[bytes]) -> dict[str, Any]:
-    line = stream.readline(MAX_REQUEST + 1)
-    if not line.endswith(b"\n"):
-        raise ToolError("the request line is missing or too long")
-    request = json.loads(line)
+def read_request(text: str | None) -> dict[str, Any]:
+    if not text or len(text) > MAX_REQUEST:
+        raise ToolError("the request is missing or too long")
+    request = json.loads(text)
     if not isinstance(request, dict):
         raise ToolError("the request is not an object")
     return request
@@ -64,7 +65,7 @@ def _refs(env: dict[str, str]) -> dict[str, str]:
 
 
 def provision(stream: IO[bytes]) -> dict[str, Any]:
-    request = read_request(stream)
+    request = read_request(os.environ.get(REQUEST_VAR))
     branch, commit, fmt = request["branch"], request["commit"], request["object_format"]
     if fmt not in ("sha1", "sha256") or not isinstance(branch, str) or branch.startswith("-"):
         raise ToolError("the request names no usable branch or object format")
