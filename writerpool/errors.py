@@ -235,7 +235,7 @@ CODES: dict[str, str] = {
     "host_config_invalid": "A host's identity or known_hosts file is missing or unreadable",
     "host_key_mismatch": "The host presented another key than the pinned one; refused",
     "host_key_unpinned": "The host's known_hosts file pins no key for its address; refused",
-    "writer_host_unsupported": "Writers cannot be provisioned on an SSH host yet; nothing changed",
+    "writer_host_unsupported": "mode set cannot place writers on an SSH host yet; nothing changed",
     "writer_host_unreachable": "The writer's host does not answer over SSH; nothing changed",
     "image_transferred": "The writer image was copied to a host and verified by its ID",
     "image_present": "The host already has the writer image, by the same ID",

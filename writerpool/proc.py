@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -79,14 +80,10 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-    input: bytes | IO[bytes] | None = None,
+    input: bytes | None = None,
     check: bool = True,
 ) -> Completed:
-    """Run argv; raise CommandFailed on a non-zero exit when check is set. `input` is
-    bytes, or an open file read as stdin (a stream too large to hold in memory)."""
-    stdin: int | IO[bytes] | None = subprocess.DEVNULL if input is None else None
-    if input is not None and not isinstance(input, bytes):
-        stdin, input = input, None
+    """Run argv; raise CommandFailed on a non-zero exit when check is set."""
     try:
         proc = subprocess.run(
             list(argv),
@@ -96,7 +93,7 @@ def run(
             capture_output=True,
             timeout=timeout,
             check=False,
-            stdin=stdin,
+            stdin=None if input is not None else subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
         raise CommandFailed(
@@ -119,7 +116,7 @@ def run_streamed(
     *,
     env: Mapping[str, str] | None,
     timeout: float,
-    input: bytes,
+    input: bytes | IO[bytes],
     consume: Callable[[IO[bytes]], None],
 ) -> Completed:
     """Run argv with `input` on its stdin while `consume` reads its stdout as it comes
@@ -185,12 +182,15 @@ def _drain_tail(proc: Process, tail: bytearray) -> None:
             del tail[:-STDERR_TAIL]
 
 
-def _feed(proc: Process, data: bytes) -> None:
+def _feed(proc: Process, data: bytes | IO[bytes]) -> None:
     stream = proc.stdin
     if stream is None:
         return
     with contextlib.suppress(OSError, ValueError):  # the command may exit without reading
-        stream.write(data)
+        if isinstance(data, bytes):
+            stream.write(data)
+        else:
+            shutil.copyfileobj(data, stream)  # a file: in chunks, never whole in memory
         stream.close()
 
 

@@ -4,6 +4,7 @@ request (from its environment; stdin is the bundle)."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from writerpool.errors import WriterpoolError
 from writerpool.pool.clonetool.gitrun import ToolError
 from writerpool.pool.clonetool.provision import MAX_REQUEST, read_request
-from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse
+from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse, _read_answer
 
 OID = "a" * 40
 GOOD = {"head": "refs/heads/main", "commit": OID, "size": 10,
@@ -52,3 +53,12 @@ def test_the_container_refuses_a_request_it_cannot_read(text: str | None) -> Non
 
 def test_the_request_is_read_from_its_text() -> None:
     assert read_request('{"branch": "main"}') == {"branch": "main"}
+
+
+def test_an_answer_past_its_bound_is_refused_as_it_is_read() -> None:
+    answer = bytearray()
+    _read_answer(io.BytesIO(b"{}"), answer)
+    assert answer == b"{}"
+    with pytest.raises(WriterpoolError) as exc:
+        _read_answer(io.BytesIO(b" " * (MAX_ANSWER + 1)), bytearray())
+    assert exc.value.code == "writer_clone_failed"

@@ -305,15 +305,16 @@ def plan_writers(ctx: PoolContext) -> bool:
 
 
 def remote_placement_supported(ctx: PoolContext) -> bool:
-    """Writers placed on a host over SSH cannot be provisioned yet: refused before
+    """Writers placed on a host over SSH are not accepted or leased yet: refused before
     anything is stored or provisioned; the plan (without --apply) shows the placement."""
     states = existing_states(ctx.paths, ctx.alias)
     new = [i for i in range(1, ctx.settings.writers + 1) if i not in states]
     remote = sorted({host_for(i, ctx.settings.placed_on()) for i in new} - {LOCAL_HOST})
     if remote:
         ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
-                       f"writers on {', '.join(remote)} cannot be provisioned yet (only the "
-                       "image, doctor and the session socket reach other hosts); nothing changed",
+                       f"writers on {', '.join(remote)} cannot be placed yet (a clone is made "
+                       "and collected there, but acceptance, the agent directory and sessions "
+                       "do not reach other hosts); nothing changed",
                        remedy="place the new writers on local (--hosts local)")  # fmt: skip
     return not remote
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,6 +60,15 @@ def _baseline(answer: ProvisionAnswer) -> Baseline:
              if r.startswith("refs/heads/")}  # fmt: skip
     tags = {r: o for r, o in answer.refs.items() if r.startswith("refs/tags/")}
     return Baseline(head=answer.head, commit=answer.commit, branches=heads, tags=tags)
+
+
+def _read_answer(out: IO[bytes], answer: bytearray) -> None:
+    """The container's stdout, refused past MAX_ANSWER as it comes (the container is
+    then removed)."""
+    for chunk in iter(lambda: out.read(65536), b""):  # bounded by MAX_ANSWER
+        answer.extend(chunk)
+        if len(answer) > MAX_ANSWER:
+            raise WriterpoolError("writer_clone_failed", "the provisioning answer is too large")
 
 
 def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
@@ -117,16 +127,18 @@ def clone_on_host(
         spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
         request = _request(repo, base, bundle, report, target)
         spec = spec.model_copy(update={"env": {**spec.env, REQUEST_VAR: request}})
+        answer = bytearray()
         with bundle.open("rb") as stream:
-            done = host.run(spec, ["python3", "-m", "clonetool", "provision"],
-                            timeout=PROVISION_TIMEOUT, input=stream)  # fmt: skip
+            done = host.stream(spec, ["python3", "-m", "clonetool", "provision"],
+                               timeout=PROVISION_TIMEOUT, input=stream,
+                               consume=lambda out: _read_answer(out, answer))  # fmt: skip
     except CommandFailed as exc:
         raise failure(
             "writer_clone_failed", "the provisioning container did not finish", exc
         ) from exc
     finally:
         bundle.unlink(missing_ok=True)
-    baseline = _baseline(_parse(done.stdout, done.stderr, done.returncode))
+    baseline = _baseline(_parse(bytes(answer), done.stderr, done.returncode))
     if baseline != expected_baseline(repo, base, tags):
         raise WriterpoolError(
             "clone_verification_failed", "the clone on the writer's host is not at the base"

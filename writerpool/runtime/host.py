@@ -102,7 +102,7 @@ class WriterHost(Protocol):
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | IO[bytes] | None = None,
+        input: bytes | None = None,
     ) -> Completed:
         """Run a disposable container to completion: `input` on its stdin, its stdout and
         stderr captured."""
@@ -114,7 +114,7 @@ class WriterHost(Protocol):
         command: list[str],
         *,
         timeout: float,
-        input: bytes,
+        input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
         """Run a disposable container to completion, `input` on its stdin, while `consume`

@@ -126,7 +126,7 @@ class PodmanHost:
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | IO[bytes] | None = None,
+        input: bytes | None = None,
         check: bool = True,
     ) -> Completed:
         try:
@@ -165,7 +165,7 @@ class PodmanHost:
         command: list[str],
         *,
         timeout: float = 120.0,
-        input: bytes | IO[bytes] | None = None,
+        input: bytes | None = None,
     ) -> Completed:
         """Run a disposable container to completion; stdout and stderr captured."""
         return self.cli(
@@ -181,7 +181,7 @@ class PodmanHost:
         command: list[str],
         *,
         timeout: float,
-        input: bytes,
+        input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
         """Run a disposable container while `consume` reads its stdout as it comes."""

@@ -55,7 +55,7 @@ class RemotePodman(PodmanHost):
         args: Sequence[str],
         *,
         timeout: float = 120.0,
-        input: bytes | IO[bytes] | None = None,
+        input: bytes | None = None,
         check: bool = True,
     ) -> Completed:
         try:
@@ -87,7 +87,7 @@ class RemotePodman(PodmanHost):
         command: list[str],
         *,
         timeout: float,
-        input: bytes,
+        input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
         # A stream cut short by a lost connection is the host's failure, not the data's.
