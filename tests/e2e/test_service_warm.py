@@ -25,6 +25,18 @@ from writerpool.service import tokens
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
 
 COMMIT_PROMPT = "commit-work: the feature is called ibis-2718"
+# A second coding profile whose provider is another name for the scripted one.
+OTHER_PROVIDER = """
+[profiles.other]
+permission = "coding"
+provider = "other"
+model = "scripted-model"
+thinking = "off"
+
+[providers.other]
+base_url = "http://127.0.0.1:{port}/v1"
+api_key_env = "WRITERPOOL_TEST_SCRIPTED_KEY"
+"""
 # Podman's start and pi's, on a loaded 2-core host; a bound, not a measurement.
 WARM_WITHIN = 180.0
 
@@ -129,6 +141,36 @@ def test_a_start_over_http_claims_the_writer_the_service_keeps_warm(
         True,
     )
     assert read_holder(pool.server.paths.writer_dir(w1)) is None
+
+
+def test_a_start_that_cannot_claim_the_warm_writer_makes_it_give_way(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+) -> None:
+    """The only writer is warm for the `code` profile's provider; a session of a profile
+    with another provider cannot claim it, so the service stops it and the session
+    starts cold in it (not writer_unavailable)."""
+    pool = make_pool(tmp_path, provider, "svcgive", writers=1)
+    with pool.server.paths.config_file.open("a") as config:
+        config.write(OTHER_PROVIDER.format(port=provider.port))
+    wp("mode", "set", pool.alias, "container", "--profiles", "code,other", "--writers", "1",
+       "--warm", "1", "--apply", check=True)  # fmt: skip
+    w1 = pool.writer(1)
+    token = tokens.create(pool.server.paths, "alpha")
+
+    async def scenario(url: str, warm_id: str) -> str:
+        async with http_client(url, token) as client:
+            args = {"workspace": pool.alias, "executionProfile": "other"}
+            started = await client.ok("pi_session_start", args)
+            assert started["session"]["writer"] == w1
+            assert _container_id(w1) not in ("", warm_id)  # a cold start: a new container
+            await client.ok("pi_session_close", {"sessionId": started["session"]["sessionId"]})
+            return str(started["session"]["sessionId"])
+
+    with running_service(pool.server) as service:
+        _until("the service warms the writer", lambda: _warm(w1))
+        sid = anyio.run(scenario, service.url, _container_id(w1))
+    [start] = [a for a in pool.server.audit_lines() if a["action"] == "pi_session_start"]
+    assert (start["session"], start["outcome"], start.get("warm")) == (sid, "ok", None)
 
 
 def test_a_warm_writer_of_the_service_yields_to_commands_follows_settings_and_dies_with_it(

@@ -1,5 +1,4 @@
-"""`writerpool writer collect|reset|recreate|finish|remove`: parse, call the pool on the
-writer's own host, render."""
+"""`writerpool writer collect|reset|recreate|finish|remove`: parse, call the pool, render."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool import lifecycle
 from writerpool.pool.collect import collect
-from writerpool.pool.placed import writer_host
+from writerpool.pool.writer_host import writer_host
 
 apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
 discard_option = click.option(

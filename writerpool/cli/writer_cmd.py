@@ -11,10 +11,10 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.pool.gate import doctor_gate
 from writerpool.pool.listing import list_writers, verify_writer
-from writerpool.pool.placed import writer_host
 from writerpool.pool.review import writer_diff, writer_log
 from writerpool.pool.review_list import writer_refs
 from writerpool.pool.status import writer_statuses
+from writerpool.pool.writer_host import writer_host
 from writerpool.report import Report
 from writerpool.runtime.hosts import open_host
 
