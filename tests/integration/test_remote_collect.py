@@ -18,7 +18,7 @@ import pytest
 from tests.integration.test_collect_helpers import collected
 from tests.integration.test_provision_stream import _in_clone_rw, _provision
 from tests.integration.test_remote_host import _forwarder_pid
-from tests.integration.writers_support import write_workspaces
+from tests.integration.writers_support import codes, wp, write_workspaces
 from tests.support.repos import make_repo
 from writerpool.config.hosts import Host
 from writerpool.config.models import load_config
@@ -154,4 +154,32 @@ def test_a_connection_killed_while_the_bundle_streams_changes_nothing_and_the_ne
     with connect("th", testhost) as again:
         report = _collect(again, state)
     assert [f.code for f in report.findings] == ["writer_collected"], report.findings
+    assert set(collected(repo, state.name)) == {"feature", "feature-wip"}
+
+
+def _hosts_table(testhost: Host, url: str) -> None:
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(f'\n[hosts.th]\nurl = "{url}"\nidentity = "{testhost.identity}"\n'
+                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+
+
+def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreachable(
+    remote_writer: tuple[Path, WriterState], testhost: Host
+) -> None:
+    repo, state = remote_writer
+    with connect("th", testhost) as remote:
+        _in_clone_rw(remote, state, WORK.format(size=4096))
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    kept = config.read_text()
+    target = testhost.target
+    _hosts_table(testhost, f"ssh://{target.user}@{target.address}:2{target.socket}")
+    for command in (["collect"], ["finish"]):
+        code, report = wp("writer", *command, state.name, "--apply")
+        assert code == 1 and codes(report) == ["writer_host_unreachable"], report
+        assert target.address not in json.dumps(report)
+        _unchanged(repo, state)
+    config.write_text(kept)
+    _hosts_table(testhost, testhost.url)
+    code, report = wp("writer", "collect", state.name, "--apply")
+    assert code == 0 and codes(report) == ["writer_collected"], report
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}

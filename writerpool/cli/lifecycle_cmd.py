@@ -9,7 +9,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool import lifecycle
 from writerpool.pool.collect import collect
-from writerpool.runtime.hosts import open_host
+from writerpool.pool.writer_host import writer_host
 
 apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
 discard_option = click.option(
@@ -30,7 +30,9 @@ def collect_cmd(name: str, keep_old: bool, apply: bool, as_json: bool) -> None:
     """Export the writer's changed branches and uncommitted work into the checkout."""
     paths = Paths.from_env()
     loaded = load_config(paths)
-    emit(collect(paths, open_host(), loaded, name, apply, terminal_steps, keep_old), as_json)
+    with writer_host(paths, loaded, name) as host:
+        report = collect(paths, host, loaded, name, apply, terminal_steps, keep_old)
+    emit(report, as_json)
 
 
 @click.command("reset")
@@ -42,7 +44,9 @@ def collect_cmd(name: str, keep_old: bool, apply: bool, as_json: bool) -> None:
 def reset_cmd(name: str, base: str | None, discard: bool, apply: bool, as_json: bool) -> None:
     """Put the writer's clone back on its base (or on --base)."""
     paths = Paths.from_env()
-    report = lifecycle.reset(paths, open_host(), load_config(paths), name, base, discard, apply)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = lifecycle.reset(paths, host, loaded, name, base, discard, apply)
     emit(report, as_json)
 
 
@@ -54,7 +58,10 @@ def reset_cmd(name: str, base: str | None, discard: bool, apply: bool, as_json: 
 def recreate_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
     """Rebuild the writer's clone and agent directory on the workspace base."""
     paths = Paths.from_env()
-    emit(lifecycle.recreate(paths, open_host(), load_config(paths), name, discard, apply), as_json)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = lifecycle.recreate(paths, host, loaded, name, discard, apply)
+    emit(report, as_json)
 
 
 @click.command("finish")
@@ -64,7 +71,9 @@ def recreate_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
 def finish_cmd(name: str, apply: bool, as_json: bool) -> None:
     """Collect, then reset (persistent) or recreate (ephemeral) on the workspace base."""
     paths = Paths.from_env()
-    report = lifecycle.finish(paths, open_host(), load_config(paths), name, apply, terminal_steps)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = lifecycle.finish(paths, host, loaded, name, apply, terminal_steps)
     emit(report, as_json)
 
 
@@ -76,4 +85,7 @@ def finish_cmd(name: str, apply: bool, as_json: bool) -> None:
 def remove_cmd(name: str, discard: bool, apply: bool, as_json: bool) -> None:
     """Delete the writer and everything it owns (a plan until --apply)."""
     paths = Paths.from_env()
-    emit(lifecycle.remove(paths, open_host(), load_config(paths), name, discard, apply), as_json)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = lifecycle.remove(paths, host, loaded, name, discard, apply)
+    emit(report, as_json)

@@ -14,6 +14,7 @@ from writerpool.pool.listing import list_writers, verify_writer
 from writerpool.pool.review import writer_diff, writer_log
 from writerpool.pool.review_list import writer_refs
 from writerpool.pool.status import writer_statuses
+from writerpool.pool.writer_host import writer_host
 from writerpool.report import Report
 from writerpool.runtime.hosts import open_host
 
@@ -58,7 +59,9 @@ def refs_cmd(name: str, prune: bool, apply: bool, as_json: bool) -> None:
 def log_cmd(name: str, branch: str | None, as_json: bool) -> None:
     """The agent's commits on BRANCH (default HEAD) that the base does not hold."""
     paths = Paths.from_env()
-    report, text = writer_log(paths, open_host(), load_config(paths), name, branch)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report, text = writer_log(paths, host, loaded, name, branch)
     _show(report, text, as_json)
 
 
@@ -71,7 +74,9 @@ def log_cmd(name: str, branch: str | None, as_json: bool) -> None:
 def diff_cmd(name: str, branch: str | None, wip: bool, stat: bool, as_json: bool) -> None:
     """The agent's changes on BRANCH (default HEAD) against the base, or its --wip."""
     paths = Paths.from_env()
-    report, text = writer_diff(paths, open_host(), load_config(paths), name, branch, wip, stat)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report, text = writer_diff(paths, host, loaded, name, branch, wip, stat)
     _show(report, text, as_json)
 
 
@@ -96,7 +101,9 @@ def _show(report: Report, text: str, as_json: bool) -> None:
 def verify_cmd(name: str, timeout: float, as_json: bool) -> None:
     """Doctor plus a bounded MCP handshake; starts no session."""
     paths = Paths.from_env()
-    report = verify_writer(paths, open_host(), load_config(paths), name)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = verify_writer(paths, host, loaded, name)
     target = f"writer/{name.rsplit('-w', 1)[0]}/{name}"
     _doctor_findings(paths, name, report, target)
     _handshake_finding(paths, timeout, report, target)
