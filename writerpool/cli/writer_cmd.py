@@ -101,7 +101,9 @@ def _show(report: Report, text: str, as_json: bool) -> None:
 def verify_cmd(name: str, timeout: float, as_json: bool) -> None:
     """Doctor plus a bounded MCP handshake; starts no session."""
     paths = Paths.from_env()
-    report = verify_writer(paths, open_host(), load_config(paths), name)
+    loaded = load_config(paths)
+    with writer_host(paths, loaded, name) as host:
+        report = verify_writer(paths, host, loaded, name)
     target = f"writer/{name.rsplit('-w', 1)[0]}/{name}"
     _doctor_findings(paths, name, report, target)
     _handshake_finding(paths, timeout, report, target)

@@ -1,0 +1,90 @@
+"""The commands on one writer (log, collect, remove) run on that writer's own host: for a
+writer on the test host, the CLI (a real process) connects to it and works there; with
+the host unreachable, they refuse with writer_host_unreachable and change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_collect_helpers import collected, unique_alias, write_workspaces
+from tests.integration.test_provision_stream import _in_clone_rw
+from tests.integration.writers_support import codes, wp
+from tests.support.repos import make_repo
+from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.modes import ContainerSettings
+from writerpool.config.paths import Paths
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.provision import provision
+from writerpool.report import Report
+from writerpool.runtime.host import writer_at
+from writerpool.runtime.image_transfer import transfer_image
+from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.remote import connect
+from writerpool.runtime.volumes import writer_volumes
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.remote]
+
+WORK = (
+    "cd /work; g='git -c safe.directory=* -c user.name=a -c user.email=a@a.test'; "
+    "$g checkout -q -b feature; echo done > done.txt; $g add done.txt; "
+    "$g commit -q -m 'the agent finished'; echo wip > wip.txt"
+)
+
+
+def _host_table(host: Host) -> str:
+    return (f'\n[hosts.th]\nurl = "{host.url}"\nidentity = "{host.identity}"\n'
+            f'known_hosts = "{host.known_hosts}"\n')  # fmt: skip
+
+
+def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=2)
+    alias = unique_alias("cli")
+    paths = write_workspaces({alias: repo})
+    config = Path(os.environ["WRITERPOOL_CONFIG"])
+    with config.open("a") as out:
+        out.write(_host_table(testhost))
+    name = f"{alias}-w1"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        state = provision(paths, remote, alias, name, repo, settings, resolve_base(repo, "main"),
+                          Report("test"), Pool())  # fmt: skip
+        _in_clone_rw(remote, state, WORK)
+    try:
+        # Unreachable (its port closed): refused, nothing imported, the state unchanged.
+        before = (paths.writer_dir(name) / "state.json").read_bytes()
+        target = testhost.target
+        closed = testhost.model_copy(
+            update={"url": f"ssh://{target.user}@{target.address}:2{target.socket}"}
+        )
+        config.write_text(config.read_text().replace(testhost.url, closed.url))
+        code, refused = wp("writer", "collect", name, "--apply")
+        assert code == 1 and codes(refused) == ["writer_host_unreachable"], refused
+        assert target.address not in json.dumps(refused)
+        assert collected(repo, name) == {}
+        assert (paths.writer_dir(name) / "state.json").read_bytes() == before
+        config.write_text(config.read_text().replace(closed.url, testhost.url))
+
+        log = subprocess.run([sys.executable, "-m", "writerpool", "writer", "log", name, "feature"],
+                             capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        assert log.returncode == 0 and "the agent finished" in log.stdout, log.stderr[-2000:]
+        code, report = wp("writer", "collect", name, "--apply")
+        assert code == 0 and "writer_collected" in codes(report), report
+        assert set(collected(repo, name)) == {"feature", "feature-wip"}
+        code, removed = wp("writer", "remove", name, "--apply")
+        assert code == 0 and "writer_removed" in codes(removed), removed
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, name) == []
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))
