@@ -113,9 +113,12 @@ def _server_pid(pool: PoolEnv) -> int:
 
 
 def _egress_pids() -> list[int]:
+    """This account's egress processes (other accounts may run writerpool beside it)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
+            if entry.stat().st_uid != os.getuid():
+                continue
             if b"writerpool.egress.worker" in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
         except OSError:

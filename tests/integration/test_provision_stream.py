@@ -222,6 +222,8 @@ def _ssh_pids() -> set[int]:
     for entry in Path("/proc").iterdir():  # bounded by the processes of this machine
         if entry.name.isdigit():
             try:
+                if entry.stat().st_uid != os.getuid():
+                    continue  # another account's writerpool is not this test's
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.collect import collect_writer
 from writerpool.pool.inspect import tool_spec
+from writerpool.proc import run
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_transfer import transfer_image
@@ -180,6 +182,10 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
         _unchanged(repo, state)
     config.write_text(kept)
     _hosts_table(testhost, testhost.url)
+    # The operator's views read the clone on its host too.
+    diff = run([sys.executable, "-m", "writerpool", "writer", "diff", state.name, "feature",
+                "--stat"], env=dict(os.environ), timeout=300, check=False)  # fmt: skip
+    assert diff.returncode == 0 and "big.bin" in diff.out, diff.stderr[-2000:]
     code, report = wp("writer", "collect", state.name, "--apply")
     assert code == 0 and codes(report) == ["writer_collected"], report
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}

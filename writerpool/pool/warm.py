@@ -44,6 +44,9 @@ READY_SECONDS = 90.0  # Podman's start and pi's, on a loaded host
 CLOSE_SECONDS = 5.0
 YIELD_POLL_SECONDS = 0.05
 FILL_EVERY_SECONDS = 1.0
+# After a round that warmed nothing (every writer busy or refused), a workspace is tried
+# again after 1, 2, 4 … seconds up to this; a session's end tries it at once.
+BACKOFF_MAX_SECONDS = 10.0
 
 
 @dataclass
@@ -87,6 +90,7 @@ class WarmPool:
         self._spares: Callable[[int], object] | None = None
         self._refresh: Callable[[], object] | None = None
         self._spared = 0  # spare egress processes asked for last time
+        self._retry: dict[str, tuple[int, float]] = {}  # alias: (failed rounds, next try)
 
     def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
         """New settings (validated by the caller): the next fill warms or retires
@@ -142,13 +146,26 @@ class WarmPool:
             self._trim(alias, 0)
         for alias, count in sorted(wanted.items()):
             self._trim(alias, count)
+            if time.monotonic() < self._retry.get(alias, (0, 0.0))[1]:
+                continue
             while len(self.warm_names(alias)) < count and not self._stopping.is_set():
                 self._yield_asked()  # an operator waits no longer than one writer's start
                 warm = self._warm_one(alias)
                 if warm is None:
-                    break  # no other writer can be warmed now: try again next time
+                    self._back_off(alias)  # no other writer can be warmed now
+                    break
+                self._retry.pop(alias, None)
                 started.append(warm.slot.name)
         return started
+
+    def _back_off(self, alias: str) -> None:
+        failed = self._retry.get(alias, (0, 0.0))[0] + 1
+        wait = min(FILL_EVERY_SECONDS * 2 ** min(failed - 1, 8), BACKOFF_MAX_SECONDS)
+        self._retry[alias] = (failed, time.monotonic() + wait)
+
+    def wake(self) -> None:
+        """A writer was released (a session ended): try every workspace at the next fill."""
+        self._retry = {alias: (failed, 0.0) for alias, (failed, _) in self._retry.items()}
 
     def _trim(self, alias: str, count: int) -> None:
         for name in self.warm_names(alias)[count:]:
@@ -170,7 +187,9 @@ class WarmPool:
         try:
             slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host)
         except WriterpoolError as exc:
-            log.info("workspace %s: no writer warmed (%s)", alias, exc.code)
+            # Said once per streak: a pool whose writers are all busy tries every round.
+            level = logging.DEBUG if alias in self._retry else logging.INFO
+            log.log(level, "workspace %s: no writer warmed (%s)", alias, exc.code)
             return None
         writer_dir = self._paths.writer_dir(slot.name)
         if yield_asked(writer_dir):  # an operator command waits for it

@@ -131,6 +131,8 @@ class Launcher:
                 try:
                     if launched.slot is not None:
                         launched.seen = launched.slot.close()
+                        if self._warm is not None:
+                            self._warm.wake()  # the writer may be warmed again now
                     if launched.container is not None:
                         launched.container.remove()
                 finally:
