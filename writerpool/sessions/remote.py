@@ -51,7 +51,7 @@ def check_supported(host: str, network: str, allow: tuple[str, ...] | None) -> N
     info = network_info(network)
     if allow or not info.limited:
         raise WriterpoolError(
-            "writer_host_unsupported",
+            "remote_session_unsupported",
             f"a session on host {host} needs the writer's network to be provider or none, "
             "without an allowlist: the provider's key stays on this machine",
         )
