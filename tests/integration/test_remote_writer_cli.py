@@ -130,3 +130,34 @@ def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), surplus, remote.name))
+
+
+def test_uninstall_judges_and_removes_a_writer_on_its_own_host(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=2)
+    alias = unique_alias("gone")
+    paths = write_workspaces({alias: repo})
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(_host_table(testhost))
+    name = f"{alias}-w1"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        state = provision(paths, remote, alias, name, repo, settings, resolve_base(repo, "main"),
+                          Report("test"), Pool())  # fmt: skip
+        _in_clone_rw(remote, state, WORK)
+    try:
+        code, refused = wp("uninstall", "--keep-images", "--apply")
+        assert code == 1 and {"writer_uncollected", "uninstall_refused"} <= set(codes(refused))
+        assert (paths.writer_dir(name) / "state.json").exists()
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, name)
+        code, done = wp("uninstall", "--keep-images", "--discard", "--apply")
+        assert code == 0 and "writer_removed" in codes(done), done
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, name) == []
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))
