@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import REAL_PATHS, REQUIRE
+from writerpool.agent.compact import install_preload, node_options
+from writerpool.agent.compile_cache import make_compile_cache
 from writerpool.agent.install import PI_VERSION, install_pi, installed_version
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -105,6 +107,49 @@ def test_image_holds_node_git_search_tools_python_pip_venv_uv_and_pi() -> None:
     assert lines[8].startswith(f"uv {UV_VERSION}")
 
 
+def test_the_images_pi_starts_from_a_compile_cache_it_cannot_change() -> None:
+    _, second = _build_twice()
+    image_id = second["data"]["imageId"]
+    # Node logs each module whose compiled code it took from the cache.
+    started = _podman("run", "--rm", "--network", "none", "--userns=keep-id", "--env",
+                      "NODE_DEBUG_NATIVE=COMPILE_CACHE", image_id, "pi", "--version")  # fmt: skip
+    log = started.stderr.decode(errors="replace")
+    assert started.returncode == 0, log[-2000:]
+    assert PI_VERSION in log.splitlines()  # pi prints its version on stderr
+    assert log.count("was accepted") > 100, log[-2000:]
+    assert "permission denied" not in log
+    # Not even on a writable root file system can the writer's uid change an entry.
+    script = (
+        "find /opt/pi/compile-cache -type f | wc -l; "
+        "find /opt/pi/compile-cache -writable | wc -l; "
+        "touch /opt/pi/compile-cache/x 2>/dev/null && echo wrote || echo refused"
+    )
+    done = _podman("run", "--rm", "--network", "none", "--userns=keep-id", image_id,
+                   "sh", "-c", script)  # fmt: skip
+    files, writable, touched = done.out.split()
+    assert int(files) > 100 and int(writable) == 0 and touched == "refused"
+
+
+def test_pis_preload_hides_the_compile_cache_from_what_pi_runs(tmp_path: Path) -> None:
+    _, second = _build_twice()
+    install_preload(tmp_path)
+    tmp_path.chmod(0o755)
+    # The environment pi-launcher gives pi; the preload runs first in pi's Node.js.
+    show = "console.log([process.env.NODE_COMPILE_CACHE, process.env.NODE_OPTIONS].join())"
+    done = _podman(
+        "run", "--rm", "--network", "none", "--userns=keep-id",
+        "--mount", f"type=bind,src={tmp_path},dst=/p,ro=true",
+        "--env", "NODE_COMPILE_CACHE=/opt/pi/compile-cache",
+        "--env", "NODE_COMPILE_CACHE_PORTABLE=1",
+        "--env", f"NODE_OPTIONS={node_options('/p')}", second["data"]["imageId"],
+        "node", "-e", f"{show}; require('child_process').execFileSync('env', {{stdio: 'inherit'}})",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.out.splitlines()
+    assert lines[0] == ","
+    assert not [ln for ln in lines[1:] if ln.startswith(("NODE_COMPILE_CACHE", "NODE_OPTIONS"))]
+
+
 def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Path) -> None:
     _, second = _build_twice()  # makes sure the root file system was imported
     images = Path(shutil.copytree(DEFAULT_IMAGES_DIR, tmp_path / "images"))
@@ -118,6 +163,7 @@ def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Pat
 
     def pi_prefix() -> Path:
         install_pi(prefix)
+        make_compile_cache(prefix)
         return prefix
 
     try:

@@ -37,6 +37,7 @@ from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.volumes import writer_volumes
 from writerpool.state.writer import Baseline, WriterState, load_state, save_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -332,3 +333,22 @@ def test_a_bundle_with_prerequisites_is_not_a_base(tmp_path: Path) -> None:
     with pytest.raises(WriterpoolError) as info:
         base_bundle_format(thin)
     assert info.value.code == "writer_clone_failed"
+
+
+@pytest.mark.remote
+def test_provisioning_on_a_host_without_the_image_refuses_before_anything_is_made(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
+    name = f"tnoimg{secrets.token_hex(3)}-w1"
+    absent = "0" * 64  # an image ID no host holds
+    settings = ContainerSettings(profiles=("code",), base="main", network="none", image=absent)
+    paths = Paths.from_env()
+    with connect("th", testhost) as remote:
+        with pytest.raises(WriterpoolError) as exc:
+            provision(paths, remote, name[:-3], name, repo, settings, resolve_base(repo, "main"),
+                      Report("test"), Pool())  # fmt: skip
+        assert exc.value.code == "image_unavailable"
+        assert "image transfer --host th" in exc.value.message
+        assert writer_volumes(remote, name) == []
+    assert not paths.writer_dir(name).exists()

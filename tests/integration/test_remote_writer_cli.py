@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_collect_helpers import collected, unique_alias, write_workspaces
+from tests.integration.test_collect_helpers import (
+    collected,
+    ready_writer,
+    unique_alias,
+    write_workspaces,
+)
 from tests.integration.test_provision_stream import _in_clone_rw
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
@@ -83,6 +88,74 @@ def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
         assert set(collected(repo, name)) == {"feature", "feature-wip"}
         code, removed = wp("writer", "remove", name, "--apply")
         assert code == 0 and "writer_removed" in codes(removed), removed
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, name) == []
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))
+
+
+def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=2)
+    alias = unique_alias("surplus")
+    paths = write_workspaces({alias: repo})
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(_host_table(testhost))
+    ready_writer(alias)  # w1 on local: the mode stored asks for one writer
+    surplus = f"{alias}-w2"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        state = provision(paths, remote, alias, surplus, repo, settings,
+                          resolve_base(repo, "main"), Report("test"), Pool())  # fmt: skip
+        _in_clone_rw(remote, state, WORK)
+    mode = ("mode", "set", alias, "container", "--profiles", "code", "--network", "none")
+    try:
+        # Its work is seen on th: the surplus writer is kept until collected.
+        code, refused = wp(*mode, "--apply")
+        assert code == 1 and "writer_uncollected" in codes(refused), refused
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, surplus)
+        assert wp("writer", "collect", surplus, "--apply")[0] == 0
+        code, applied = wp(*mode, "--apply")
+        assert code == 0, applied
+        removed = [f["target"] for f in applied["findings"] if f["code"] == "writer_removed"]
+        assert removed == [f"writer/{alias}/{surplus}"]
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, surplus) == []
+        assert not (paths.writer_dir(surplus) / "state.json").exists()
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), surplus, remote.name))
+
+
+def test_uninstall_judges_and_removes_a_writer_on_its_own_host(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=3, files=2)
+    alias = unique_alias("gone")
+    paths = write_workspaces({alias: repo})
+    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
+        out.write(_host_table(testhost))
+    name = f"{alias}-w1"
+    pinned = json.loads(image_pin.read_text())["imageId"]
+    with connect("th", testhost) as remote:
+        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        settings = ContainerSettings(profiles=("code",), base="main", network="none")
+        state = provision(paths, remote, alias, name, repo, settings, resolve_base(repo, "main"),
+                          Report("test"), Pool())  # fmt: skip
+        _in_clone_rw(remote, state, WORK)
+    try:
+        code, refused = wp("uninstall", "--keep-images", "--apply")
+        assert code == 1 and {"writer_uncollected", "uninstall_refused"} <= set(codes(refused))
+        assert (paths.writer_dir(name) / "state.json").exists()
+        with connect("th", testhost) as remote:
+            assert writer_volumes(remote, name)
+        code, done = wp("uninstall", "--keep-images", "--discard", "--apply")
+        assert code == 0 and "writer_removed" in codes(done), done
         with connect("th", testhost) as remote:
             assert writer_volumes(remote, name) == []
     finally:

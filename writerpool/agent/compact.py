@@ -10,8 +10,9 @@ what one writev may hold, pi dies with `write ENOBUFS`, however fast its reader 
 writerpool never uses the partial message (a turn's text comes from `message_end`), so
 this preload, loaded with `node --require`, serializes `message_update` events without
 it: the event type, content index and the delta itself. Everything else pi writes is
-untouched. The preload removes NODE_OPTIONS from pi's environment so the agent's own
-processes (a project's Node tests, say) never load it.
+untouched. The preload removes NODE_OPTIONS (and the image's compile cache settings,
+agent/compile_cache.py) from pi's environment so the agent's own processes (a
+project's Node tests, say) never load it nor read pi's cache.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ PRELOAD_SOURCE = b"""\
 "use strict";
 // Written by writerpool (writerpool/agent/compact.py); replaced before each session.
 delete process.env.NODE_OPTIONS;
+delete process.env.NODE_COMPILE_CACHE;
+delete process.env.NODE_COMPILE_CACHE_PORTABLE;
 const stringify = JSON.stringify;
 JSON.stringify = function (value, replacer, space) {
   if (arguments.length === 1 && value !== null && typeof value === "object" &&

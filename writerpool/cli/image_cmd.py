@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from writerpool.agent.compile_cache import make_compile_cache
 from writerpool.agent.install import PI_VERSION, install_pi
 from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
@@ -37,6 +38,7 @@ def build(force: bool, mirror: str | None, as_json: bool) -> None:
 
     def pi_prefix() -> Path:
         install_pi(paths.pi_prefix)
+        make_compile_cache(paths.pi_prefix)  # the image copies it beside pi
         return paths.pi_prefix
 
     progress = Progress(sys.stderr, verbose=sys.stderr.isatty())

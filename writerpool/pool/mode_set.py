@@ -40,6 +40,7 @@ from writerpool.pool.writers import (
 )
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost
+from writerpool.runtime.hosts import HostSet
 from writerpool.runtime.podman import PodmanUnavailable
 from writerpool.state.writer import WriterState
 
@@ -164,6 +165,15 @@ def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> Mod
 def set_mode(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
 ) -> Report:
+    # Each writer's steps run on its own host; a host over SSH is connected once.
+    with HostSet(loaded.config.hosts, host) as hosts:
+        return _set_mode(paths, hosts, loaded, req, step)
+
+
+def _set_mode(
+    paths: Paths, hosts: HostSet, loaded: LoadedConfig, req: ModeRequest, step: Step
+) -> Report:
+    host = hosts.get(LOCAL_HOST)
     config = loaded.config
     report = Report("mode set")
     target = f"modes/workspace/{req.alias}"
@@ -220,6 +230,7 @@ def set_mode(
             apply=req.apply,
             discard=req.discard,
             step=step,
+            hosts=hosts,
         )
         if not plan_writers(ctx) or (req.apply and not remote_placement_supported(ctx)):
             return report
@@ -335,7 +346,8 @@ def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:
 def _uncollected(ctx: PoolContext, state: WriterState) -> bool:
     # Fail closed: work that cannot be inspected counts as uncollected.
     try:
-        return has_uncollected_work(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
+        return has_uncollected_work(ctx.paths, ctx.host_of(state.name), state,
+                                    ctx.loaded.config.pool)  # fmt: skip
     except WriterpoolError:
         return True
 

@@ -12,6 +12,7 @@ from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.gitops.base import BaseRef
+from writerpool.pool.container import writer_image
 from writerpool.pool.provision_stream import clone_on_host
 from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
@@ -62,6 +63,8 @@ def provision(
     (pool/provision_stream.py); the state records the host's name."""
     target = f"writer/{alias}/{name}"
     placed = host.name
+    # The image by ID on the writer's host first: without it nothing is made there.
+    writer_image(paths, host, settings.image)
     writer = writer_at(paths, name, placed)
     ensure_private_dir(writer.record)
     state = WriterState(

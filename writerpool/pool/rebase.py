@@ -48,7 +48,7 @@ def _probe(ctx: PoolContext, state: WriterState) -> list[str] | None:
         return None
     lease.release()
     try:
-        return writer_problems(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
+        return writer_problems(ctx.paths, ctx.host_of(state.name), state, ctx.loaded.config.pool)
     except WriterpoolError as exc:
         return [f"the clone could not be inspected ({exc.code})"]
 
@@ -77,14 +77,15 @@ def move_to_base(ctx: PoolContext) -> None:
     for candidate in _movers(ctx):
         name = candidate.name
         try:
-            with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
+            host = ctx.host_of(name)
+            with operate(ctx.paths, host, pool.lease_wait_seconds, name, ctx.leases):
                 state = load_state(ctx.paths.writer_dir(name)) or candidate
-                problems = writer_problems(ctx.paths, ctx.host, state, pool)
+                problems = writer_problems(ctx.paths, host, state, pool)
                 if problems:
                     _kept(ctx, state, problems)
                     continue
                 ctx.step(f"{name}: moving from {state.base.name} to {ctx.base.name}")
                 act = recreate_clone if state.lifecycle == "ephemeral" else reset_clone
-                act(ctx.paths, ctx.host, ctx.loaded, state, ctx.base, ctx.report)
+                act(ctx.paths, host, ctx.loaded, state, ctx.base, ctx.report)
         except WriterpoolError as exc:
             ctx.report.add(exc.code, "error", f"writer/{ctx.alias}/{name}", exc.message)

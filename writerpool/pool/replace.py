@@ -30,9 +30,10 @@ from writerpool.state.writer import WriterState, load_state
 def holds_nothing(ctx: PoolContext, state: WriterState) -> bool:
     """True when removing the writer loses nothing: no work and no stash. Raises
     (writer_inspect_failed, ...) when the clone cannot be inspected: callers fail closed."""
-    if state.baseline is None or not ctx.host.storage_present(writer_of(ctx.paths, state), "clone"):
+    host = ctx.host_of(state.name)
+    if state.baseline is None or not host.storage_present(writer_of(ctx.paths, state), "clone"):
         return True
-    inspection = inspect_writer(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
+    inspection = inspect_writer(ctx.paths, host, state, ctx.loaded.config.pool)
     return not inspection.stash and work_digest(inspection, state.baseline) is None
 
 
@@ -86,9 +87,8 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     target = f"writer/{ctx.alias}/{name}"
     try:
-        with operate(
-            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
-        ):
+        host = ctx.host_of(name)
+        with operate(ctx.paths, host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases):
             state = load_state(ctx.paths.writer_dir(name))
             if state is None:
                 return
@@ -97,7 +97,7 @@ def replace_writer(ctx: PoolContext, index: int) -> None:
                 return
             changed = _changed(ctx, state)
             ctx.step(f"{name}: holds nothing; removing it to provision it on the new settings")
-            delete_writer_files(ctx.paths, ctx.host, name)
+            delete_writer_files(ctx.paths, host, name)
     except WriterpoolError as exc:
         ctx.report.add(exc.code, "error", target, exc.message)
         return

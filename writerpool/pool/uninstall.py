@@ -25,22 +25,26 @@ from writerpool.pool.image_prune import owned_images, remove_owned
 from writerpool.pool.lease import LeaseBatch, leased_all
 from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
+from writerpool.pool.writer_host import host_name
 from writerpool.pool.writers import delete_writer_files, operate
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost
+from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import load_state
 
 TARGET = "writerpool"
 
 
-def _writers_may_go(paths: Paths, host: WriterHost, loaded: LoadedConfig,
+def _writers_may_go(paths: Paths, hosts: HostSet, loaded: LoadedConfig,
                     flags: tuple[bool, bool], report: Report,
                     leases: LeaseBatch) -> bool:  # fmt: skip
-    """Whether every writer may be deleted (the uncollected-work guard of each)."""
+    """Whether every writer may be deleted (the uncollected-work guard of each, on its
+    own host: one that cannot be reached cannot be judged, and refuses)."""
     discard, apply = flags
     ok = True
     for alias, name in writer_names(paths):
         try:
+            host = hosts.get(host_name(paths, name))
             with operate(paths, host, 0, name, leases):
                 state = load_state(paths.writer_dir(name))
                 if state is not None and not guard(
@@ -102,18 +106,22 @@ def uninstall(
 ) -> Report:  # fmt: skip
     report = Report("uninstall")
     names = [name for _, name in writer_names(paths)]
-    # Every writer's lease with one wait, held from the guard to the removal.
-    with leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases:
-        _uninstall(paths, host, loaded, (discard, keep_images, apply), report, leases)
+    # Every writer's lease with one wait, held from the guard to the removal; each
+    # writer is judged and removed on its own host.
+    with (
+        HostSet(loaded.config.hosts, host) as hosts,
+        leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases,
+    ):
+        _uninstall(paths, hosts, loaded, (discard, keep_images, apply), report, leases)
     return report
 
 
 def _uninstall(
-    paths: Paths, host: WriterHost, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
+    paths: Paths, hosts: HostSet, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
     report: Report, leases: LeaseBatch,
 ) -> None:  # fmt: skip
     discard, keep_images, apply = flags
-    if not _writers_may_go(paths, host, loaded, (discard, apply), report, leases):
+    if not _writers_may_go(paths, hosts, loaded, (discard, apply), report, leases):
         report.add(
             "uninstall_refused",
             "error",
@@ -127,6 +135,7 @@ def _uninstall(
             report.add("uninstall_planned", "planned", f"writer/{alias}/{name}",
                        "would remove the writer (state, clone, bundles)")  # fmt: skip
             continue
+        host = hosts.get(host_name(paths, name))
         with operate(paths, host, 0, name, leases):
             delete_writer_files(paths, host, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")

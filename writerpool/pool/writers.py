@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from writerpool.agent.launch import remove_credential, render_for_profile
+from writerpool.config.hosts import LOCAL
 from writerpool.config.models import Config, LoadedConfig
-from writerpool.config.modes import ContainerSettings
+from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
@@ -23,6 +24,7 @@ from writerpool.pool.provision import provision, writer_name
 from writerpool.pool.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost, writer_at
+from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import WriterState, load_state, save_state
 
 
@@ -39,6 +41,20 @@ class PoolContext:
     discard: bool
     step: Step = quiet
     leases: LeaseBatch | None = None  # the writers' leases, taken with one wait
+    # The hosts the command reaches (each over SSH connected once); None: `host` only.
+    hosts: HostSet | None = None
+
+    def host_of(self, name: str, placed: str = LOCAL) -> WriterHost:
+        """The host writer `name` is on: its state's, or `placed` for a writer with no
+        readable state (a new one). A host that cannot be reached raises
+        writer_host_unreachable, which each step reports for that writer."""
+        if self.hosts is None:
+            return self.host
+        try:
+            state = load_state(self.paths.writer_dir(name))
+        except WriterpoolError:
+            state = None
+        return self.hosts.get(state.host if state is not None else placed)
 
 
 @contextmanager
@@ -89,19 +105,18 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     assert ctx.base is not None
     repo = ctx.loaded.config.workspaces[ctx.alias]
     try:
-        with operate(
-            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
-        ):
+        host = ctx.host_of(name, host_for(index, ctx.settings.placed_on()))
+        with operate(ctx.paths, host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases):
             # Checked under the lease: the plan saw the same, but nothing may slip between.
             if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
                 report_stateless(ctx, name)
                 return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
-            state = provision(ctx.paths, ctx.host, ctx.alias, name, repo, ctx.settings, ctx.base,
+            state = provision(ctx.paths, host, ctx.alias, name, repo, ctx.settings, ctx.base,
                               ctx.report, ctx.loaded.config.pool)  # fmt: skip
             render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
-            _, finding = accept(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
+            _, finding = accept(ctx.paths, host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -126,13 +141,18 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
     if state is None:
         return
     pool = ctx.loaded.config.pool
-    phase, _ = readiness(ctx.paths, ctx.host, state, pool)
+    try:
+        host = ctx.host_of(name)
+    except WriterpoolError as exc:
+        _record_failure(ctx, name, exc)
+        return
+    phase, _ = readiness(ctx.paths, host, state, pool)
     if phase == "ready":
         if (state.profiles, state.lifecycle) == (ctx.settings.profiles, ctx.settings.lifecycle):
             ctx.report.add("writer_unchanged", "ok", target, "ready and current")
             return
         try:
-            with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
+            with operate(ctx.paths, host, pool.lease_wait_seconds, name, ctx.leases):
                 state = _adopt_free_settings(ctx, load_state(ctx.paths.writer_dir(name)) or state)
         except WriterpoolError as exc:
             _record_failure(ctx, name, exc)
@@ -142,11 +162,11 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
                        f"{','.join(state.profiles)}; ready")  # fmt: skip
         return
     try:
-        with operate(ctx.paths, ctx.host, pool.lease_wait_seconds, name, ctx.leases):
+        with operate(ctx.paths, host, pool.lease_wait_seconds, name, ctx.leases):
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
             ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
-            _, finding = accept(ctx.paths, ctx.host, state, pool)
+            _, finding = accept(ctx.paths, host, state, pool)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -171,16 +191,15 @@ def mark_settings_changed(ctx: PoolContext, index: int) -> None:
 def remove_surplus(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     try:
-        with operate(
-            ctx.paths, ctx.host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases
-        ):
+        host = ctx.host_of(name)
+        with operate(ctx.paths, host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases):
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
             if not ctx.discard and (
                 stateless_clone(ctx.paths, name, state)
                 or (
                     state is not None
-                    and has_uncollected_work(ctx.paths, ctx.host, state, ctx.loaded.config.pool)
+                    and has_uncollected_work(ctx.paths, host, state, ctx.loaded.config.pool)
                 )
             ):
                 ctx.report.add(
@@ -190,7 +209,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
                     "surplus writer holds uncollected work; collect it or pass --discard",
                 )
                 return
-            delete_writer_files(ctx.paths, ctx.host, name)
+            delete_writer_files(ctx.paths, host, name)
         ctx.report.add("writer_removed", "ok", _target(ctx.alias, name), "surplus writer removed")
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
