@@ -149,6 +149,8 @@ CODES: dict[str, str] = {
     "session_unknown": "No such session",
     "session_closed": "The session is closed",
     "session_busy": "The session already runs a turn",
+    "calls_busy": "The client has as many calls running at once as the service allows; "
+    "one must end first",
     "turn_unknown": "No such turn",
     "session_start_failed": "The agent could not be started",
     "request_cancelled": "The client cancelled the call or went away; a session it "
