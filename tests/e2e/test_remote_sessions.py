@@ -10,6 +10,8 @@ import json
 import os
 import pwd
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,14 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
         assert seen["mounts"], "no container ran on the test host"
         assert not [s for s in seen["mounts"] if s.startswith(controller)], seen["mounts"]
         assert seen["work"]["status"] == "completed", seen["work"]
+
+        code, listed = wp("writer", "list")
+        rows = {row["name"]: row for row in listed["data"]["writers"]}
+        assert rows[WRITER]["host"] == "th", listed
+        argv = [sys.executable, "-m", "writerpool", "writer", "list"]
+        shown = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        print("writer list:", shown.stdout, sep="\n")
+        assert testhost.target.address not in shown.stdout
 
         # The host unreachable (its port closed): writer status says so.
         target = testhost.target
