@@ -47,7 +47,9 @@ def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> 
         assert remote.socket_path.parent.stat().st_mode & 0o077 == 0
         version = remote.version()
         info = json.loads(remote.cli(["info", "--format", "json"]).out)
+        facts = remote.facts()  # the host's, asked in one round trip
         forwarded = remote.socket_path
+    assert (facts.host, facts.podman_version, facts.rootless) == ("th", version, True)
     assert version.split(".")[0] in ("4", "5")
     assert info["host"]["security"]["rootless"] is True
     # The host's own socket path, not this machine's: the forward ended with the block.

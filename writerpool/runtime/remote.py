@@ -108,12 +108,11 @@ class RemotePodman(PodmanHost):
         return self._facts
 
     def _ask_facts(self) -> EngineFacts:
-        found = self.cli(
-            ["info", "--format", "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"],
-            timeout=60,
-        )
-        cgroups, _, rootless = found.out.strip().partition(" ")
-        return EngineFacts(self.name, self.version(), cgroups == "v2", rootless == "true")
+        # One round trip: `info` comes from the host's service, its Version the server's.
+        template = "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}} {{.Version.Version}}"
+        found = self.cli(["info", "--format", template], timeout=60)
+        cgroups, rootless, version = [*found.out.strip().split(" "), "", "", ""][:3]
+        return EngineFacts(self.name, version, cgroups == "v2", rootless == "true")
 
     def ensure_image(self, image_id: str) -> None:
         # Present by ID on the host itself; `writerpool image transfer` copies it there.
