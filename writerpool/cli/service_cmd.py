@@ -8,11 +8,14 @@ import sys
 import anyio
 import click
 
+from writerpool import fdlimit
 from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.report import Report
 from writerpool.service import control, tokens
+
+log = logging.getLogger(__name__)
 
 
 @click.group()
@@ -52,6 +55,10 @@ def run_cmd(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="writerpool service: %(levelname)s %(name)s: %(message)s",
     )
+    limit = fdlimit.raise_to_hard()
+    if limit < fdlimit.needed():
+        log.warning("%d file descriptors only (a full pool needs %d); see writerpool doctor",
+                    limit, fdlimit.needed())  # fmt: skip
     paths = Paths.from_env()
     anyio.run(run_service, paths, load_config(paths).config.service.port)
 

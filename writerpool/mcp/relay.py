@@ -32,25 +32,9 @@ log = logging.getLogger(__name__)
 
 # The socket's requests carry this Host (a loopback name, as the service requires).
 SOCKET_URL = "http://localhost/mcp"
-# A prefix only relays use: their stale tokens are dropped by the next relay.
-RELAY_PREFIX = "serve-"
 # After the client's stdin closes, answers to requests already relayed are still written
 # for up to this long (a session start takes seconds; a turn is not awaited by a call).
 DRAIN_SECONDS = 120.0
-
-
-def _prune(paths: Paths) -> None:
-    """Revoke the tokens of relays that no longer run (killed before they could)."""
-    for name in tokens.load(paths):  # bounded by tokens.MAX_CLIENTS
-        if not name.startswith(RELAY_PREFIX):
-            continue
-        try:
-            os.kill(int(name.removeprefix(RELAY_PREFIX)), 0)
-        except (ValueError, ProcessLookupError):
-            with contextlib.suppress(WriterpoolError):
-                tokens.revoke(paths, name)
-        except PermissionError:
-            continue
 
 
 @contextlib.asynccontextmanager
@@ -152,8 +136,8 @@ async def _close_own_sessions(socket: str, token: str) -> None:
 
 async def relay(paths: Paths, socket: str) -> None:
     """Relay stdio to the service until stdin closes; then close this relay's sessions."""
-    _prune(paths)
-    name = f"{RELAY_PREFIX}{os.getpid()}"
+    tokens.prune_gone_relays(paths)
+    name = f"{tokens.RELAY_PREFIX}{os.getpid()}"
     token = tokens.create(paths, name)
     try:
         async with (

@@ -122,6 +122,7 @@ async def run_service(paths: Paths, port: int) -> None:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: PLC0415
 
     from writerpool.mcp.server import build_server  # noqa: PLC0415
+    from writerpool.service.conns import BoundedH11  # noqa: PLC0415 - imports uvicorn
     from writerpool.sessions import reload  # noqa: PLC0415
     from writerpool.sessions.calls import ToolService  # noqa: PLC0415
 
@@ -133,8 +134,15 @@ async def run_service(paths: Paths, port: int) -> None:
         build_server(service), stateless=True, max_request_body_size=MAX_BODY_BYTES
     )
     app: Any = Guard(transport.handle_request, paths)
-    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
-                            timeout_graceful_shutdown=int(GRACEFUL_SECONDS))  # fmt: skip
+    # BoundedH11: a deadline on each request head and a cap on connections waiting for one.
+    config = uvicorn.Config(
+        app,
+        http=BoundedH11,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
+    )
     # uvicorn stops on SIGTERM/SIGINT, then raises the signal again under the handler it
     # found: a no-op here, so the sessions are closed below instead of the process dying.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -5,9 +5,11 @@ A token is 32 random bytes, so an unsalted digest is as strong as the token itse
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 from pathlib import Path
@@ -24,6 +26,9 @@ NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
 MAX_CLIENTS = 64
 TOKEN_PREFIX = "wps_"  # noqa: S105 - a marker, not a secret
 CORRUPT = "the service token file is corrupt"
+# The names only relays take (`serve-<pid>`): a relay that no longer runs has no use for
+# its token, and its sessions are then nobody's (the service closes them).
+RELAY_PREFIX = "serve-"
 
 
 def service_dir(paths: Paths) -> Path:
@@ -102,3 +107,24 @@ def client_of(clients: dict[str, str], token: str) -> str | None:
         if hmac.compare_digest(presented, digest):
             found = name
     return found
+
+
+def relay_gone(name: str) -> bool:
+    """Whether `name` is a relay's and its process no longer runs."""
+    if not name.startswith(RELAY_PREFIX):
+        return False
+    try:
+        os.kill(int(name.removeprefix(RELAY_PREFIX)), 0)
+    except (ValueError, ProcessLookupError):
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def prune_gone_relays(paths: Paths) -> None:
+    """Revoke the tokens of relays that no longer run (killed before they could)."""
+    for name in load(paths):  # bounded by MAX_CLIENTS
+        if relay_gone(name):
+            with contextlib.suppress(WriterpoolError):  # another pruner was first
+                revoke(paths, name)

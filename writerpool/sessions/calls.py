@@ -25,6 +25,7 @@ from writerpool.mcp.validate import check_arguments
 from writerpool.report import sanitize
 from writerpool.sessions.inflight import InFlight
 from writerpool.sessions.manager import SessionManager, StartCancelled
+from writerpool.sessions.orphans import Orphans
 from writerpool.sessions.progress import Progress
 from writerpool.sessions.reload import SettingsWatch
 
@@ -35,6 +36,14 @@ _SESSION_ID = re.compile(SESSION_ID_PATTERN.removesuffix("$") + r"\Z")
 CANCELLED = "request_cancelled"
 # How long shutdown waits for calls still running to end and be audited.
 CALL_DRAIN_SECONDS = 15.0
+# Calls one client of the service may have running at once, counted until their worker
+# thread ends (a call the client cancelled or left still runs to its end). Past it a call
+# is refused at once (calls_busy): no client can hold the worker threads of the others.
+CLIENT_CALLS = 16
+# A few more for the calls that end what the client started, so that a client whose
+# calls all wait can still abort or close its session (these are quick).
+ENDING_CALLS = 4
+ENDING_TOOLS = frozenset({"pi_session_abort", "pi_session_close"})
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -54,6 +63,9 @@ class ToolService:
         self.log_failures = True
         self._calls = InFlight()
         self._watch = SettingsWatch(paths) if reload else None
+        self._orphans = Orphans(paths) if reload else None
+        self._running: dict[str, int] = {}  # the service's clients' calls still running
+        self._running_lock = threading.Lock()
         self._reload_lock = threading.Lock()
         try:
             loaded = load_config(paths)
@@ -64,9 +76,12 @@ class ToolService:
             log.error("configuration not loaded: %s", sanitize(exc.message))
 
     def _refresh(self) -> None:
-        """Before each call: the settings as they are now, if they changed and are valid."""
+        """Before each call (and each round of the warm pool): the settings as they are
+        now, if they changed and are valid; sessions whose client is gone are closed."""
         if self._watch is None:
             return
+        if self._orphans is not None and self.manager is not None:
+            self._orphans.sweep(self.manager)
         with self._reload_lock:
             now = self._watch.changed()
             fresh = self._watch.load(now) if now is not None else None
@@ -139,6 +154,13 @@ class ToolService:
         authenticated client (None over stdio), who owns the sessions it starts."""
         cancel = threading.Event()
         work = functools.partial(self._run, name, arguments, progress or Progress(), cancel, client)
+        if client is not None:
+            if not self._admit(client, name):
+                body = _error("calls_busy", f"this client has {CLIENT_CALLS} calls running already")
+                self._audit(name if name in TOOLS_BY_NAME else "tool_unknown", arguments, body,
+                            client=client)  # fmt: skip
+                return body
+            work = functools.partial(self._counted, work, client)
         try:
             # Agent calls block (process start, waits); a worker thread keeps the
             # server answering other requests meanwhile.
@@ -146,6 +168,24 @@ class ToolService:
         except anyio.get_cancelled_exc_class():
             cancel.set()
             raise
+
+    def _admit(self, client: str, tool: str) -> bool:
+        allowed = CLIENT_CALLS + (ENDING_CALLS if tool in ENDING_TOOLS else 0)
+        with self._running_lock:
+            if self._running.get(client, 0) >= allowed:
+                return False
+            self._running[client] = self._running.get(client, 0) + 1
+            return True
+
+    def _counted(self, work: Callable[[], dict[str, Any]], client: str) -> dict[str, Any]:
+        """`work` in its worker thread; the client's count drops when the thread ends."""
+        try:
+            return work()
+        finally:
+            with self._running_lock:
+                self._running[client] -= 1
+                if not self._running[client]:
+                    del self._running[client]
 
     def _run(
         self,

@@ -13,7 +13,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from writerpool import __version__
@@ -123,6 +123,13 @@ class SessionManager:
         views = [s.view(LIST_NAMED) for s in sessions]
         shown, omitted = fit_list(views, LIST_BYTES)
         return {"sessions": shown, "omitted": omitted}
+
+    def orphaned(self, clients: Collection[str]) -> tuple[str, ...]:
+        """Open sessions owned by a client that is not among `clients` (the service's)."""
+        with self._lock:
+            sessions = tuple(self._sessions.values())
+        gone = [s for s in sessions if s.owner is not None and s.owner not in clients]
+        return tuple(s.id for s in gone if s.closed_at is None)
 
     def owner_of(self, session_id: str) -> str | None:
         """The client that owns the session (session_unknown when there is none)."""

@@ -1,0 +1,226 @@
+"""The pool service against hostile or vanished local clients: anyone who reaches
+127.0.0.1 (or the user's socket) may open connections and never finish a request, which
+must not take the service's descriptors from the clients that hold a token; and a client
+that is gone (a killed relay, a revoked token) leaves no session holding a writer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import MakeServer
+from tests.e2e.harness import RawServer, processes_in
+from tests.e2e.service_support import post, running_service, tool_call
+from writerpool.service import tokens
+from writerpool.service.app import MAX_BODY_BYTES
+from writerpool.service.conns import MAX_WAITING
+from writerpool.sessions.calls import CLIENT_CALLS
+
+pytestmark = pytest.mark.pi
+
+# More connections than the descriptors a process gets by default (1,024).
+IDLE_TCP = 1100
+IDLE_UNIX = 300
+DRIPPING = 100
+CONNECT_SECONDS = 3.0
+HOST_CODE = {"workspace": "hosted", "executionProfile": "code"}
+
+
+def _headers(port: int, token: str) -> dict[str, str]:
+    return {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {token}"}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _descriptors(wanted: int) -> Iterator[None]:
+    """This test process's own limit raised for the attacker's sockets, then restored."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.fail(f"the test needs {wanted} descriptors; the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _open(
+    family: int, address: str | tuple[str, int], count: int, first: bytes
+) -> list[socket.socket]:
+    """Up to `count` connections, each sending `first` (maybe nothing) and then waiting.
+    Stops at the first that cannot connect (the service's queue is full)."""
+    opened: list[socket.socket] = []
+    for _ in range(count):  # bounded by count
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(CONNECT_SECONDS)
+        try:
+            sock.connect(address)
+            if first:
+                sock.sendall(first)
+        except OSError:
+            sock.close()
+            break
+        opened.append(sock)
+    return opened
+
+
+def _descriptors_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the service closed it (a non-blocking look: nothing to read is open)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+# How long the service may take to notice a client is gone (its warm-pool round is 1 s;
+# a hosted session's close takes a few).
+GONE_BOUND = 60.0
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + GONE_BOUND
+    while not condition():  # bounded by GONE_BOUND
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_idle_and_dripping_connections_starve_no_client(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    good = tokens.create(server.paths, "alpha")
+    held: list[socket.socket] = []
+    with running_service(server) as service, _descriptors(4 * IDLE_TCP):
+        port, unix = service.port, str(service.record["socket"])
+        try:
+            held += _open(socket.AF_INET, ("127.0.0.1", port), IDLE_TCP, b"")
+            held += _open(socket.AF_UNIX, unix, IDLE_UNIX, b"")
+            held += _open(socket.AF_INET, ("127.0.0.1", port), DRIPPING,
+                          b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # fmt: skip
+            # Another client is served while every one of them is still open here.
+            status, body = post(port, tool_call("pi_capabilities_get", {}), _headers(port, good))
+            assert status == 200, body
+            assert b"configFingerprint" in body
+            # The service closes all but the newest waiters itself, within a bound.
+            _until(lambda: _descriptors_of(service.proc.pid) < 2 * MAX_WAITING + 128,
+                   "the service holds the waiting connections' descriptors")  # fmt: skip
+            still_open = [sock for sock in held if not _closed_by_peer(sock)]
+            assert len(still_open) <= MAX_WAITING, len(still_open)
+            # A body just under the cap is read and answered; one just over is refused.
+            under = tool_call("pi_capabilities_get", {})
+            under += b" " * (MAX_BODY_BYTES - len(under))
+            assert post(port, under, _headers(port, good))[0] == 200
+            assert post(port, under + b" ", _headers(port, good))[0] == 413
+        finally:
+            for sock in held:  # bounded by the connections opened above
+                sock.close()
+    log = (server.root / "service.log").read_text()
+    assert log.count("the oldest are closed") == 1, log[-2000:]
+
+
+@pytest.mark.parametrize("gone", ["relay killed", "token revoked"])
+def test_a_session_whose_client_is_gone_is_closed_by_the_service(
+    make_server: MakeServer, pi_prefix: Path, gone: str
+) -> None:
+    """Nobody else may reach such a session (session_unknown), so the service itself
+    closes it: its agent ends and its lease is released, without waiting for a stop."""
+    server = make_server(pi_prefix)
+    with running_service(server) as service:
+        raw = RawServer(server)  # relays, the service running
+        try:
+            raw.initialize()
+            started = raw.call("pi_session_start", HOST_CODE)
+            assert started["ok"], started
+            relay = f"{tokens.RELAY_PREFIX}{raw.proc.pid}"
+            assert relay in tokens.load(server.paths)
+            assert processes_in(server.root / "ws")
+            if gone == "relay killed":
+                raw.proc.send_signal(signal.SIGKILL)
+                raw.proc.wait(30)
+            else:
+                tokens.revoke(server.paths, relay)
+            # No other client calls: the service notices on its own.
+            _until(lambda: not processes_in(server.root / "ws"), "the session's agent still runs")
+            _until(lambda: relay not in tokens.load(server.paths), "the relay's token is left")
+            assert service.proc.poll() is None
+        finally:
+            raw.close()
+    log = (server.root / "service.log").read_text()
+    assert "client is gone" in log, log[-2000:]
+
+
+def _structured(body: bytes) -> dict[str, Any]:
+    """The tool result of one answer (plain JSON or one server-sent event)."""
+    for line in body.splitlines():  # bounded by the answer
+        text = line.removeprefix(b"data: ").strip()
+        if text.startswith(b"{"):
+            return dict(json.loads(text)["result"]["structuredContent"])
+    raise AssertionError(body[:500])
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+HOLDING_CALLS = 40  # as many as the worker threads every client shares by default
+
+
+def test_one_client_cannot_hold_the_worker_threads_of_another(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    server = make_server(pi_prefix)
+    alpha = tokens.create(server.paths, "alpha")
+    beta = tokens.create(server.paths, "beta")
+    with running_service(server) as service, ThreadPoolExecutor(HOLDING_CALLS) as pool:
+        port = service.port
+
+        def call(token: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            status, body = post(port, tool_call(tool, args), _headers(port, token))
+            assert status == 200, body
+            return _structured(body)
+
+        sid = call(alpha, "pi_session_start", HOST_CODE)["session"]["sessionId"]
+        turn = call(alpha, "pi_session_prompt", {"sessionId": sid, "message": "take-your-time"})
+        base = _threads(service.proc.pid)
+        wait = {"sessionId": sid, "turnId": turn["turnId"], "waitSeconds": 60}
+        held = [pool.submit(call, alpha, "pi_turn_get", wait) for _ in range(HOLDING_CALLS)]
+
+        # Every call of the first client is taken: refused, or running in a thread.
+        def taken() -> bool:
+            refused = sum(future.done() for future in held)
+            return (
+                refused >= HOLDING_CALLS - CLIENT_CALLS
+                or _threads(service.proc.pid) >= base + CLIENT_CALLS
+            )
+
+        _until(taken, "no call is running")
+        # The other client is answered while every call of the first still waits.
+        assert call(beta, "pi_capabilities_get", {})["ok"]
+        ended = [future.result() for future in held if future.done()]
+        assert all(not body["ok"] for body in ended), ended
+        assert len(ended) == HOLDING_CALLS - CLIENT_CALLS, ended
+        assert {body["error"]["code"] for body in ended} == {"calls_busy"}
+        assert call(alpha, "pi_session_close", {"sessionId": sid})["ok"]
+        for future in held:  # bounded: the close ends the turn every wait waits for
+            future.result(timeout=GONE_BOUND)
+    outcomes = [line["outcome"] for line in server.audit_lines() if line.get("client") == "alpha"]
+    assert outcomes.count("calls_busy") == HOLDING_CALLS - CLIENT_CALLS
