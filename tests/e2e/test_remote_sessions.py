@@ -12,6 +12,7 @@ import pwd
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import anyio
 import pytest
 
 from tests.e2e.conftest import CLIENT_BRANCH, MakeServer
-from tests.e2e.harness import Client, connect
+from tests.e2e.harness import Client, RawServer, connect
 from tests.integration.test_collect_helpers import collected
 from tests.integration.writers_support import codes, git, make_checkout, wp
 from writerpool.config.hosts import Host
@@ -36,6 +37,7 @@ from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman
 from writerpool.runtime.remote import connect as connect_host
+from writerpool.runtime.spec import LABEL_WRITER
 from writerpool.state.writer import save_state
 
 pytestmark = [
@@ -81,8 +83,9 @@ def _mounts_on(remote: RemotePodman) -> list[str]:
     return sources
 
 
-def _api_forwarders() -> list[int]:
-    """This account's ssh processes forwarding a host's Podman API (serve's connections)."""
+def _api_forwarders(marker: bytes = b"writerpool-host-", flag: bytes = b"-L") -> list[int]:
+    """This account's ssh processes forwarding a host's Podman API (serve's connections),
+    or with `marker` and `flag` given, another kind of forward."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -92,7 +95,7 @@ def _api_forwarders() -> list[int]:
             owner = entry.stat().st_uid
         except OSError:
             continue
-        forwarding = any(b"writerpool-host-" in a for a in argv) and b"-L" in argv
+        forwarding = any(marker in a for a in argv) and flag in argv
         if owner == os.getuid() and argv and argv[0].endswith(b"ssh") and forwarding:
             found.append(int(entry.name))
     return found
@@ -177,6 +180,52 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
         assert "change.txt" in git(checkout, "show", "--name-only", "--format=", branch)
         code, finished = wp("writer", "finish", WRITER, "--apply")
         assert code == 0, finished
+    finally:
+        with connect_host("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), WRITER, remote.name))
+
+
+def _settled(check: Any) -> bool:
+    for _ in range(150):  # bounded: 30 s for processes to see their pipes end
+        if check():
+            return True
+        threading.Event().wait(0.2)
+    return bool(check())
+
+
+def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer(
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: Host
+) -> None:
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    server = make_server(boxed=checkout)
+    with server.paths.config_file.open("a") as out:
+        out.write(_host_table(testhost))
+    wp("control", "--apply", check=True)
+    _remote_writer(server.paths, checkout, testhost, image_pin)
+    raw = RawServer(server)
+    try:
+        raw.initialize()
+        started = raw.call("pi_session_start", CODE)
+        assert started["ok"] and started["session"]["writer"] == WRITER, started
+        assert _api_forwarders() and _api_forwarders(b"/writerpool/s-", b"-R")
+        raw.proc.kill()
+        raw.proc.wait(10)
+    finally:
+        raw.close()
+    try:
+        # Each forward ends with the server; pi ends with its stdin, its container with it.
+        assert _settled(lambda: not _api_forwarders())
+        assert _settled(lambda: not _api_forwarders(b"/writerpool/s-", b"-R"))
+        with connect_host("th", testhost) as remote:
+            assert _settled(lambda: not remote.containers(LABEL_WRITER, WRITER))
+
+        async def next_server() -> None:
+            async with connect(server) as client:
+                session = (await client.ok("pi_session_start", CODE))["session"]
+                assert session["writer"] == WRITER
+                await client.ok("pi_session_close", {"sessionId": session["sessionId"]})
+
+        anyio.run(next_server)
     finally:
         with connect_host("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), WRITER, remote.name))

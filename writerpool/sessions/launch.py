@@ -313,6 +313,7 @@ class Launcher:
         """pi in the writer's container on its host over SSH (sessions/remote.py): the
         agent directory rendered here and written there, the proxy here and its socket
         forwarded there for this session; the connection lives as long as the session."""
+        from writerpool.pool import remote_container  # noqa: PLC0415
         from writerpool.runtime.remote import RemotePodman  # noqa: PLC0415
         from writerpool.sessions import remote as on_host  # noqa: PLC0415
 
@@ -331,13 +332,13 @@ class Launcher:
             held = self._grant(plan, slot.network, agent_dir, egress_dir, session_id,
                                slot.name, None)  # fmt: skip
             undo.append(held.revoke)
-            on_host.push_agent_dir(remote, slot.name, slot.spec.image_id, agent_dir)
+            remote_container.push_agent_dir(remote, slot.name, slot.spec.image_id, agent_dir)
             egress = None
             if network_info(slot.network).egress:
                 egress = seat.enter_context(
                     remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
                 )
-            spec = on_host.remote_spec(remote, slot.spec, slot.name, egress)
+            spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
             argv = remote.attach_argv(spec, ["pi", *agent_launch.pi_args(
                 plan.profile, False, CONTAINER_AGENT_DIR)])  # fmt: skip
             env = remote.attach_env()
