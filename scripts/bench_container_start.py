@@ -40,6 +40,7 @@ PROVIDER = Provider(
     base_url="http://127.0.0.1:9/v1", container_base_url="http://127.0.0.1:41480/v1"
 )
 TRUE = ["true"]
+PI_ARGS = agent_launch.pi_args(PROFILE, False, AGENT_DIR)
 
 
 def podman_env() -> dict[str, str]:
@@ -144,6 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--only", choices=["true", "pi"], default=None)
+    parser.add_argument("--compare", metavar="IMAGE_ID", help="also pi in this image's writer")
     args = parser.parse_args()
     paths = Paths.from_env()
     image_id = image_setting_id(paths, "default")
@@ -162,14 +164,20 @@ def main() -> int:
             }
             report("podman run --rm IMAGE true", measure(cases, args.reps), "bare")
         if args.only in (None, "pi"):
-            report("exec to pi's first RPC answer", measure(pi_cases(root, image_id, pi), args.reps),
-                   "host")  # fmt: skip
+            cases = pi_cases(root, image_id, pi)
+            if args.compare:
+                other = writer_like(root / "c", args.compare, True, "wp-cstart-cmp")
+                argv = ["podman", *other.run_argv(["pi", *PI_ARGS], interactive=True)]
+                cases[f"writer_full_{args.compare[:12]}"] = lambda: first_answer(
+                    argv, podman_env(), root
+                )
+            report("exec to pi's first RPC answer", measure(cases, args.reps), "host")
         print(f"load {os.getloadavg()}")
     return 0
 
 
 def pi_cases(root: Path, image_id: str, pi: Path) -> dict[str, Callable[[], float]]:
-    pargs = agent_launch.pi_args(PROFILE, False, AGENT_DIR)
+    pargs = PI_ARGS
     host_agent, host_tmp = root / "host" / "agent", root / "host" / "tmp"
     host_tmp.mkdir(parents=True)
     agent_launch.render_agent_dir(host_agent, "scripted", PROVIDER, False, ["m"])

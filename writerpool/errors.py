@@ -239,6 +239,10 @@ CODES: dict[str, str] = {
     "host_key_unpinned": "The host's known_hosts file pins no key for its address; refused",
     "writer_host_unsupported": "mode set cannot place writers on an SSH host yet; nothing changed",
     "writer_host_unreachable": "The writer's host does not answer over SSH; nothing changed",
+    "remote_session_unsupported": (
+        "A session on a writer on an SSH host needs the provider or none network, "
+        "without an allowlist (the key stays on the controller)"
+    ),
     "image_transferred": "The writer image was copied to a host and verified by its ID",
     "image_present": "The host already has the writer image, by the same ID",
     "image_transfer_failed": "Copying the writer image to a host failed or its ID differs",

@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -357,3 +358,42 @@ def test_a_stream_cut_by_a_killed_connection_is_writer_host_unreachable_then_one
 
         done = again.stream(whole, command, timeout=300, input=b"request", consume=count)
         assert done.returncode == 0 and sum(received) == total
+
+
+OPEN_AND_WAIT = """
+import json, sys, time
+from writerpool.config.hosts import Host
+from writerpool.runtime.remote import connect
+with connect("th", Host(**json.loads(sys.argv[1]))) as remote:
+    print(remote.socket_path, flush=True)
+    time.sleep(600)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie left for whoever adopted it."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def test_a_forward_ends_with_the_process_that_opened_it_even_killed(testhost: Host) -> None:
+    given = {"url": testhost.url, "identity": str(testhost.identity),
+             "known_hosts": str(testhost.known_hosts)}  # fmt: skip
+    opener = subprocess.Popen([sys.executable, "-c", OPEN_AND_WAIT, json.dumps(given)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert opener.stdout is not None
+        forwarder = _forwarder_pid(Path(opener.stdout.readline().strip()))
+        assert not _ended(forwarder)
+    finally:
+        opener.kill()
+        opener.wait()
+        if opener.stdout is not None:
+            opener.stdout.close()
+    for _ in range(300):  # bounded: 30 s for ssh to see its stdin end and the host's reply
+        if _ended(forwarder):
+            break
+        threading.Event().wait(0.1)
+    assert _ended(forwarder), "the forward outlived the process that opened it"

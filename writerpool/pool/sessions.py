@@ -28,8 +28,8 @@ from writerpool.pool.verdicts import (
     remember,
 )
 from writerpool.report import sanitize
-from writerpool.runtime.host import WriterHost
-from writerpool.runtime.hosts import open_host
+from writerpool.runtime.host import LOCAL, WriterHost
+from writerpool.runtime.hosts import HostSet, open_host
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
 
@@ -83,8 +83,8 @@ class WriterSlot:
         if not self.lease.held:
             return
         try:
-            self._remove_containers()
-            self._note_shape()
+            if self._removed() is None:
+                self._note_shape()
         finally:
             self.lease.release()
 
@@ -98,7 +98,9 @@ class WriterSlot:
         if not self.lease.held:
             return "writer_not_leased"
         try:
-            self._remove_containers()
+            gone = self._removed()
+            if gone is not None:
+                return gone
             seen = self._judge()
             if isinstance(seen, str):
                 self._note_shape()
@@ -121,15 +123,24 @@ class WriterSlot:
         remember(wdir, count, clone_verdict(self.paths, self.state, self.pool, inspection))
         return inspection
 
-    def _remove_containers(self) -> None:
-        for container in self.host.containers(LABEL_WRITER, self.name):
-            self.host.remove(container.id)
+    def _removed(self) -> str | None:
+        """Remove the session's containers; writer_host_unreachable when its host is gone
+        (what is left there goes at the next fenced command on that host)."""
+        try:
+            for container in self.host.containers(LABEL_WRITER, self.name):  # one, or none
+                self.host.remove(container.id)
+        except WriterpoolError as exc:
+            if exc.code != "writer_host_unreachable":
+                raise
+            log.info("writer %s: its host is unreachable; its containers stay", self.name)
+            return exc.code
+        return None
 
     def _note_shape(self) -> None:
         """With the agent gone and the lease still held: a work tree whose entry count
         changed is certainly not at its baseline, so starts try this writer last."""
         clone = self.agent_dir.parent / "clone"
-        if self.shape is not None and tree_entries(clone) != self.shape:
+        if self.shape is not None and self.host.name == LOCAL and tree_entries(clone) != self.shape:
             mark_changed(self.lease.path.parent)
 
 
@@ -214,7 +225,8 @@ def _slot(
         ),
         host=host,
         lease=lease,
-        shape=tree_entries(writer_of(paths, state).clone),
+        # Counted here only where the clone is a directory of this machine.
+        shape=tree_entries(writer_of(paths, state).clone) if host.name == LOCAL else None,
         prepared=done,
         state=state,
         paths=paths,
@@ -224,7 +236,7 @@ def _slot(
 
 def _try_writer(
     paths: Paths,
-    host: WriterHost,
+    hosts: HostSet,
     loaded: LoadedConfig,
     name: str,
     wanted: str,
@@ -244,6 +256,7 @@ def _try_writer(
         if state is None or state.base.name != wanted:
             lease.release()
             return None if state is None else f"{name} is on base {state.base.name}"
+        host = hosts.get(state.host)  # over SSH: connected here, kept by the caller's set
         fence(host, name, lease)
         state, refusal, done = _admit(paths, host, loaded, state)
         if refusal is not None:
@@ -262,12 +275,20 @@ def _try_writer(
 
 
 def lease_ready_writer(
-    paths: Paths, loaded: LoadedConfig, alias: str, base: str | None, host: WriterHost | None = None
+    paths: Paths,
+    loaded: LoadedConfig,
+    alias: str,
+    base: str | None,
+    host: WriterHost | None = None,
+    hosts: HostSet | None = None,
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
     take a session, refreshed first, in the order pool/choose.py gives. Bounded by the
-    workspace's writer count."""
-    host = host or open_host()
+    workspace's writer count. Each writer is judged on its own host: one in `hosts`
+    (connected there and kept open by the caller for the session), or, without them,
+    only writers on `host` (default: this machine)."""
+    if hosts is None:
+        hosts = HostSet({}, host or open_host())
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
@@ -276,7 +297,7 @@ def lease_ready_writer(
     resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
     for name in candidates(paths, alias, entry.container.writers, refusals):
-        got = _try_writer(paths, host, loaded, name, wanted, entry.container.allow)
+        got = _try_writer(paths, hosts, loaded, name, wanted, entry.container.allow)
         if isinstance(got, WriterSlot):
             return got
         if got is not None:

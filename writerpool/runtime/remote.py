@@ -158,10 +158,15 @@ class RemotePodman(PodmanHost):
         directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
         remote = directory / f"{session}.sock"
         self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+        # ssh refuses a forward whose socket path is longer than a Unix socket's (108
+        # bytes): it connects through a short link in a private directory of its own.
+        short = Path(tempfile.mkdtemp(prefix="wp-", dir=tempfile.gettempdir()))  # 0700
         try:
-            with self.host.forward(local, str(remote), reverse=True):
+            (short / "s").symlink_to(local)
+            with self.host.forward(short / "s", str(remote), reverse=True):
                 yield remote
         finally:
+            shutil.rmtree(short, ignore_errors=True)
             with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
                 self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
 

@@ -24,6 +24,8 @@ from writerpool.proc import CommandFailed, Completed, Process, clean_env, run, s
 
 CONNECT_SECONDS = 5
 TUNNEL_READY_SECONDS = 10.0
+# A forward's command on the host: it returns when the forward's stdin ends.
+HOLD = "cat >/dev/null"
 _UNREACHABLE = (
     "Connection refused",
     "Connection timed out",
@@ -147,10 +149,12 @@ class SshHost:
         """Forward a Unix socket for the life of the block: `local` answers for the
         host's `remote` socket (-L), or, reversed, `remote` on the host for `local` (-R)."""
         spec = f"{remote}:{local}" if reverse else f"{local}:{remote}"
-        options = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
+        options = ["-T", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
                    "-R" if reverse else "-L", spec]  # fmt: skip
+        # Not -N: the host waits for the end of the forward's stdin, a pipe only this
+        # process holds, so a forward ends with the process that opened it, even killed.
         with tempfile.TemporaryFile() as errors:
-            proc = spawn(self.argv(*options), env=clean_env(), stdin_pipe=False,
+            proc = spawn([*self.argv(*options), HOLD], env=clean_env(), stdin_pipe=True,
                          stderr_to=errors.fileno())  # fmt: skip
             try:
                 self._await_forward(proc, errors, local, remote, reverse)

@@ -18,12 +18,14 @@ from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
 from writerpool.audit import audit_connect, audit_egress
+from writerpool.config.hosts import LOCAL
 from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import (
     EGRESS_PORT,
+    EGRESS_SOCKET,
 )
 from writerpool.pool.sweep import sweep_writer_credentials
 from writerpool.sessions.placement import SessionPlan
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from writerpool.pool.readonly import ReadonlyContainer
     from writerpool.pool.sessions import WriterSlot
     from writerpool.pool.warm import WarmPool, WarmWriter
+    from writerpool.runtime.hosts import HostSet
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,8 @@ class Launched:
     seen: Inspection | str | None = None
     container: ReadonlyContainer | None = None  # a read-only session's
     warm: bool = False  # the session claimed a writer the pool service kept warm
+    # A remote writer's session: its connection and forwards, closed after the writer.
+    seat: contextlib.ExitStack | None = None
 
     @property
     def writer(self) -> str | None:
@@ -136,8 +141,12 @@ class Launcher:
                     if launched.container is not None:
                         launched.container.remove()
                 finally:
-                    if launched.scratch is not None:
-                        shutil.rmtree(launched.scratch, ignore_errors=True)
+                    try:
+                        if launched.seat is not None:
+                            launched.seat.close()
+                    finally:
+                        if launched.scratch is not None:
+                            shutil.rmtree(launched.scratch, ignore_errors=True)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -247,10 +256,18 @@ class Launcher:
         if warm is not None:
             return self._claim_warm(plan, session_id, warm)
         from writerpool.pool.sessions import WriterSlot  # noqa: PLC0415 - see _lease_cold
+        from writerpool.runtime.hosts import HostSet  # noqa: PLC0415
 
-        slot = self._lease_cold(plan)
+        hosts = HostSet(self._config.hosts)
+        with _undo_on_failure() as undo:
+            undo.append(hosts.close)
+            slot = self._lease_cold(plan, hosts)
         if not isinstance(slot, WriterSlot):
+            hosts.close()
             return self._claim_warm(plan, session_id, slot)
+        if slot.host.name != LOCAL:
+            return self._launch_remote(plan, session_id, slot, hosts)
+        hosts.close()  # a writer of this machine: no connection is kept
         with _undo_on_failure() as undo:
             undo.append(slot.release)
             held = self._grant(
@@ -267,7 +284,7 @@ class Launcher:
             )
         return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
 
-    def _lease_cold(self, plan: SessionPlan) -> WriterSlot | WarmWriter:
+    def _lease_cold(self, plan: SessionPlan, hosts: HostSet) -> WriterSlot | WarmWriter:
         """A writer leased for a cold start. When none is free, the warm pool may hold the
         rest: one it is warming now is waited for and claimed, else one warm for another
         provider or base gives way and the lease is tried once more."""
@@ -276,7 +293,8 @@ class Launcher:
         from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
 
         try:
-            return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
+            return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base,
+                                      hosts=hosts)  # fmt: skip
         except WriterpoolError as exc:
             if exc.code != "writer_unavailable" or self._warm is None:
                 raise
@@ -286,7 +304,51 @@ class Launcher:
                 return warm
             if not self._warm.give_way(plan.workspace):
                 raise
-        return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base)
+        return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base,
+                                  hosts=hosts)  # fmt: skip
+
+    def _launch_remote(
+        self, plan: SessionPlan, session_id: str, slot: WriterSlot, hosts: HostSet
+    ) -> Launched:
+        """pi in the writer's container on its host over SSH (sessions/remote.py): the
+        agent directory rendered here and written there, the proxy here and its socket
+        forwarded there for this session; the connection lives as long as the session."""
+        from writerpool.pool import remote_container  # noqa: PLC0415
+        from writerpool.runtime.remote import RemotePodman  # noqa: PLC0415
+        from writerpool.sessions import remote as on_host  # noqa: PLC0415
+
+        seat = contextlib.ExitStack()
+        seat.callback(hosts.close)  # the connection goes last, after the forwards
+        private = self._scratch_root().session_dir(session_id)
+        agent_dir, egress_dir = private / "agent", private / "egress"
+        with _undo_on_failure() as undo:
+            undo.append(seat.close)
+            undo.append(slot.release)
+            undo.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            remote = slot.host
+            if not isinstance(remote, RemotePodman):
+                raise WriterpoolError("session_start_failed", "the writer's host is not remote")
+            on_host.check_supported(remote.name, slot.network, slot.allow)
+            held = self._grant(plan, slot.network, agent_dir, egress_dir, session_id,
+                               slot.name, None)  # fmt: skip
+            undo.append(held.revoke)
+            remote_container.push_agent_dir(remote, slot.name, slot.spec.image_id, agent_dir)
+            egress = None
+            if network_info(slot.network).egress:
+                egress = seat.enter_context(
+                    remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
+                )
+            spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
+            argv = remote.attach_argv(spec, ["pi", *agent_launch.pi_args(
+                plan.profile, False, CONTAINER_AGENT_DIR)])  # fmt: skip
+            env = remote.attach_env()
+            started = _started(held, lambda: PiAgent.start(argv, env, None,
+                                                           CONTAINER_READY_SECONDS))  # fmt: skip
+            watch = on_host.HostWatch(remote, lambda: on_host.lost(started, slot.release))
+            seat.callback(watch.stop)
+            watch.start()
+        return Launched(agent=on_host.RemoteAgent(started, watch), agent_dir=agent_dir,
+                        grant=held, scratch=private, slot=slot, seat=seat)  # fmt: skip
 
     def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
         """Grant a warm writer the session's egress (its token reaches pi through the

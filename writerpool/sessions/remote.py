@@ -1,0 +1,120 @@
+"""A coding session on a writer whose host is reached over SSH: what it may use, and
+how its connection is watched. Its container is pool/remote_container.py's: the writer's
+storage on that host, the agent directory written there, the provider proxy on this
+machine with its socket forwarded for this session only; the key never leaves here."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from writerpool.config.network import network_info
+from writerpool.errors import WriterpoolError
+from writerpool.runtime.remote import RemotePodman
+from writerpool.sessions.turns import Snapshot
+
+log = logging.getLogger(__name__)
+
+# How often a remote session's connection is checked between Podman calls.
+WATCH_SECONDS = 1.0
+HOST_LOST_ERROR = (
+    "writer_host_unreachable: the connection to the writer's host was lost; the work stays "
+    "on the host, the writer is released; close the session"
+)
+
+
+def check_supported(host: str, network: str, allow: tuple[str, ...] | None) -> None:
+    """A remote session reaches its provider only through the forwarded proxy (or not at
+    all): an open network would need the key on the host, an allowlist its CA there."""
+    info = network_info(network)
+    if allow or not info.limited:
+        raise WriterpoolError(
+            "remote_session_unsupported",
+            f"a session on host {host} needs the writer's network to be provider or none, "
+            "without an allowlist: the provider's key stays on this machine",
+        )
+
+
+def lost(agent: Any, release: Any) -> None:
+    """The host is gone: pi's attachment ends (its turn with it), the writer is released."""
+    try:
+        agent.close(5.0)
+    finally:
+        release()
+
+
+@dataclass
+class HostWatch:
+    """Watches a remote session's connection: once it is lost, the writer is released
+    (pool/sessions.py WriterSlot.release: its lease freed, its work left on the host) and
+    the session's failed turn says why."""
+
+    remote: RemotePodman
+    release: Any  # Callable[[], object]: the writer's release
+    lost: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="host-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        # Bounded by the session: ends when it stops or its connection is lost.
+        while not self._stop.wait(WATCH_SECONDS):
+            if self.remote.connected():
+                continue
+            self.lost = True
+            log.warning("host %s lost during a session; its writer is released", self.remote.name)
+            with contextlib.suppress(Exception):
+                self.release()
+            return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=WATCH_SECONDS * 5)
+
+
+class RemoteAgent:
+    """pi attached over the host's connection: its turns end with the host's error when
+    that connection is lost, instead of a bare exit."""
+
+    def __init__(self, agent: Any, watch: HostWatch) -> None:
+        self._agent = agent
+        self._watch = watch
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._agent.alive)
+
+    def _why(self, snap: Snapshot) -> Snapshot:
+        if snap.status not in ("failed", "aborted") or not self._watch.lost:
+            return snap
+        updated: Snapshot = replace(snap, status="failed", error=HOST_LOST_ERROR)  # type: ignore[type-var]
+        return updated
+
+    def prompt(self, message: str) -> str:
+        return str(self._agent.prompt(message))
+
+    def abort(self) -> None:
+        self._agent.abort()
+
+    def turn(self, turn_id: str) -> Snapshot:
+        return self._why(self._agent.turn(turn_id))
+
+    def wait(self, turn_id: str, timeout: float) -> Snapshot:
+        return self._why(self._agent.wait(turn_id, timeout))
+
+    def turns(self) -> list[Snapshot]:
+        return [self._why(snap) for snap in self._agent.turns()]
+
+    def close(self, timeout: float) -> None:
+        self._agent.close(timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        # What else a session asks of pi (its stderr tail, its pid) is the agent's own.
+        return getattr(self._agent, name)
