@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import MakeServer
-from tests.e2e.harness import RawServer, processes_in
+from tests.e2e.harness import RawServer, ServerEnv, processes_in
 from tests.e2e.service_support import post, running_service, tool_call
 from writerpool.service import tokens
 from writerpool.service.app import MAX_BODY_BYTES
@@ -224,3 +224,66 @@ def test_one_client_cannot_hold_the_worker_threads_of_another(
             future.result(timeout=GONE_BOUND)
     outcomes = [line["outcome"] for line in server.audit_lines() if line.get("client") == "alpha"]
     assert outcomes.count("calls_busy") == HOLDING_CALLS - CLIENT_CALLS
+
+
+def test_a_relay_whose_service_is_killed_answers_or_ends(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    """The service killed under a relay: the client's next request is answered with an
+    error, or the relay ends (its client sees stdout close); it never waits forever."""
+    server = make_server(pi_prefix)
+    with running_service(server) as service:
+        raw = RawServer(server)
+        try:
+            raw.initialize()
+            assert raw.call("pi_capabilities_get", {})["ok"]
+            service.proc.send_signal(signal.SIGKILL)
+            service.proc.wait(30)
+            raw.send({"id": "after", "method": "tools/call",
+                      "params": {"name": "pi_capabilities_get", "arguments": {}}})  # fmt: skip
+            assert _answer_or_end(raw, "after") in ("error", "ended")
+        finally:
+            raw.close()
+
+
+def _answer_or_end(raw: RawServer, ident: str) -> str:
+    """ "error" or "ok": the answer to request `ident`; "ended": stdout closed first."""
+    deadline = time.monotonic() + GONE_BOUND
+    while True:  # bounded by GONE_BOUND (each read waits at most until the deadline)
+        try:
+            frame = raw._next_frame(deadline)
+        except AssertionError as exc:
+            if "closed stdout" in str(exc):
+                return "ended"
+            raise
+        if frame.get("id") == ident:
+            failed = "error" in frame or frame["result"].get("isError")
+            return "error" if failed else "ok"
+
+
+def test_a_relay_signalled_mid_start_ends_and_leaves_no_session(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    """SIGTERM while a start runs and the client keeps stdin open: the relay ends anyway,
+    and the session that start makes is closed (by the relay, or by the service once
+    the relay's token is gone)."""
+    server = make_server(pi_prefix)
+    with running_service(server):
+        raw = RawServer(server)
+        try:
+            raw.initialize()
+            raw.send({"id": "start", "method": "tools/call",
+                      "params": {"name": "pi_session_start", "arguments": HOST_CODE}})  # fmt: skip
+            relay = f"{tokens.RELAY_PREFIX}{raw.proc.pid}"
+            raw.proc.send_signal(signal.SIGTERM)
+            assert raw.proc.wait(GONE_BOUND) == 0
+            _until(lambda: relay not in tokens.load(server.paths), "the relay's token is left")
+            _until(lambda: _started(server, relay), "the start did not end")
+            _until(lambda: not processes_in(server.root / "ws"), "the session's agent still runs")
+        finally:
+            raw.close()
+
+
+def _started(server: ServerEnv, client: str) -> bool:
+    lines = server.audit_lines()
+    return any(ln["action"] == "pi_session_start" and ln.get("client") == client for ln in lines)

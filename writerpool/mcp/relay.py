@@ -12,8 +12,9 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
@@ -26,7 +27,7 @@ from mcp.shared.message import SessionMessage
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.stdio import checked_stdio_server
-from writerpool.service import tokens
+from writerpool.service import control, tokens
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,13 @@ SOCKET_URL = "http://localhost/mcp"
 # After the client's stdin closes, answers to requests already relayed are still written
 # for up to this long (a session start takes seconds; a turn is not awaited by a call).
 DRAIN_SECONDS = 120.0
+# How often a relay checks that the service it relays to still runs. A service killed
+# under it answers nothing more, and the transport does not always say so: the relay
+# answers what is in flight with an error and ends, so its client never waits forever.
+WATCH_SECONDS = 1.0
+# How long closing a relay's own sessions may take when it ends.
+CLOSE_SECONDS = 60.0
+SERVICE_ENDED = "the pool service ended; start a new session (writerpool serve reconnects)"
 
 
 @contextlib.asynccontextmanager
@@ -73,6 +81,9 @@ class _InFlight:
             self._ids.discard(message.id)
             self._wake()
 
+    def pending(self) -> list[types.RequestId]:
+        return list(self._ids)
+
     def give_up(self) -> None:
         """The service's stream ended: no answer will come back."""
         self._ids.clear()
@@ -102,7 +113,10 @@ async def _pipe(
         # once the client's stream took it (a drained relay stops its pipes).
         if not answers:
             in_flight.note(message.message)
-        await sink.send(message)
+        try:
+            await sink.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # the other side is gone (the watch answers what is in flight)
         if answers:
             in_flight.note(message.message)
 
@@ -116,11 +130,53 @@ async def _answers(
     in_flight.give_up()
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(paths: Paths, socket: str, token: str, name: str) -> None:
+    """SIGTERM or SIGINT: close this relay's sessions, then leave at once (as a lone
+    `serve` does: the SDK reads stdin in a worker thread no cancellation interrupts,
+    so the relay could not leave its stdio transport while the client keeps stdin)."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            scope.cancel()  # then this relay's sessions are closed, as `serve` does
-            return
+        async for signum in signals:
+            log.info("signal %d: closing this relay's sessions", signum)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
+                await _close_own_sessions(socket, token)
+            _leave(paths, name)
+
+
+def _leave(paths: Paths, name: str) -> NoReturn:
+    with contextlib.suppress(WriterpoolError):
+        tokens.revoke(paths, name)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+async def _watch_service(
+    paths: Paths,
+    pid: int,
+    sink: anyio.abc.ObjectSendStream[SessionMessage],
+    in_flight: _InFlight,
+    name: str,
+) -> None:
+    """Until the service (`pid`) no longer runs; then the relay answers and leaves."""
+    while _same_service(paths, pid):  # ends when the service does, or with the relay
+        await anyio.sleep(WATCH_SECONDS)
+    log.warning("the pool service ended")
+    await _answer_and_leave(paths, name, sink, in_flight)
+
+
+async def _answer_and_leave(
+    paths: Paths, name: str, sink: anyio.abc.ObjectSendStream[SessionMessage], in_flight: _InFlight
+) -> NoReturn:
+    """Each request still in flight gets an error answer; then the relay leaves at once
+    (its client sees stdout close)."""
+    for ident in in_flight.pending():  # bounded by the requests in flight
+        error = types.ErrorData(code=types.INTERNAL_ERROR, message=SERVICE_ENDED)
+        await sink.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=ident, error=error)))
+    # The writer takes a message only once it wrote the one before: when this one is
+    # taken, every answer above is on the wire.
+    note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/message",
+                                     params={"level": "error", "data": SERVICE_ENDED})  # fmt: skip
+    await sink.send(SessionMessage(note))
+    _leave(paths, name)
 
 
 async def _close_own_sessions(socket: str, token: str) -> None:
@@ -134,32 +190,56 @@ async def _close_own_sessions(socket: str, token: str) -> None:
                 await s.call_tool("pi_session_close", {"sessionId": session["sessionId"]})
 
 
-async def relay(paths: Paths, socket: str) -> None:
-    """Relay stdio to the service until stdin closes; then close this relay's sessions."""
+async def relay(paths: Paths, socket: str, pid: int) -> None:
+    """Relay stdio to the service (`pid`) until stdin closes, then close this relay's
+    sessions; or until the service ends, answering what is in flight with an error.
+    The watch and the signals live outside the service's transport: a transport that
+    breaks cancels everything inside it."""
     tokens.prune_gone_relays(paths)
     name = f"{tokens.RELAY_PREFIX}{os.getpid()}"
     token = tokens.create(paths, name)
     try:
-        async with (
-            _service_streams(socket, token) as (up_read, up_write),
-            checked_stdio_server() as (down_read, down_write),
-        ):
-            try:
-                async with anyio.create_task_group() as tg:
-                    in_flight = _InFlight()
-                    tg.start_soon(_answers, up_read, down_write, in_flight)
-                    tg.start_soon(_stop_on_signal, tg.cancel_scope)
-                    await _pipe(down_read, up_write, in_flight)
-                    with anyio.move_on_after(DRAIN_SECONDS):
-                        await in_flight.drained()
-                    tg.cancel_scope.cancel()
-            finally:
-                # The transports' writer tasks put out what they were given, then end:
-                # an answer passed on just before is not lost.
-                await down_write.aclose()
-                await up_write.aclose()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+        async with checked_stdio_server() as (down_read, down_write):
+            in_flight = _InFlight()
+            async with anyio.create_task_group() as guard:
+                guard.start_soon(_stop_on_signal, paths, socket, token, name)
+                guard.start_soon(_watch_service, paths, pid, down_write, in_flight, name)
+                try:
+                    await _relay(socket, token, down_read, down_write, in_flight)
+                except Exception:  # the transport to the service broke
+                    log.warning("the connection to the pool service broke")
+                    await _answer_and_leave(paths, name, down_write, in_flight)
+                guard.cancel_scope.cancel()
+            # The transport's writer puts out what it was given, then ends: an answer
+            # passed on just before is not lost.
+            await down_write.aclose()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS):
             await _close_own_sessions(socket, token)
     finally:
         with contextlib.suppress(WriterpoolError):
             tokens.revoke(paths, name)
+
+
+async def _relay(
+    socket: str,
+    token: str,
+    down_read: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
+    down_write: anyio.abc.ObjectSendStream[SessionMessage],
+    in_flight: _InFlight,
+) -> None:
+    """Both ways until the client's stdin closes and what it asked is answered."""
+    async with _service_streams(socket, token) as (up_read, up_write):
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_answers, up_read, down_write, in_flight)
+                await _pipe(down_read, up_write, in_flight)
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    await in_flight.drained()
+                tg.cancel_scope.cancel()
+        finally:
+            await up_write.aclose()
+
+
+def _same_service(paths: Paths, pid: int) -> bool:
+    record = control.running(paths)
+    return record is not None and record.get("pid") == pid

@@ -171,7 +171,7 @@ async def serve(paths: Paths) -> None:
         from writerpool.mcp.relay import relay  # noqa: PLC0415
 
         log.info("relaying to the pool service")
-        await relay(paths, str(record["socket"]))
+        await relay(paths, str(record["socket"]), int(record["pid"]))
         return
     service = ToolService(paths)
     server = build_server(service)

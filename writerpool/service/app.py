@@ -112,8 +112,31 @@ def _recorded(paths: Paths, port: int, unix: Path) -> Iterator[None]:
             unix.unlink()
 
 
-def _after_uvicorn(signum: int, frame: object) -> None:
-    log.info("signal %d: closing sessions", signum)
+class _Signals:
+    """SIGTERM/SIGINT before uvicorn handles them (the record, which `service stop`
+    reads, is written first) or after it stopped: noted, never lost."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def __call__(self, signum: int, frame: object) -> None:
+        log.info("signal %d: closing sessions", signum)
+        self.seen.append(signum)
+
+
+async def _serve(server: Any, sockets: list[socket.socket], early: _Signals) -> None:
+    """uvicorn's serve; a signal that came before it took over stops it once started."""
+
+    async def honour_early() -> None:
+        while not server.started:  # bounded: uvicorn starts or serve() ends the group
+            await anyio.sleep(0.05)
+        if early.seen:
+            server.should_exit = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(honour_early)
+        await server.serve(sockets=sockets)
+        tg.cancel_scope.cancel()
 
 
 async def run_service(paths: Paths, port: int) -> None:
@@ -144,13 +167,14 @@ async def run_service(paths: Paths, port: int) -> None:
         timeout_graceful_shutdown=int(GRACEFUL_SECONDS),
     )
     # uvicorn stops on SIGTERM/SIGINT, then raises the signal again under the handler it
-    # found: a no-op here, so the sessions are closed below instead of the process dying.
+    # found: noted only, so the sessions are closed below instead of the process dying.
+    early = _Signals()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _after_uvicorn)
+        signal.signal(signum, early)
     try:
         with _recorded(paths, tcp.getsockname()[1], unix_path):
             async with transport.run():
-                await uvicorn.Server(config).serve(sockets=[tcp, unix])
+                await _serve(uvicorn.Server(config), [tcp, unix], early)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(service.shutdown)
