@@ -138,6 +138,12 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
                                                           "message": "client-commit"})  # fmt: skip
             seen["work"] = await client.wait_turn(sid, body["turnId"], limit=300)
             seen["closed"] = await client.ok("pi_session_close", {"sessionId": sid})
+            # Closed: its forward and its container are gone, the server still running.
+            assert not _api_forwarders(b"/writerpool/s-", b"-R")
+            with connect_host("th", testhost) as remote:
+                assert remote.containers(LABEL_WRITER, WRITER) == []
+                there = remote.host.exec(["sh", "-c", f"ls /run/user/*/writerpool/{sid}.sock"])
+                assert there.returncode != 0, there.out
 
     async def _released(client: Client, sid: str) -> None:
         lease = Lease(paths.writer_dir(WRITER))
