@@ -11,8 +11,10 @@ A request through a session's provider proxy gets a line of its own (`action:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -20,6 +22,8 @@ from filelock import FileLock
 
 from writerpool.config.paths import Paths
 from writerpool.state.atomic import ensure_private_dir
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
@@ -177,3 +181,23 @@ def _append(paths: Paths, line: bytes) -> None:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+
+def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
+    def record(entry: EgressRecord) -> None:
+        try:
+            audit_egress(paths, entry)
+        except OSError as exc:
+            log.warning("an egress audit line was not written: %s", exc.strerror)
+
+    return record
+
+
+def connect_auditor(paths: Paths) -> Callable[[ConnectRecord], None]:
+    def record(entry: ConnectRecord) -> None:
+        try:
+            audit_connect(paths, entry)
+        except OSError as exc:
+            log.warning("an allowlist audit line was not written: %s", exc.strerror)
+
+    return record

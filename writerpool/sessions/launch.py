@@ -17,7 +17,7 @@ from writerpool.agent.egress import EgressRequest, Grant, grant
 from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
-from writerpool.audit import audit_connect, audit_egress
+from writerpool.audit import connect_auditor, egress_auditor
 from writerpool.config.hosts import LOCAL
 from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
@@ -33,9 +33,7 @@ from writerpool.sessions.scratch import ScratchRoot, sweep
 from writerpool.sessions.turns import Snapshot
 
 if TYPE_CHECKING:
-    from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.host import EgressHost
-    from writerpool.egress.model import EgressRecord
     from writerpool.pool.inspect import Inspection
     from writerpool.pool.readonly import ReadonlyContainer
     from writerpool.pool.sessions import WriterSlot
@@ -396,23 +394,3 @@ def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
         agent.close(5.0)
         raise
     return agent
-
-
-def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
-    def record(entry: EgressRecord) -> None:
-        try:
-            audit_egress(paths, entry)
-        except OSError as exc:
-            log.warning("an egress audit line was not written: %s", exc.strerror)
-
-    return record
-
-
-def connect_auditor(paths: Paths) -> Callable[[ConnectRecord], None]:
-    def record(entry: ConnectRecord) -> None:
-        try:
-            audit_connect(paths, entry)
-        except OSError as exc:
-            log.warning("an allowlist audit line was not written: %s", exc.strerror)
-
-    return record
