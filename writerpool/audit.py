@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from filelock import FileLock
 
@@ -24,6 +24,7 @@ from writerpool.config.paths import Paths
 from writerpool.state.atomic import ensure_private_dir
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 if TYPE_CHECKING:
     from writerpool.egress.connect_model import ConnectRecord
@@ -134,16 +135,6 @@ def connect_line(record: ConnectRecord) -> bytes:
     )
 
 
-def audit_connect(paths: Paths, record: ConnectRecord) -> None:
-    """Append one allowlist-proxy connection's line to the audit log."""
-    _append(paths, connect_line(record))
-
-
-def audit_egress(paths: Paths, record: EgressRecord) -> None:
-    """Append one provider request's line to the audit log; raises OSError on failure."""
-    _append(paths, egress_line(record))
-
-
 def audit(
     paths: Paths,
     *,
@@ -183,21 +174,21 @@ def _append(paths: Paths, line: bytes) -> None:
             os.close(fd)
 
 
-def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
-    def record(entry: EgressRecord) -> None:
+def _auditor(paths: Paths, line_of: Callable[[_R], bytes], what: str) -> Callable[[_R], None]:
+    """A proxy's audit callable: one line per record; a line not written is logged."""
+
+    def record(entry: _R) -> None:
         try:
-            audit_egress(paths, entry)
+            _append(paths, line_of(entry))
         except OSError as exc:
-            log.warning("an egress audit line was not written: %s", exc.strerror)
+            log.warning("%s audit line was not written: %s", what, exc.strerror)
 
     return record
+
+
+def egress_auditor(paths: Paths) -> Callable[[EgressRecord], None]:
+    return _auditor(paths, egress_line, "an egress")
 
 
 def connect_auditor(paths: Paths) -> Callable[[ConnectRecord], None]:
-    def record(entry: ConnectRecord) -> None:
-        try:
-            audit_connect(paths, entry)
-        except OSError as exc:
-            log.warning("an allowlist audit line was not written: %s", exc.strerror)
-
-    return record
+    return _auditor(paths, connect_line, "an allowlist")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from writerpool.audit import audit_egress, egress_line
+from writerpool.audit import egress_auditor, egress_line
 from writerpool.config.paths import Paths
 from writerpool.egress import model
 from writerpool.egress.model import EgressRecord
@@ -89,7 +89,7 @@ def test_an_egress_audit_line_holds_counts_and_sanitized_fields_only(tmp_path: P
     assert line["session"] == line["method"] == line["path"] == line["outcome"] == "<refused>"
     assert line["bytesUp"] == 0
     paths = Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache")
-    audit_egress(paths, record)
+    egress_auditor(paths)(record)
     assert stat.S_IMODE(paths.audit_log.stat().st_mode) == 0o600
     assert json.loads(paths.audit_log.read_text())["path"] == "/chat/completions"
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import anyio
 import click
 
-from writerpool import fdlimit
+from writerpool.cli.server_process import prepare_server_process
 from writerpool.config.paths import Paths
 
 log = logging.getLogger("writerpool.serve")
@@ -22,15 +21,7 @@ def serve(verbose: bool) -> None:
     The configuration and execution modes are read once at start; restart the
     server to load changes. stdout carries MCP frames only; logs go to stderr.
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="writerpool serve: %(levelname)s %(name)s: %(message)s",
-    )
-    limit = fdlimit.raise_to_hard()
-    if limit < fdlimit.needed():
-        log.warning("%d file descriptors only (a full pool needs %d); see writerpool doctor",
-                    limit, fdlimit.needed())  # fmt: skip
+    prepare_server_process("writerpool serve", verbose)
     try:
         # Imported here so other commands do not pay for loading the MCP SDK.
         from writerpool.mcp.server import serve as run_server  # noqa: PLC0415

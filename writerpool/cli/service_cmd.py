@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import anyio
 import click
 
-from writerpool import fdlimit
 from writerpool.cli.output import emit, json_option
+from writerpool.cli.server_process import prepare_server_process
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.report import Report
 from writerpool.service import control, tokens
-
-log = logging.getLogger(__name__)
 
 
 @click.group()
@@ -50,15 +45,7 @@ def run_cmd(verbose: bool) -> None:
     """Run the service in the foreground (what `service start` runs detached)."""
     from writerpool.service.app import run_service  # noqa: PLC0415 - loads the SDK
 
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="writerpool service: %(levelname)s %(name)s: %(message)s",
-    )
-    limit = fdlimit.raise_to_hard()
-    if limit < fdlimit.needed():
-        log.warning("%d file descriptors only (a full pool needs %d); see writerpool doctor",
-                    limit, fdlimit.needed())  # fmt: skip
+    prepare_server_process("writerpool service", verbose)
     paths = Paths.from_env()
     anyio.run(run_service, paths, load_config(paths).config.service.port)
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 from filelock import FileLock
@@ -75,28 +76,31 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def create(paths: Paths, name: str) -> str:
-    """A new token for client `name` (replacing its old one); returned once, never stored."""
+@contextlib.contextmanager
+def _editing(paths: Paths, name: str) -> Iterator[dict[str, str]]:
+    """The clients under the file's lock, stored again when the block ends without error."""
     _checked_name(name)
     ensure_private_dir(service_dir(paths))
     with FileLock(str(tokens_file(paths)) + ".lock"):
         clients = load(paths)
+        yield clients
+        _store(paths, clients)
+
+
+def create(paths: Paths, name: str) -> str:
+    """A new token for client `name` (replacing its old one); returned once, never stored."""
+    with _editing(paths, name) as clients:
         if name not in clients and len(clients) >= MAX_CLIENTS:
             raise WriterpoolError("usage_invalid", f"at most {MAX_CLIENTS} clients; revoke one")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         clients[name] = _digest(token)
-        _store(paths, clients)
     return token
 
 
 def revoke(paths: Paths, name: str) -> None:
-    _checked_name(name)
-    ensure_private_dir(service_dir(paths))
-    with FileLock(str(tokens_file(paths)) + ".lock"):
-        clients = load(paths)
+    with _editing(paths, name) as clients:
         if clients.pop(name, None) is None:
             raise WriterpoolError("service_client_unknown", "no client of that name has a token")
-        _store(paths, clients)
 
 
 def client_of(clients: dict[str, str], token: str) -> str | None:
