@@ -23,6 +23,7 @@ from tests.e2e.conftest import CLIENT_BRANCH, MakeServer
 from tests.e2e.harness import Client, RawServer, connect
 from tests.integration.test_collect_helpers import collected
 from tests.integration.writers_support import codes, git, make_checkout, wp
+from tests.support.testhost import add_host, send_image
 from writerpool.config.hosts import Host
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
@@ -33,8 +34,6 @@ from writerpool.pool.lease import Lease
 from writerpool.pool.provision import provision
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman
 from writerpool.runtime.remote import connect as connect_host
 from writerpool.runtime.spec import LABEL_WRITER
@@ -48,11 +47,6 @@ WRITER = "boxed-w1"
 CODE = {"workspace": "boxed", "executionProfile": "code"}
 
 
-def _host_table(host: Host) -> str:
-    return (f'\n[hosts.th]\nurl = "{host.url}"\nidentity = "{host.identity}"\n'
-            f'known_hosts = "{host.known_hosts}"\n')  # fmt: skip
-
-
 def _remote_writer(paths: Paths, checkout: Path, testhost: Host, image_pin: Path) -> None:
     """boxed-w1 provisioned on th and recorded as accepted under the current settings.
     (Acceptance runs on this machine's Podman only so far: the harness is not run here.)"""
@@ -61,8 +55,7 @@ def _remote_writer(paths: Paths, checkout: Path, testhost: Host, image_pin: Path
     store_entry(paths, "boxed", ModeEntry(mode="container", container=settings))
     pool = load_config(paths).config.pool
     with connect_host("th", testhost) as remote:
-        pinned = json.loads(image_pin.read_text())["imageId"]
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        send_image(remote, image_pin)
         state = provision(paths, remote, "boxed", WRITER, checkout, settings,
                           resolve_base(checkout, "main"), Report("test"), pool)  # fmt: skip
         ready = state.model_copy(update={"phase": "ready", "reason": None})
@@ -107,8 +100,7 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
     paths = server.paths
-    with paths.config_file.open("a") as out:
-        out.write(_host_table(testhost))
+    add_host(testhost, config=paths.config_file)
     wp("control", "--apply", check=True)
     _remote_writer(paths, checkout, testhost, image_pin)
     controller = (str(tmp_path), str(Path.home()), str(paths.state_dir),
@@ -204,8 +196,7 @@ def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
-    with server.paths.config_file.open("a") as out:
-        out.write(_host_table(testhost))
+    add_host(testhost, config=server.paths.config_file)
     wp("control", "--apply", check=True)
     _remote_writer(server.paths, checkout, testhost, image_pin)
     raw = RawServer(server)

@@ -19,6 +19,7 @@ import pytest
 from tests.integration.test_collect_helpers import ready_writer, unique_alias, write_workspaces
 from tests.integration.writers_support import wp
 from tests.support.repos import make_repo, run_git
+from tests.support.testhost import add_host, provision_there, send_image
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
@@ -33,7 +34,6 @@ from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime import image_tools
 from writerpool.runtime.host import WriterHost, writer_at
-from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.spec import ContainerSpec
@@ -145,9 +145,8 @@ def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
     tmp_path: Path, image_pin: Path, testhost: Host
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=4, files=2)
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        send_image(remote, image_pin)
         state, baseline, base = _provision(remote, repo)
         writer = writer_at(Paths.from_env(), state.name, remote.name)
         try:
@@ -239,13 +238,12 @@ def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_
     tmp_path: Path, image_pin: Path, testhost: Host, point: str
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=3)
-    pinned = json.loads(image_pin.read_text())["imageId"]
     name = f"tkill{secrets.token_hex(3)}-w1"
     argv = [sys.executable, "-c", PROVISION, str(repo), name, testhost.url,
             str(testhost.identity), str(testhost.known_hosts)]  # fmt: skip
     paths = Paths.from_env()
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        send_image(remote, image_pin)
         writer = writer_at(paths, name, remote.name)
         try:
             before = _ssh_pids()
@@ -275,16 +273,10 @@ def test_writer_list_shows_writers_on_two_hosts_each_read_on_its_own(
     repo = make_repo(tmp_path / "checkout", commits=3, files=3)
     alias = unique_alias("two")
     paths = write_workspaces({alias: repo})
-    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
-        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
-                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+    add_host(testhost)
     local_writer, remote_writer = ready_writer(alias), f"{alias}-w2"
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-        settings = ContainerSettings(profiles=("code",), base="main", network="none")
-        provision(paths, remote, alias, remote_writer, repo, settings, resolve_base(repo, "main"),
-                  Report("test"), Pool())  # fmt: skip
+        provision_there(remote, paths, alias, remote_writer, repo, image_pin)
         try:
             code, listed = wp("writer", "list")
             assert code in (0, 1), listed

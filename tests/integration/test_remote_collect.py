@@ -21,6 +21,7 @@ from tests.integration.test_provision_stream import _in_clone_rw, _provision
 from tests.integration.test_remote_host import _forwarder_pid
 from tests.integration.writers_support import codes, wp, write_workspaces
 from tests.support.repos import make_repo
+from tests.support.testhost import add_host, send_image
 from writerpool.config.hosts import Host
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
@@ -30,8 +31,6 @@ from writerpool.pool.inspect import tool_spec
 from writerpool.proc import run
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.state.writer import WriterState, load_state, save_state
 
@@ -51,9 +50,8 @@ def remote_writer(
 ) -> Iterator[tuple[Path, WriterState]]:
     """A writer provisioned on the test host, its workspace configured here."""
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        send_image(remote, image_pin)
         state, baseline, _ = _provision(remote, repo)
     state = state.model_copy(update={"baseline": baseline})
     write_workspaces({state.alias: repo})
@@ -159,12 +157,6 @@ def test_a_connection_killed_while_the_bundle_streams_changes_nothing_and_the_ne
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}
 
 
-def _hosts_table(testhost: Host, url: str) -> None:
-    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
-        out.write(f'\n[hosts.th]\nurl = "{url}"\nidentity = "{testhost.identity}"\n'
-                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
-
-
 def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreachable(
     remote_writer: tuple[Path, WriterState], testhost: Host
 ) -> None:
@@ -174,14 +166,14 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
     config = Path(os.environ["WRITERPOOL_CONFIG"])
     kept = config.read_text()
     target = testhost.target
-    _hosts_table(testhost, f"ssh://{target.user}@{target.address}:2{target.socket}")
+    add_host(testhost, f"ssh://{target.user}@{target.address}:2{target.socket}")
     for command in (["collect"], ["finish"]):
         code, report = wp("writer", *command, state.name, "--apply")
         assert code == 1 and codes(report) == ["writer_host_unreachable"], report
         assert target.address not in json.dumps(report)
         _unchanged(repo, state)
     config.write_text(kept)
-    _hosts_table(testhost, testhost.url)
+    add_host(testhost, testhost.url)
     # The operator's views read the clone on its host too.
     diff = run([sys.executable, "-m", "writerpool", "writer", "diff", state.name, "feature",
                 "--stat"], env=dict(os.environ), timeout=300, check=False)  # fmt: skip

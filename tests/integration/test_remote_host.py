@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -98,10 +99,7 @@ def _cli(*args: str) -> tuple[int, dict[str, Any]]:
 
 def _configure_host(testhost: Host) -> None:
     assert _cli("config", "init")[0] == 0
-    config = Path(os.environ["WRITERPOOL_CONFIG"])
-    with config.open("a") as out:
-        out.write(f'\n[hosts.th]\nurl = "{testhost.url}"\nidentity = "{testhost.identity}"\n'
-                  f'known_hosts = "{testhost.known_hosts}"\n')  # fmt: skip
+    add_host(testhost)
 
 
 def _only_the_pinned_image_on(testhost: Host, pinned: str) -> None:

@@ -21,16 +21,10 @@ from tests.integration.test_collect_helpers import (
 from tests.integration.test_provision_stream import _in_clone_rw
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
+from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
-from writerpool.config.models import Pool
-from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
-from writerpool.gitops.base import resolve_base
-from writerpool.pool.provision import provision
-from writerpool.report import Report
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import connect
 from writerpool.runtime.volumes import writer_volumes
 
@@ -43,11 +37,6 @@ WORK = (
 )
 
 
-def _host_table(host: Host) -> str:
-    return (f'\n[hosts.th]\nurl = "{host.url}"\nidentity = "{host.identity}"\n'
-            f'known_hosts = "{host.known_hosts}"\n')  # fmt: skip
-
-
 def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
     tmp_path: Path, image_pin: Path, testhost: Host
 ) -> None:
@@ -55,15 +44,10 @@ def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
     alias = unique_alias("cli")
     paths = write_workspaces({alias: repo})
     config = Path(os.environ["WRITERPOOL_CONFIG"])
-    with config.open("a") as out:
-        out.write(_host_table(testhost))
+    add_host(testhost)
     name = f"{alias}-w1"
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-        settings = ContainerSettings(profiles=("code",), base="main", network="none")
-        state = provision(paths, remote, alias, name, repo, settings, resolve_base(repo, "main"),
-                          Report("test"), Pool())  # fmt: skip
+        state = provision_there(remote, paths, alias, name, repo, image_pin)
         _in_clone_rw(remote, state, WORK)
     try:
         # Unreachable (its port closed): refused, nothing imported, the state unchanged.
@@ -101,16 +85,11 @@ def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
     alias = unique_alias("surplus")
     paths = write_workspaces({alias: repo})
-    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
-        out.write(_host_table(testhost))
+    add_host(testhost)
     ready_writer(alias)  # w1 on local: the mode stored asks for one writer
     surplus = f"{alias}-w2"
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-        settings = ContainerSettings(profiles=("code",), base="main", network="none")
-        state = provision(paths, remote, alias, surplus, repo, settings,
-                          resolve_base(repo, "main"), Report("test"), Pool())  # fmt: skip
+        state = provision_there(remote, paths, alias, surplus, repo, image_pin)
         _in_clone_rw(remote, state, WORK)
     mode = ("mode", "set", alias, "container", "--profiles", "code", "--network", "none")
     try:
@@ -138,15 +117,10 @@ def test_uninstall_judges_and_removes_a_writer_on_its_own_host(
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
     alias = unique_alias("gone")
     paths = write_workspaces({alias: repo})
-    with Path(os.environ["WRITERPOOL_CONFIG"]).open("a") as out:
-        out.write(_host_table(testhost))
+    add_host(testhost)
     name = f"{alias}-w1"
-    pinned = json.loads(image_pin.read_text())["imageId"]
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-        settings = ContainerSettings(profiles=("code",), base="main", network="none")
-        state = provision(paths, remote, alias, name, repo, settings, resolve_base(repo, "main"),
-                          Report("test"), Pool())  # fmt: skip
+        state = provision_there(remote, paths, alias, name, repo, image_pin)
         _in_clone_rw(remote, state, WORK)
     try:
         code, refused = wp("uninstall", "--keep-images", "--apply")
