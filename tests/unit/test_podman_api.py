@@ -151,3 +151,15 @@ def test_a_service_that_hangs_up_leaves_no_socket_behind(tmp_path: Path) -> None
         listener.close()
         thread.join(5)
     no_socket_left()
+
+
+def test_an_answer_over_the_cap_is_refused_and_leaves_no_socket_behind(
+    tmp_path: Path, service: Start
+) -> None:
+    huge = [{"Id": "e" * 64, "Names": ["x" * 1024], "State": "running"}] * (
+        podman_api.MAX_ANSWER_BYTES // 1024 + 16
+    )
+    service({("GET", "/v4.0.0/libpod/containers/json"): (200, huge)})
+    with pytest.raises(podman_api.ApiError, match="larger than expected"):
+        podman_api.list_by_label(tmp_path / "api.sock", "k", "v", 30)
+    no_socket_left()

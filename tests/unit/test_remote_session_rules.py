@@ -3,9 +3,14 @@ the proxy on the controller (or none), so the provider's key never reaches the h
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import cast
+
 import pytest
 
 from writerpool.errors import WriterpoolError
+from writerpool.pool.remote_container import AGENT_DIR_CAP, push_agent_dir
+from writerpool.runtime.remote import RemotePodman
 from writerpool.sessions.remote import check_supported
 
 
@@ -25,3 +30,14 @@ def test_an_open_network_or_an_allowlist_is_refused_with_its_code(
         check_supported("th", network, allow)
     assert exc.value.code == "remote_session_unsupported"
     assert "th" in exc.value.message
+
+
+def test_an_agent_directory_over_the_cap_is_refused_before_the_host_is_asked(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "settings.json").write_bytes(b"x" * (AGENT_DIR_CAP + 1))
+    untouched = cast(RemotePodman, object())  # any use of the host would raise
+    with pytest.raises(WriterpoolError) as refused:
+        push_agent_dir(untouched, "w-w1", "ab" * 32, tmp_path)
+    assert refused.value.code == "session_start_failed"
+    assert "too large" in refused.value.message
