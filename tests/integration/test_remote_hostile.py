@@ -1,7 +1,8 @@
-"""A host over SSH configured carelessly or left by a killed controller: a pin another
-account may rewrite is refused before ssh runs; what acceptance and the isolation control
-plant on the host (the canary in the SSH user's home, the control's work directory) goes
-with the process that planted it, SIGKILL too."""
+"""A host over SSH configured carelessly, answering oddly, or left by a killed controller:
+a pin another account may rewrite is refused before ssh runs; a url whose socket is no
+Podman service has its own code; what acceptance, the isolation control and a session
+leave on the host (the canary in the SSH user's home, the control's work directory, the
+session's forwarded socket) goes with the process that made it, SIGKILL too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
+from tests.support.hostile_podman import hostile_podman
+from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.remote import connect
@@ -41,8 +45,41 @@ def test_a_known_hosts_file_another_account_may_rewrite_pins_nothing(
         assert remote.version()
 
 
+@pytest.mark.parametrize("path", ["/etc/passwd", "/run/user/1/podman/none.sock"])
+def test_a_url_whose_socket_is_no_podman_service_is_refused_with_its_code(
+    testhost: Host, path: str
+) -> None:
+    url = testhost.url.replace(testhost.target.socket, path)
+    with (
+        pytest.raises(WriterpoolError) as exc,
+        connect("th", testhost.model_copy(update={"url": url})),
+    ):
+        pass
+    assert exc.value.code == "host_podman_unavailable"
+    assert testhost.target.address not in exc.value.message
+    assert testhost.target.user not in exc.value.message
+
+
+def test_a_host_whose_podman_lies_is_refused_and_its_words_cannot_drive_the_terminal(
+    testhost: Host,
+) -> None:
+    with hostile_podman(testhost) as lying:
+        with connect("th", lying) as remote, pytest.raises(WriterpoolError) as exc:
+            remote.facts()  # a version of 200,000 characters, bound for every fingerprint
+        assert exc.value.code == "host_podman_unavailable" and len(exc.value.message) < 200
+        assert run_cli("config", "init").code == 0
+        add_host(lying)
+        listed = run_cli("image", "prune", "--host", "th")
+    assert listed.code == 1, listed.out
+    assert "\\x1b]0;owned\\x07" in listed.out  # the terminal title it meant to set
+    assert not {"\x1b", "\x07", "\r"} & set(listed.out + listed.err)
+
+
 PLANT_AND_WAIT = """
 import json, sys, time
+from tests.support.cli import run_cli
+from tests.support.hostile_podman import hostile_podman
+from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.pool.remote_probe import held_directory, planted_canary
 from writerpool.runtime.ssh import SshHost
@@ -86,6 +123,9 @@ def test_what_acceptance_plants_on_the_host_goes_with_a_killed_controller(
 FORWARD_AND_WAIT = """
 import json, socket, sys, tempfile, time
 from pathlib import Path
+from tests.support.cli import run_cli
+from tests.support.hostile_podman import hostile_podman
+from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.runtime.remote import connect
 local = Path(tempfile.mkdtemp()) / "proxy.sock"
