@@ -72,7 +72,9 @@ class WriterSlot:
         whether it holds uncommitted or untracked changes, judged by content) while the
         lease is held: between turns, as a read-only VIEW beside pi (close() looks at the
         end). Else the code saying why it cannot be told (never raised)."""
-        if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
+        if self.state is None or self.paths is None or self.pool is None or self._ended:
+            return "writer_not_leased"
+        if not self.lease.held:
             return "writer_not_leased"
         try:
             return inspect_writer(self.paths, self.host, self.state, self.pool, role)
