@@ -121,7 +121,8 @@ def provision_one(ctx: PoolContext, index: int) -> None:
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
             state = provision(ctx.paths, host, ctx.alias, name, repo, ctx.settings, ctx.base,
                               ctx.report, ctx.loaded.config.pool)  # fmt: skip
-            render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
+            if state.host == LOCAL:  # elsewhere each session writes it into its volume
+                render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
