@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import require_tool
-from tests.support.clones import clone_bundle
-from tests.support.clones import clone_problems as verify_clone
+from tests.support.clones import clone_bundle, clone_problems
 from tests.support.repos import make_repo, run_git
 from writerpool import proc
 from writerpool.gitops.base import resolve_base
@@ -54,13 +53,13 @@ def _git_plain(clone: Path, *args: str) -> proc.Completed:
 
 
 def test_a_fresh_clone_is_safe(clone: Path) -> None:
-    assert verify_clone(clone) == []
+    assert clone_problems(clone) == []
 
 
 def test_sample_hooks_are_allowed(clone: Path) -> None:
     (clone / ".git" / "hooks").mkdir()
     (clone / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\nexit 1\n")
-    assert verify_clone(clone) == []
+    assert clone_problems(clone) == []
 
 
 CMD = "touch {canary}"
@@ -148,7 +147,7 @@ def test_dangerous_setting_is_refused_and_not_run(
     clone: Path, canary: Path, tmp_path: Path, text: str, key: str
 ) -> None:
     _plant(clone, text.format(canary=canary, hooks=tmp_path / "hooks"))
-    problems = verify_clone(clone)
+    problems = clone_problems(clone)
     assert any(p.startswith(f"{key}:") for p in problems), problems
     assert not canary.exists()
     assert all(str(tmp_path) not in p and "/etc/passwd" not in p for p in problems)
@@ -168,7 +167,7 @@ def test_git_itself_honours_the_spellings_verify_refuses(
 ) -> None:
     """Control: these plants are live; a git status in the clone runs them."""
     _plant(clone, text.format(canary=canary))
-    assert verify_clone(clone)
+    assert clone_problems(clone)
     _git_plain(clone, "status")
     assert canary.exists()
 
@@ -181,7 +180,7 @@ def test_planted_hook_path_is_live_for_git_but_not_for_verify(
     (hooks / "pre-commit").write_text(f"#!/bin/sh\ntouch {canary}\n")
     (hooks / "pre-commit").chmod(0o755)
     _plant(clone, f"[core]\n\thooksPath = {hooks}\n")
-    assert verify_clone(clone) == ["core.hookspath: redirects hooks"]
+    assert clone_problems(clone) == ["core.hookspath: redirects hooks"]
     assert not canary.exists()
     _git_plain(clone, "commit", "-q", "--allow-empty", "-m", "x")
     assert canary.exists()
@@ -191,7 +190,7 @@ def test_planted_filter_is_live_for_git_but_not_for_verify(clone: Path, canary: 
     _plant(clone, f'[filter "x"]\n\tclean = "touch {canary}; cat"\n')
     (clone / ".gitattributes").write_text("*.txt filter=x\n")
     (clone / "a.txt").write_text("a\n")
-    assert verify_clone(clone) == ["filter.*.clean: runs a filter command"]
+    assert clone_problems(clone) == ["filter.*.clean: runs a filter command"]
     assert not canary.exists()
     _git_plain(clone, "add", "a.txt")
     assert canary.exists()
@@ -199,7 +198,7 @@ def test_planted_filter_is_live_for_git_but_not_for_verify(clone: Path, canary: 
 
 def test_planted_alias_is_live_for_git_but_not_for_verify(clone: Path, canary: Path) -> None:
     _plant(clone, f"[alias]\n\tst = !touch {canary}\n")
-    assert verify_clone(clone) == ["alias.st: defines a command alias"]
+    assert clone_problems(clone) == ["alias.st: defines a command alias"]
     assert not canary.exists()
     _git_plain(clone, "st")
     assert canary.exists()
@@ -222,14 +221,14 @@ def test_config_that_cannot_be_parsed_safely_is_refused(
     clone: Path, canary: Path, text: str, problem: str
 ) -> None:
     _plant(clone, text.format(canary=canary), replace=True)
-    assert problem in verify_clone(clone)
+    assert problem in clone_problems(clone)
 
 
 def test_config_includes_are_never_followed(clone: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # following the include would block forever
     _plant(clone, f"[include]\n\tpath = {fifo}\n")
-    assert verify_clone(clone) == ["include.path: includes another file"]
+    assert clone_problems(clone) == ["include.path: includes another file"]
 
 
 def _write(path: Path, text: str = "x\n") -> None:
@@ -270,25 +269,25 @@ def _write(path: Path, text: str = "x\n") -> None:
 def test_dangerous_files_are_refused(clone: Path, plant: object, problem: str) -> None:
     assert callable(plant)
     plant(clone / ".git")
-    assert problem in verify_clone(clone)
+    assert problem in clone_problems(clone)
 
 
 def test_an_empty_legacy_remotes_directory_is_harmless(clone: Path) -> None:
     (clone / ".git" / "remotes").mkdir()
     (clone / ".git" / "branches").mkdir()
-    assert verify_clone(clone) == []
+    assert clone_problems(clone) == []
 
 
 def test_gitdir_file_instead_of_directory_is_refused(clone: Path, tmp_path: Path) -> None:
     shutil.move(clone / ".git", tmp_path / "elsewhere.git")
     (clone / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere.git'}\n")
-    assert verify_clone(clone) == [".git is a file, not a directory"]
+    assert clone_problems(clone) == [".git is a file, not a directory"]
 
 
 def test_git_directory_symlink_is_refused(clone: Path, tmp_path: Path) -> None:
     shutil.move(clone / ".git", tmp_path / "elsewhere.git")
     (clone / ".git").symlink_to(tmp_path / "elsewhere.git")
-    assert verify_clone(clone) == [".git is a symbolic link, not a directory"]
+    assert clone_problems(clone) == [".git is a symbolic link, not a directory"]
 
 
 def test_linked_config_objects_and_refs_are_refused(clone: Path, tmp_path: Path) -> None:
@@ -296,7 +295,7 @@ def test_linked_config_objects_and_refs_are_refused(clone: Path, tmp_path: Path)
     for name in ("config", "objects", "refs"):
         shutil.move(git / name, tmp_path / name)
         (git / name).symlink_to(tmp_path / name)
-    problems = verify_clone(clone)
+    problems = clone_problems(clone)
     assert "config is a symbolic link, not a file" in problems
     assert "objects is a symbolic link, not a directory" in problems
     assert "refs is a symbolic link, not a directory" in problems
@@ -308,7 +307,7 @@ def test_links_and_special_files_in_git_dir_are_refused(clone: Path, tmp_path: P
     (git / "packed-refs").unlink()
     (git / "packed-refs").symlink_to(tmp_path / "packed")
     os.mkfifo(git / "weird-name")
-    assert verify_clone(clone) == [
+    assert clone_problems(clone) == [
         "packed-refs is a symbolic link",
         "an entry of .git is a special file",
     ]
@@ -317,13 +316,13 @@ def test_links_and_special_files_in_git_dir_are_refused(clone: Path, tmp_path: P
 def test_linked_hooks_directory_is_refused(clone: Path, tmp_path: Path) -> None:
     (tmp_path / "hooks").mkdir()
     (clone / ".git" / "hooks").symlink_to(tmp_path / "hooks")
-    assert verify_clone(clone) == ["hooks is a symbolic link"]
+    assert clone_problems(clone) == ["hooks is a symbolic link"]
 
 
 def test_config_fifo_is_refused_without_blocking(clone: Path) -> None:
     (clone / ".git" / "config").unlink()
     os.mkfifo(clone / ".git" / "config")
-    assert verify_clone(clone) == ["config is a special file, not a file"]
+    assert clone_problems(clone) == ["config is a special file, not a file"]
 
 
 def test_linked_objects_info_directory_is_refused(clone: Path, tmp_path: Path) -> None:
@@ -333,11 +332,11 @@ def test_linked_objects_info_directory_is_refused(clone: Path, tmp_path: Path) -
     info = clone / ".git" / "objects" / "info"
     shutil.rmtree(info, ignore_errors=True)
     info.symlink_to(outside)
-    assert verify_clone(clone)
+    assert clone_problems(clone)
 
 
 def test_a_missing_clone_is_reported_not_raised(tmp_path: Path) -> None:
-    assert verify_clone(tmp_path / "absent") == ["the clone directory cannot be opened"]
+    assert clone_problems(tmp_path / "absent") == ["the clone directory cannot be opened"]
 
 
 def test_the_clone_check_runs_no_process(
@@ -349,7 +348,7 @@ def test_the_clone_check_runs_no_process(
     monkeypatch.setattr(proc, "run", refuse)
     monkeypatch.setattr(proc, "spawn", refuse)
     _plant(clone, f"[core]\n\tfsmonitor = touch {canary}\n")
-    assert verify_clone(clone) == ["core.fsmonitor: runs a command"]
+    assert clone_problems(clone) == ["core.fsmonitor: runs a command"]
 
 
 def test_real_git_lists_the_same_keys_verify_checks(clone: Path) -> None:

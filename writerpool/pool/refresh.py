@@ -28,7 +28,7 @@ from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 LEFTOVERS_ONLY = "writer_not_at_baseline"
-UNSAFE = "unsafe clone"  # pool/baseline.py's words for a hook or setting verify_clone refuses
+UNSAFE = "unsafe clone"  # pool/baseline.py's words for what gitops/verify.py refuses
 _HASH = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
