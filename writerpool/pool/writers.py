@@ -87,8 +87,10 @@ def stateless_clone(
 ) -> bool:
     """A clone that no usable state vouches for: never overwritten, never removed
     without --discard (its commits and files cannot be judged). With no state there is
-    no recorded host: the host the writer is placed on is asked whether it keeps one."""
-    if state is not None:
+    no recorded host: the host the writer is placed on is asked whether it keeps one,
+    once the writer has a directory here (a plan for a new writer connects nowhere;
+    under its lease, whose file makes the directory, the host is asked)."""
+    if state is not None or not ctx.paths.writer_dir(name).is_dir():
         return False
     host = ctx.host_of(name, placed)
     return host.storage_present(writer_at(ctx.paths, name, host.name), "clone")
