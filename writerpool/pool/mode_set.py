@@ -281,7 +281,7 @@ def plan_writers(ctx: PoolContext) -> bool:
         name = writer_name(ctx.alias, index)
         target = f"writer/{ctx.alias}/{name}"
         state = states.get(index)
-        if stateless_clone(ctx.paths, name, state):
+        if stateless_clone(ctx, name, state, host_for(index, ctx.settings.placed_on())):
             report_stateless(ctx, name)
             ok = False
         elif state is None:
@@ -297,7 +297,7 @@ def plan_writers(ctx: PoolContext) -> bool:
         if index <= ctx.settings.writers:
             continue
         target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
-        if not ctx.discard and stateless_clone(ctx.paths, writer_name(ctx.alias, index), state):
+        if not ctx.discard and stateless_clone(ctx, writer_name(ctx.alias, index), state):
             report_stateless(ctx, writer_name(ctx.alias, index))
             ok = False
         elif state is not None and not ctx.discard and _uncollected(ctx, state):
