@@ -15,13 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_collect_helpers import unique_alias, write_workspaces
+from tests.integration.writers_support import wp
 from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
-from tests.support.testhost import add_host
+from tests.support.repos import make_repo
+from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.container import writer_spec
+from writerpool.pool.remote_container import remote_spec
+from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
+from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.volumes import volume_name
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
 
@@ -77,12 +87,19 @@ def test_a_host_whose_podman_lies_is_refused_and_its_words_cannot_drive_the_term
 
 PLANT_AND_WAIT = """
 import json, sys, time
+from tests.integration.test_collect_helpers import unique_alias, write_workspaces
+from tests.integration.writers_support import wp
 from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
-from tests.support.testhost import add_host
+from tests.support.repos import make_repo
+from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
 from writerpool.pool.remote_probe import held_directory, planted_canary
+from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.volumes import volume_name
 ssh = SshHost.from_config("th", Host(**json.loads(sys.argv[1])))
 with planted_canary(ssh) as canary, held_directory(ssh, "/tmp", "wp-left", canary=False) as work:
     print(json.dumps([canary.file, work]), flush=True)
@@ -123,10 +140,15 @@ def test_what_acceptance_plants_on_the_host_goes_with_a_killed_controller(
 FORWARD_AND_WAIT = """
 import json, socket, sys, tempfile, time
 from pathlib import Path
+from tests.integration.test_collect_helpers import unique_alias, write_workspaces
+from tests.integration.writers_support import wp
 from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
-from tests.support.testhost import add_host
+from tests.support.repos import make_repo
+from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
+from writerpool.config.models import Pool
+from writerpool.config.paths import Paths
 from writerpool.runtime.remote import connect
 local = Path(tempfile.mkdtemp()) / "proxy.sock"
 listener = socket.socket(socket.AF_UNIX)
@@ -159,3 +181,97 @@ def test_a_sessions_socket_on_the_host_goes_with_a_killed_controller(testhost: H
             break
         threading.Event().wait(0.5)
     assert not _present(ssh, there), "the session's socket outlived the controller"
+
+
+# The agent's bash in its session container on the host: every way to leave the next
+# session a `.git` guard that is a link (its bind mount's source, resolved by the host's
+# Podman) is tried, and every socket the container can see is listed.
+AGENT = r"""
+for try in "mv /work/.git/hooks /work/.git/h2" "rm -rf /work/.git/hooks" \
+    "mv /work/.git /work/g" "rm -f /work/.git/config" "ln -sfn /run /work/.git/hooks" \
+    "mv /work/.git/config /work/c2"; do
+  sh -c "$try" 2>/dev/null && echo "did: $try"
+done
+find / \( -path /proc -o -path /sys \) -prune -o -type s -print 2>/dev/null | sed 's/^/socket: /'
+ls -A /run/user 2>/dev/null | sed 's/^/run-user: /'
+true
+"""
+
+
+@pytest.mark.image
+@pytest.mark.git
+def test_an_agent_on_the_host_can_neither_redirect_the_git_guards_nor_see_a_socket(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
+    alias = unique_alias("hostile")
+    paths = write_workspaces({alias: repo})
+    name = f"{alias}-w1"
+    with connect("th", testhost) as remote:
+        state = provision_there(remote, paths, alias, name, repo, image_pin)
+        try:
+            image = str(json.loads(image_pin.read_text())["imageId"])
+            spec = writer_spec(paths, state, image, Pool(), remote.facts())
+            done = remote.run(remote_spec(remote, spec, name, None), ["sh", "-c", AGENT])
+            assert done.returncode == 0, done.stderr[-1000:]
+            assert done.out == "", done.out
+            kinds = remote.run(_clone_reader(image, name), ["stat", "-c", "%F", ".git",
+                               ".git/hooks", ".git/config"])  # fmt: skip
+            assert kinds.out.split("\n")[:3] == ["directory", "directory", "regular file"]
+        finally:
+            remote.remove_storage(writer_at(paths, name, remote.name))
+
+
+def _clone_reader(image: str, writer: str) -> ContainerSpec:
+    clone = VolumeMount(volume=volume_name(writer, "clone"), target="/c", read_only=True)
+    return ContainerSpec(image_id=image, name=f"writerpool-{writer}-look", workdir="/c",
+                         volumes=(clone,), labels={LABEL_WRITER: writer})  # fmt: skip
+
+
+def _on_host(ssh: SshHost, pattern: str) -> list[str]:
+    """Names matching `pattern` (a shell glob under the SSH user's home or runtime dir)."""
+    listed = ssh.exec(["sh", "-c", f"ls -d {pattern} 2>/dev/null || true"], timeout=20)
+    return listed.out.split()
+
+
+@pytest.mark.image
+@pytest.mark.git
+def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_next_completes(
+    testhost: Host, image_pin: Path, tmp_path: Path
+) -> None:
+    alias = unique_alias("killed")
+    write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
+    add_host(testhost)
+    wp("image", "transfer", "--host", "th", check=True)
+    wp("control", "--apply", check=True)
+    wp("control", "--host", "th", "--apply", check=True)
+    ssh = SshHost.from_config("th", testhost)
+    canaries, sockets = "$HOME/.writerpool-canary-*", "/run/user/$(id -u)/writerpool/*.sock"
+    argv = [sys.executable, "-m", "writerpool", "mode", "set", alias, "container", "--profiles",
+            "code", "--network", "none", "--hosts", "th", "--apply", "--json"]  # fmt: skip
+    setting = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(1200):  # bounded: provisioning, then the canary of its acceptance
+            if _on_host(ssh, canaries) or setting.poll() is not None:
+                break
+        assert setting.poll() is None, "mode set ended before its acceptance was caught"
+        setting.kill()
+        setting.wait()
+        for _ in range(60):  # bounded: 30 s for the host to see the connections end
+            if not _on_host(ssh, canaries) and not _on_host(ssh, sockets):
+                break
+            threading.Event().wait(0.5)
+        assert _on_host(ssh, canaries) == [] and _on_host(ssh, sockets) == []
+        code, report = wp("mode", "set", alias, "container", "--profiles", "code",
+                          "--network", "none", "--hosts", "th", "--apply")  # fmt: skip
+        assert code == 0, report
+        assert f"writer/{alias}/{alias}-w1" in [
+            f["target"] for f in report["findings"] if f["code"] == "writer_accepted"
+        ], report
+        assert _on_host(ssh, canaries) == [] and _on_host(ssh, sockets) == []
+    finally:
+        if setting.poll() is None:
+            setting.kill()
+            setting.wait()
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), f"{alias}-w1", remote.name))
