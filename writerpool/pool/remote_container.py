@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import secrets
 import tarfile
 from pathlib import Path, PurePosixPath
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 AGENT_PUSH_SECONDS = 60.0
 # The agent directory holds a few small rendered files.
 AGENT_DIR_CAP = 1024 * 1024
+_MOUNTPOINT = re.compile(r"^/[A-Za-z0-9_./@+-]{1,4000}$")
 # Empties the agent volume and unpacks the rendered directory from stdin into it.
 _UNPACK = "find /pi/agent -mindepth 1 -delete && tar -x -f - -C /pi/agent --no-same-owner"
 
@@ -55,7 +57,8 @@ def _volume_root(remote: RemotePodman, writer: str, part: str) -> PurePosixPath:
     name = volume_name(writer, part)
     found = remote.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", name], timeout=30)
     root = found.out.strip()
-    if not root.startswith("/") or any(c in root for c in ",\n:"):
+    # The host's answer becomes a bind mount's source there: one plain, normal path.
+    if not _MOUNTPOINT.fullmatch(root) or ".." in PurePosixPath(root).parts:
         raise WriterpoolError(
             "session_start_failed", f"the {part} volume of {writer} has no usable mount point"
         )

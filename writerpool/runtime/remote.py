@@ -26,10 +26,14 @@ from writerpool.runtime.podman import (
     default_socket,
     socket_answers,
 )
+from writerpool.runtime.podman_api import pings
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
 from writerpool.runtime.volumes import create_volumes, remove_volumes, volume_name
 
+# A Podman service answers `_ping` at once; a slow link still gets a few seconds.
+API_PING_SECONDS = 15.0
+VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~-]{0,63}$")
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -42,6 +46,19 @@ class RemotePodman(PodmanHost):
         self.forward = forward
         self._facts: EngineFacts | None = None
         self._images: set[str] = set()  # seen present over this connection
+
+    def require_api(self) -> None:
+        """Refuse a url whose socket is no answering Podman API service (a service not
+        running, a wrong path) with its own code, before a command reads its silence."""
+        if pings(self.socket_path, API_PING_SECONDS):
+            return
+        self.raise_if_gone(WriterpoolError("host_podman_unavailable", "no answer"))
+        raise WriterpoolError(
+            "host_podman_unavailable",
+            f"host {self.host.name}: no Podman API service answers at its url's socket path; "
+            "start it for the SSH user (`podman system service --time=0 unix://PATH`) or "
+            f"correct hosts.{self.host.name}.url",
+        )
 
     def connected(self) -> bool:
         alive = self.forward is None or self.forward.alive()
@@ -112,6 +129,10 @@ class RemotePodman(PodmanHost):
         template = "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}} {{.Version.Version}}"
         found = self.cli(["info", "--format", template], timeout=60)
         cgroups, rootless, version = [*found.out.strip().split(" "), "", "", ""][:3]
+        if not VERSION_RE.fullmatch(version):  # it is recorded in every fingerprint
+            raise WriterpoolError(
+                "host_podman_unavailable", f"host {self.name}'s Podman reports no usable version"
+            )
         return EngineFacts(self.name, version, cgroups == "v2", rootless == "true")
 
     def ensure_image(self, image_id: str) -> None:
@@ -200,6 +221,8 @@ def connect(name: str, host: Host) -> Iterator[RemotePodman]:
     local = private / "podman.sock"
     try:
         with ssh.forward(local, host.target.socket) as forward:
-            yield RemotePodman(ssh, local, forward)
+            remote = RemotePodman(ssh, local, forward)
+            remote.require_api()
+            yield remote
     finally:
         shutil.rmtree(private, ignore_errors=True)
