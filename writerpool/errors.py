@@ -236,7 +236,7 @@ CODES: dict[str, str] = {
     "host_unknown": "The host name is neither `local` nor a configured [hosts.NAME]",
     "host_config_invalid": (
         "A host's identity or known_hosts file is missing, unreadable or open to another "
-        "account, or its key is refused"
+        "account, its key is refused, or a directory its url implies is not its user's own"
     ),
     "host_key_mismatch": "The host presented another key than the pinned one; refused",
     "host_podman_unavailable": (

@@ -7,7 +7,9 @@ session's forwarded socket) goes with the process that made it, SIGKILL too."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -83,6 +85,41 @@ def test_a_host_whose_podman_lies_is_refused_and_its_words_cannot_drive_the_term
     assert listed.code == 1, listed.out
     assert "\\x1b]0;owned\\x07" in listed.out  # the terminal title it meant to set
     assert not {"\x1b", "\x07", "\r"} & set(listed.out + listed.err)
+
+
+@pytest.mark.parametrize("shared", ["0777", "link"])
+def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
+    testhost: Host, tmp_path: Path, shared: str
+) -> None:
+    # The sockets' directory sits beside the url's socket directory: a url whose socket
+    # is reached through /tmp puts it where another account could have made it first.
+    ssh = SshHost.from_config("th", testhost)
+    base = f"/tmp/wp-shared-{secrets.token_hex(4)}"
+    made = (
+        f"mkdir -m 0777 {base}/writerpool"
+        if shared == "0777"
+        else f"mkdir -m 0777 {base}/elsewhere && ln -s {base}/elsewhere {base}/writerpool"
+    )
+    assert ssh.exec(["sh", "-c", f"mkdir -p {base}/podman && ln -s {testhost.target.socket} "
+                     f"{base}/podman/podman.sock && {made}"]).returncode == 0  # fmt: skip
+    url = testhost.url.replace(testhost.target.socket, f"{base}/podman/podman.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "proxy.sock"))
+    try:
+        with connect("th", testhost.model_copy(update={"url": url})) as remote:
+            if shared == "0777":  # this user's own, made private before any socket goes there
+                with remote.session_socket(tmp_path / "proxy.sock", "s-own"):
+                    mode = ssh.exec(["stat", "-c", "%a", f"{base}/writerpool"]).out.strip()
+                assert mode == "700"
+            else:
+                link = remote.session_socket(tmp_path / "proxy.sock", "s-link")
+                with pytest.raises(WriterpoolError) as exc, link:
+                    pass
+                assert exc.value.code == "host_config_invalid"
+                assert _on_host(ssh, f"{base}/elsewhere/*") == []
+    finally:
+        listener.close()
+        ssh.exec(["rm", "-rf", "--", base])
 
 
 PLANT_AND_WAIT = """

@@ -34,6 +34,9 @@ from writerpool.runtime.volumes import create_volumes, remove_volumes, volume_na
 # A Podman service answers `_ping` at once; a slow link still gets a few seconds.
 API_PING_SECONDS = 15.0
 VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~-]{0,63}$")
+# On the host: the sockets' directory made, or found a directory (not a link) of the SSH
+# user's own, and made private; else another account could swap a session's socket.
+_OWN_DIRECTORY = 'mkdir -p -m 0700 -- "$1" && [ ! -L "$1" ] && [ -O "$1" ] && chmod 0700 -- "$1"'
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -177,7 +180,13 @@ class RemotePodman(PodmanHost):
             raise ValueError("session id must be lowercase letters, digits and dashes")
         directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
         remote = directory / f"{session}.sock"
-        self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+        made = self.host.exec(["sh", "-c", _OWN_DIRECTORY, "sh", str(directory)], timeout=20)
+        if made.returncode != 0:
+            raise WriterpoolError(
+                "host_config_invalid",
+                f"host {self.host.name}: the directory for forwarded sockets beside its url's "
+                "socket is not the SSH user's own (another account may replace a socket there)",
+            )
         # ssh refuses a forward whose socket path is longer than a Unix socket's (108
         # bytes): it connects through a short link in a private directory of its own.
         short = Path(tempfile.mkdtemp(prefix="wp-", dir=tempfile.gettempdir()))  # 0700
