@@ -3,7 +3,9 @@ pointed at a forwarded API socket.
 
 The host's API socket is forwarded to a private socket of the controller for as long
 as the connection is open; the API calls and the podman CLI (`--url unix://…`) both use it,
-so every container operation of `PodmanHost` works unchanged on the host.
+so every container operation of `PodmanHost` works unchanged on the host. That forward's
+ssh process is the connection's master: commands on the host and a session's socket
+forward ride it (runtime/ssh.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RemotePodman(PodmanHost):
         self.forward = forward
         self._facts: EngineFacts | None = None
         self._images: set[str] = set()  # seen present over this connection
+        self._socket_dir: PurePosixPath | None = None  # made over this connection
 
     def connected(self) -> bool:
         alive = self.forward is None or self.forward.alive()
@@ -154,9 +157,7 @@ class RemotePodman(PodmanHost):
         forward and the host's socket end with the block."""
         if not SESSION_RE.fullmatch(session):
             raise ValueError("session id must be lowercase letters, digits and dashes")
-        directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
-        remote = directory / f"{session}.sock"
-        self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+        remote = self._session_socket_dir() / f"{session}.sock"
         # ssh refuses a forward whose socket path is longer than a Unix socket's (108
         # bytes): it connects through a short link in a private directory of its own.
         short = Path(tempfile.mkdtemp(prefix="wp-", dir=tempfile.gettempdir()))  # 0700
@@ -168,6 +169,15 @@ class RemotePodman(PodmanHost):
             shutil.rmtree(short, ignore_errors=True)
             with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
                 self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
+
+    def _session_socket_dir(self) -> PurePosixPath:
+        """The host's directory of session sockets, beside its Podman socket's directory
+        (the account's runtime directory); made once per connection."""
+        if self._socket_dir is None:
+            directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
+            self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
+            self._socket_dir = directory
+        return self._socket_dir
 
     def _ensure_service(self) -> None:
         # The host's service is its own (a user unit or `podman system service`); the
@@ -197,9 +207,9 @@ def connect(name: str, host: Host) -> Iterator[RemotePodman]:
     base = default_socket().parent.parent  # $XDG_RUNTIME_DIR
     base = base if base.is_dir() else Path(tempfile.gettempdir())
     private = Path(tempfile.mkdtemp(prefix="writerpool-host-", dir=base))  # 0700
-    local = private / "podman.sock"
+    local, control = private / "podman.sock", private / "ssh.ctl"
     try:
-        with ssh.forward(local, host.target.socket) as forward:
-            yield RemotePodman(ssh, local, forward)
+        with ssh.forward(local, host.target.socket, master=control) as forward:
+            yield RemotePodman(ssh.multiplexed(control), local, forward)
     finally:
         shutil.rmtree(private, ignore_errors=True)
