@@ -137,6 +137,7 @@ class SshHost:
             "-o", f"ConnectTimeout={CONNECT_SECONDS}",
             "-o", "ServerAliveInterval=5",
             "-o", "ServerAliveCountMax=2",
+            "-o", "Compression=no",
             "-i", str(self.identity),
             "-p", str(self.target.port),
             *mux,
@@ -145,15 +146,18 @@ class SshHost:
             f"{self.target.user}@{self.target.address}",
         ]  # fmt: skip
 
+    def command_argv(self, command: Sequence[str]) -> list[str]:
+        """ssh running `command` on the host, each word quoted for the host's shell."""
+        return [*self.argv(), " ".join(shlex.quote(word) for word in command)]
+
     def exec(
         self, command: Sequence[str], *, timeout: float = 60.0, input: bytes | None = None
     ) -> Completed:
         """Run `command` on the host (each word quoted for its shell); a connection
         failure raises its own error, the command's own failure is returned."""
-        remote = " ".join(shlex.quote(word) for word in command)
         try:
-            done = run([*self.argv(), remote], env=clean_env(), timeout=timeout, input=input,
-                       check=False)  # fmt: skip
+            done = run(self.command_argv(command), env=clean_env(), timeout=timeout,
+                       input=input, check=False)  # fmt: skip
         except CommandFailed as exc:
             if exc.timed_out:
                 raise HostUnreachable(self.name, f"no answer within {timeout:g}s") from exc

@@ -100,6 +100,7 @@ class Launcher:
         self._scratch: ScratchRoot | None = None
         self._egress: EgressHost | None = None
         # Hosts over SSH, connected once for all sessions (facts and image asked once);
+        # those of a configuration reloaded away are closed at shutdown.
         self._hosts: HostSet | None = None
         self._retired: list[HostSet] = []
         self._lock = threading.Lock()
@@ -118,8 +119,7 @@ class Launcher:
         with self._lock:
             if self._hosts is not None and loaded.config.hosts != self._config.hosts:
                 # Sessions on them go on; the next ones connect as configured now.
-                self._retired.append(self._hosts)
-                self._hosts = None
+                self._retired, self._hosts = [*self._retired, self._hosts], None
             self._loaded, self._config = loaded, loaded.config
 
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
@@ -318,9 +318,8 @@ class Launcher:
                                   hosts=hosts)  # fmt: skip
 
     def _launch_remote(self, plan: SessionPlan, session_id: str, slot: WriterSlot) -> Launched:
-        """pi in the writer's container on its host over SSH (sessions/remote.py): the
-        agent directory rendered here and written there, the proxy here and its socket
-        forwarded there for this session; the host's connection is the server's."""
+        """pi in the writer's container on its host over SSH (sessions/remote.py): the agent
+        directory written there, the proxy's socket forwarded there for this session."""
         from writerpool.pool import remote_container  # noqa: PLC0415
         from writerpool.runtime.remote import RemotePodman  # noqa: PLC0415
         from writerpool.sessions import remote as on_host  # noqa: PLC0415
@@ -329,9 +328,7 @@ class Launcher:
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
         with _undo_on_failure() as undo:
-            undo.append(seat.close)
-            undo.append(slot.release)
-            undo.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            undo += [seat.close, slot.release, lambda: shutil.rmtree(private, ignore_errors=True)]
             remote = slot.host
             if not isinstance(remote, RemotePodman):
                 raise WriterpoolError("session_start_failed", "the writer's host is not remote")
@@ -340,11 +337,8 @@ class Launcher:
                                slot.name, None)  # fmt: skip
             undo.append(held.revoke)
             remote_container.push_agent_dir(remote, slot.name, agent_dir)
-            egress = None
-            if network_info(slot.network).egress:
-                egress = seat.enter_context(
-                    remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
-                )
+            socket = remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
+            egress = seat.enter_context(socket) if network_info(slot.network).egress else None
             spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
             argv = remote.attach_argv(spec, ["pi", *agent_launch.pi_args(
                 plan.profile, False, CONTAINER_AGENT_DIR)])  # fmt: skip
