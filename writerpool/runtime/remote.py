@@ -20,7 +20,7 @@ from typing import IO
 
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed, clean_env, run_streamed
+from writerpool.proc import CommandFailed, Completed
 from writerpool.runtime.host import ContainerRef, EngineFacts, Writer
 from writerpool.runtime.podman import (
     PodmanApiUnavailable,
@@ -82,7 +82,12 @@ class RemotePodman(PodmanHost):
         return found.out.strip()
 
     def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:
-        return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=True)]
+        """The container run by the host's own podman over a channel of the master (a
+        session's pi, a stream's data): its stdio crosses that channel alone, not Podman's
+        remote attach through its API service as well, which cost about twice the local
+        time for 50 MB even without SSH (docs/benchmarks.md). The argv is the same."""
+        run = spec.run_argv(command, interactive=True)
+        return self.host.command_argv([*self._host_env(), "podman", *run])
 
     def stream(
         self,
@@ -93,22 +98,11 @@ class RemotePodman(PodmanHost):
         input: bytes | IO[bytes],
         consume: Callable[[IO[bytes]], None],
     ) -> Completed:
-        """The container run by the host's own podman, over an SSH channel of the master:
-        the data crosses that channel alone, not Podman's remote attach through its API
-        service as well (which cost twice the local time; docs/benchmarks.md)."""
-        argv = self.host.command_argv([*self._host_env(), "podman",
-                                       *spec.run_argv(command, interactive=True)])  # fmt: skip
+        # A stream cut short by a lost connection is the host's failure, not the data's.
         try:
-            done = run_streamed(argv, env=clean_env(), timeout=timeout, input=input,
-                                consume=consume)  # fmt: skip
-        except BaseException as exc:
-            # A killed client may leave the container behind: it must not block the next
-            # run of the same name. A stream cut short by a lost connection is the host's
-            # failure, not the data's.
-            with contextlib.suppress(WriterpoolError):
-                self.remove(spec.name)
-            if isinstance(exc, WriterpoolError):
-                self.raise_if_gone(exc)
+            done = super().stream(spec, command, timeout=timeout, input=input, consume=consume)
+        except WriterpoolError as exc:
+            self.raise_if_gone(exc)
             raise
         if done.returncode in (125, 255) and not self.connected():
             raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
