@@ -237,7 +237,10 @@ CODES: dict[str, str] = {
     "host_config_invalid": "A host's identity or known_hosts file is missing or unreadable",
     "host_key_mismatch": "The host presented another key than the pinned one; refused",
     "host_key_unpinned": "The host's known_hosts file pins no key for its address; refused",
-    "writer_host_unsupported": "mode set cannot place writers on an SSH host yet; nothing changed",
+    "writer_host_unsupported": (
+        "a writer on an SSH host needs the provider or none network without an allowlist; "
+        "nothing changed"
+    ),
     "writer_host_unreachable": "The writer's host does not answer over SSH; nothing changed",
     "remote_session_unsupported": (
         "A session on a writer on an SSH host needs the provider or none network, "

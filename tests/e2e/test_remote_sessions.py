@@ -23,21 +23,14 @@ from tests.e2e.conftest import CLIENT_BRANCH, MakeServer
 from tests.e2e.harness import Client, RawServer, connect
 from tests.integration.test_collect_helpers import collected
 from tests.integration.writers_support import codes, git, make_checkout, wp
-from tests.support.testhost import add_host, send_image
+from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
-from writerpool.config.models import load_config
-from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
-from writerpool.gitops.base import resolve_base
-from writerpool.pool.acceptance import current_fingerprint
 from writerpool.pool.lease import Lease
-from writerpool.pool.provision import provision
-from writerpool.report import Report
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import RemotePodman
 from writerpool.runtime.remote import connect as connect_host
 from writerpool.runtime.spec import LABEL_WRITER
-from writerpool.state.writer import save_state
 
 pytestmark = [
     pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi, pytest.mark.remote,
@@ -47,22 +40,17 @@ WRITER = "boxed-w1"
 CODE = {"workspace": "boxed", "executionProfile": "code"}
 
 
-def _remote_writer(paths: Paths, checkout: Path, testhost: Host, image_pin: Path) -> None:
-    """boxed-w1 provisioned on th and recorded as accepted under the current settings.
-    (Acceptance runs on this machine's Podman only so far: the harness is not run here.)"""
-    settings = ContainerSettings(profiles=("code",), base="main", network="provider",
-                                 writers=1, hosts=("th",))  # fmt: skip
-    store_entry(paths, "boxed", ModeEntry(mode="container", container=settings))
-    pool = load_config(paths).config.pool
-    with connect_host("th", testhost) as remote:
-        send_image(remote, image_pin)
-        state = provision(paths, remote, "boxed", WRITER, checkout, settings,
-                          resolve_base(checkout, "main"), Report("test"), pool)  # fmt: skip
-        ready = state.model_copy(update={"phase": "ready", "reason": None})
-        ready = ready.model_copy(
-            update={"fingerprint": current_fingerprint(paths, remote, ready, pool)}
-        )
-    save_state(paths.writer_dir(WRITER), ready)
+def _remote_writer() -> None:
+    """boxed-w1 placed on th the way an operator does it: the image sent there, the
+    isolation control run there, then mode set provisions the writer on th and accepts it
+    with the harness in its container there."""
+    wp("image", "transfer", "--host", "th", check=True)
+    wp("control", "--host", "th", "--apply", check=True)
+    options = ["--profiles", "code", "--network", "provider", "--writers", "1"]
+    code, report = wp("mode", "set", "boxed", "container", *options, "--hosts", "th", "--apply")
+    assert code == 0 and "writer_accepted" in codes(report), report
+    [accepted] = [f for f in report["findings"] if f["code"] == "writer_accepted"]
+    assert accepted["data"]["networkClass"] == "limited", accepted
 
 
 def _mounts_on(remote: RemotePodman) -> list[str]:
@@ -102,7 +90,7 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
     paths = server.paths
     add_host(testhost, config=paths.config_file)
     wp("control", "--apply", check=True)
-    _remote_writer(paths, checkout, testhost, image_pin)
+    _remote_writer()
     controller = (str(tmp_path), str(Path.home()), str(paths.state_dir),
                   pwd.getpwuid(os.getuid()).pw_dir)  # fmt: skip
     seen: dict[str, Any] = {}
@@ -198,7 +186,7 @@ def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer
     server = make_server(boxed=checkout)
     add_host(testhost, config=server.paths.config_file)
     wp("control", "--apply", check=True)
-    _remote_writer(server.paths, checkout, testhost, image_pin)
+    _remote_writer()
     raw = RawServer(server)
     try:
         raw.initialize()

@@ -21,8 +21,8 @@ from tests.integration.test_collect_helpers import (
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp
+from tests.support.clones import clone_problems
 from tests.support.repos import git_out, make_repo
-from writerpool.gitops.verify import verify_clone
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -173,7 +173,7 @@ def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
     )
     clone = clone_of(writer)
     canaries = _poison(clone, tmp_path)
-    assert verify_clone(clone), "the poison must be visible to the clone check"
+    assert clone_problems(clone), "the poison must be visible to the clone check"
 
     code, report = wp("writer", "collect", writer, "--apply")
     assert code == 0, report
@@ -189,7 +189,7 @@ def test_poisoned_clone_is_collected_without_running_anything_on_the_host(
     code, report = wp("writer", "finish", writer, "--apply")
     assert code == 0, report
     assert {"writer_reset_failed", "writer_recreated"} <= set(codes(report)), report
-    assert verify_clone(clone) == []
+    assert clone_problems(clone) == []
     assert not (clone / ".gitattributes").exists()
     assert list(canaries.iterdir()) == []
 

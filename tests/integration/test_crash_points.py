@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from tests.integration.test_collect_helpers import (
-    clone_of,
     collected,
     ready_writer,
     run_agent,
@@ -24,9 +23,12 @@ from tests.integration.test_collect_helpers import (
 )
 from tests.integration.writers_support import codes, writer_containers
 from tests.support.repos import make_repo
+from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV, POINTS
-from writerpool.gitops.clone_read import read_refs
+from writerpool.errors import WriterpoolError
+from writerpool.pool.inspect import VIEW, inspect_writer
+from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -64,11 +66,25 @@ def plant(writer: str, label: str) -> str:
     """A commit of the agent's on branch `label`; returns its id."""
     run_agent(writer, f"git checkout -q -B {label} && echo {label} > {label}.txt && "
                       f"git add {label}.txt && git commit -q -m {label}")  # fmt: skip
-    return read_refs(clone_of(writer)).branches[label]
+    return branches(writer)[label]
+
+
+def branches(writer: str) -> dict[str, str]:
+    """The clone's branches as the inspection's container on the writer's host sees them
+    (none when it cannot be inspected)."""
+    paths = Paths.from_env()
+    state = load_state(paths.writer_dir(writer))
+    if state is None:
+        return {}
+    try:
+        pool = load_config(paths).config.pool
+        return inspect_writer(paths, open_host(), state, pool, VIEW).branches
+    except WriterpoolError:
+        return {}
 
 
 def intact(repo: Path, writer: str, label: str, commit: str) -> bool:
-    in_clone = read_refs(clone_of(writer)).branches.get(label) == commit
+    in_clone = branches(writer).get(label) == commit
     return in_clone or collected(repo, writer).get(label) == commit
 
 

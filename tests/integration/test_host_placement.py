@@ -1,10 +1,13 @@
 """`mode set … --hosts`: writers placed across hosts by the documented rule, the host
 recorded in each writer's state and shown by `writer list`; a name that is no host is
-refused, and writers that would land on a host over SSH are refused before any change."""
+refused, and so is a network a writer on another host cannot have; writers on the test
+host are accepted there and listed beside this machine's."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,11 @@ from tests.integration.test_collect_helpers import (
 )
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
+from tests.support.testhost import add_host
+from writerpool.config.hosts import Host
+from writerpool.config.paths import Paths
+from writerpool.runtime.host import writer_at
+from writerpool.runtime.remote import connect
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 SOCKET = "/run/user/1010/podman/podman.sock"
@@ -28,7 +36,7 @@ def _planned(report: dict[str, Any]) -> dict[str, str]:
             if f["code"] == "writer_planned"}  # fmt: skip
 
 
-def test_writers_are_placed_round_robin_and_remote_ones_are_refused_before_any_change(
+def test_writers_are_placed_round_robin_and_open_networks_are_refused_on_other_hosts(
     tmp_path: Path, image_pin: Path
 ) -> None:
     alias = unique_alias("place")
@@ -39,18 +47,15 @@ def test_writers_are_placed_round_robin_and_remote_ones_are_refused_before_any_c
                   f'identity = "{tmp_path}/id"\nknown_hosts = "{tmp_path}/known"\n')  # fmt: skip
     ready_writer(alias)
     assert state_of(f"{alias}-w1").host == "local"
-    _, listed = wp("writer", "list")
-    [row] = [w for w in listed["data"]["writers"] if w["workspace"] == alias]
-    assert row["host"] == "local"
-    assert "host local" in next(f["message"] for f in listed["findings"]
-                                if f["target"] == f"writer/{alias}/{alias}-w1")  # fmt: skip
 
     options = ["container", "--profiles", "code", "--network", "none", "--writers", "4"]
     code, plan = wp("mode", "set", alias, *options, "--hosts", "local,th")
     assert code == 0, plan
     assert _planned(plan) == {"w2": "th", "w3": "local", "w4": "th"}
+    # An open network would need the provider's key on th: refused before any change.
     modes_before = paths.modes_file.read_bytes()
-    code, refused = wp("mode", "set", alias, *options, "--hosts", "local,th", "--apply")
+    opened = ["container", "--profiles", "code", "--network", "slirp4netns", "--writers", "2"]
+    code, refused = wp("mode", "set", alias, *opened, "--hosts", "local,th", "--apply")
     assert code != 0 and "writer_host_unsupported" in codes(refused), refused
     assert paths.modes_file.read_bytes() == modes_before
     assert not paths.writer_dir(f"{alias}-w2").exists()
@@ -58,3 +63,41 @@ def test_writers_are_placed_round_robin_and_remote_ones_are_refused_before_any_c
     code, unknown = wp("mode", "set", alias, *options, "--hosts", "local,nowhere")
     assert code == 2 and unknown["findings"][0]["code"] == "host_unknown"
     assert "th.test" not in str(refused) and "wp@" not in str(refused)
+
+
+@pytest.mark.remote
+def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    alias = unique_alias("two")
+    write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
+    add_host(testhost)
+    ready_writer(alias)
+    wp("image", "transfer", "--host", "th", check=True)
+    options = ["container", "--profiles", "code", "--network", "none", "--writers", "2"]
+    try:
+        # This machine's control says nothing of th: w2 is made there, not accepted.
+        _, report = wp("mode", "set", alias, *options, "--hosts", "local,th", "--apply")
+        [refused] = [f for f in report["findings"] if f["code"] == "isolation_control_required"]
+        assert "writerpool control --host th --apply" in refused["message"], report
+        assert state_of(f"{alias}-w2").phase == "not_ready"
+
+        wp("control", "--host", "th", "--apply", check=True)
+        code, report = wp("mode", "set", alias, *options, "--hosts", "local,th", "--apply")
+        assert code == 0, report
+        accepted = [f["target"] for f in report["findings"] if f["code"] == "writer_accepted"]
+        assert accepted == [f"writer/{alias}/{alias}-w2"], report
+        assert state_of(f"{alias}-w2").host == "th"
+
+        _, listed = wp("writer", "list")
+        hosts = {w["name"]: (w["host"], w["leasable"]) for w in listed["data"]["writers"]
+                 if w["workspace"] == alias}  # fmt: skip
+        assert hosts == {f"{alias}-w1": ("local", True), f"{alias}-w2": ("th", True)}, listed
+        argv = [sys.executable, "-m", "writerpool", "writer", "list"]
+        shown = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
+        print("writer list:", shown.stdout, sep="\n")
+        assert "host local" in shown.stdout and "host th" in shown.stdout
+        assert testhost.target.address not in shown.stdout
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), f"{alias}-w2", remote.name))

@@ -242,8 +242,12 @@ def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
     state = Path(os.environ["XDG_STATE_HOME"]) / "writerpool"
     record = json.loads((state / "isolation-control-hosts" / "th.json").read_text())
     assert record["passed"] is True and record["missed"] == []
-    # The host's own control is not this machine's.
+    # The host's own control is not this machine's; doctor reports each on its own.
     assert not (state / "isolation-control.json").exists()
+    _, doctor = _cli("doctor")
+    controls = {f["target"]: f["status"] for f in doctor["findings"]
+                if f["code"] == "isolation_control"}  # fmt: skip
+    assert controls == {"control": "warning", "host/th/control": "ok"}, doctor
     with connect("th", testhost) as remote:
         left = remote.host.exec(["sh", "-c", "ls -a ~ | grep -c writerpool-canary || true"])
     assert left.out.strip() == "0"

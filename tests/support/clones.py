@@ -1,14 +1,25 @@
 """A clone shaped like a writer's (no hooks, no reflogs, packed refs, the base branch
-checked out), made from a base bundle with git on this machine: for tests of the
-readers (verify_clone, clone_read) and of the bundle export, which need such a clone
-without a container. writerpool itself makes a writer's clone in a container on the
-writer's host (pool/provision_stream.py, clonetool `provision`)."""
+checked out), made from a base bundle with git on this machine: for tests of the clone
+check and of the bundle export, which need such a clone without a writer. writerpool
+itself makes a writer's clone in a container on the writer's host
+(pool/provision_stream.py, clonetool `provision`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.support.repos import run_git
+from writerpool.gitops.git_snapshot import GitDirSnapshot
+from writerpool.gitops.verify import probe, verify_snapshot
+from writerpool.pool.clonetool.gitsnap import snapshot
+
+
+def clone_problems(clone: Path) -> list[str]:
+    """The clone check as the product makes it: clonetool's gitsnap answers the check's
+    probe about `clone`'s `.git` (in the inspection's container it reads /work/.git;
+    the same function here), and gitops/verify.py judges the answers."""
+    seen = GitDirSnapshot.model_validate(snapshot(probe(), str(clone / ".git")))
+    return verify_snapshot(seen)
 
 
 def clone_bundle(bundle: Path, dest: Path, branch: str, origin: str | None = None) -> Path:

@@ -8,15 +8,15 @@ from typing import cast
 
 import pytest
 
+from writerpool.config.network import check_remote_network
 from writerpool.errors import WriterpoolError
 from writerpool.pool.remote_container import AGENT_DIR_CAP, push_agent_dir
 from writerpool.runtime.remote import RemotePodman
-from writerpool.sessions.remote import check_supported
 
 
 @pytest.mark.parametrize("network", ["provider", "none"])
 def test_the_proxied_and_closed_networks_are_offered(network: str) -> None:
-    check_supported("th", network, None)
+    check_remote_network("th", network, None)
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def test_an_open_network_or_an_allowlist_is_refused_with_its_code(
     network: str, allow: tuple[str, ...] | None
 ) -> None:
     with pytest.raises(WriterpoolError) as exc:
-        check_supported("th", network, allow)
+        check_remote_network("th", network, allow)
     assert exc.value.code == "remote_session_unsupported"
     assert "th" in exc.value.message
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from writerpool.errors import WriterpoolError
+
 NetworkKind = Literal["provider", "none", "slirp4netns", "pasta"]
 PodmanNetwork = Literal["none", "slirp4netns", "pasta"]
 DEFAULT_NETWORK: NetworkKind = "provider"
@@ -66,3 +68,15 @@ def describe(kind: str) -> str:
     info = network_info(kind)
     label = "limited" if info.limited else "NOT limited"
     return f"{kind} ({label}: {info.reach})"
+
+
+def check_remote_network(host: str, network: str, allow: tuple[str, ...] | None) -> None:
+    """A remote session reaches its provider only through the forwarded proxy (or not at
+    all): an open network would need the key on the host, an allowlist its CA there."""
+    info = network_info(network)
+    if allow or not info.limited:
+        raise WriterpoolError(
+            "remote_session_unsupported",
+            f"a session on host {host} needs the writer's network to be provider or none, "
+            "without an allowlist: the provider's key stays on this machine",
+        )

@@ -1,6 +1,6 @@
 """A writer's `.git` as a throwaway container on its host saw it (clonetool's gitsnap.py):
-the answers to the paths the clone check asks about, replayed with safefs's reader
-interface so that gitops/verify.py judges them with the same code as a directory.
+the answers to the paths the clone check asks about, replayed as a reader (kind,
+entries, read) that gitops/verify.py judges. The controller never reads a clone itself.
 
 The answers are hostile: validated into a frozen model, each listing and file bounded
 (the model refuses more), and a path the probe did not ask about is a bug, not a pass.
@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import base64
 import binascii
+from enum import Enum
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from writerpool.gitops.safefs import Kind, UnsafePathError
+
+class Kind(Enum):
+    MISSING = "missing"
+    FILE = "file"
+    DIR = "directory"
+    SYMLINK = "symbolic link"
+    OTHER = "special file"
+
+
+class UnsafePathError(Exception):
+    """A path below `.git` was a link, a special file, too large, or unreadable, as the
+    container saw it (its words)."""
+
 
 MAX_ENTRIES = 10_000  # clonetool's gitsnap.py lists at most this many names
 MAX_NAME = 4096
@@ -59,7 +72,7 @@ def _asked(answers: dict[str, _M], rel: str) -> _M:
 
 
 class SnapshotGitDir:
-    """safefs.GitDir's reads (kind, entries, read) answered from a snapshot."""
+    """The check's reads (kind, entries, read) answered from a snapshot."""
 
     def __init__(self, snapshot: GitDirSnapshot) -> None:
         if snapshot.top is not None:

@@ -1,9 +1,8 @@
-"""How much the host reads from a writer's clone, at most: one table for every reader.
-
-The host's own reads (gitops/clone_read.py) use it directly; the inspection in a
-throwaway container (pool/clonetool) receives it in each request, so the two readers
-never disagree. A clone beyond a limit is refused or summarised, never read further:
-what a clone holds must not size the server's memory, its time, or its answers.
+"""How much is read from a writer's clone, at most: one table, sent with every request
+to the inspection in a throwaway container on the writer's host (pool/clonetool); the
+controller never reads a clone itself. A clone beyond a limit is refused or
+summarised, never read further: what a clone holds must not size the server's memory,
+its time, or its answers.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
-"""Is a writer's clone safe to hand to an agent, and to read from the host?
+"""Is a writer's clone safe to hand to an agent?
 
-Reads only: plain file reads through `safefs` and dulwich's config parser. No git
-process runs here, so nothing the clone holds can execute. A clone on its host is judged
-by the same code over what a container there saw (`verify_snapshot`, gitops/git_snapshot.py):
-the probe names every path the check reads.
+Judged over what a throwaway container on the writer's host saw of its `.git`
+(`verify_snapshot`, gitops/git_snapshot.py; the probe names every path the check reads),
+with dulwich's config parser for the settings. No git process runs here, and the
+controller never reads the clone itself, so nothing the clone holds can execute.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from writerpool.errors import WriterpoolError
-from writerpool.gitops.git_snapshot import GitDirSnapshot, SnapshotGitDir
+from writerpool.gitops.git_snapshot import GitDirSnapshot, Kind, SnapshotGitDir, UnsafePathError
 from writerpool.gitops.gitconfig_policy import config_problems
-from writerpool.gitops.safefs import GitDir, Kind, UnsafePathError
 
 CONFIG_LIMIT = 1024 * 1024
 
@@ -70,16 +67,6 @@ _REQUIRED: tuple[tuple[str, Kind], ...] = (
 )
 
 
-class GitDirReader(Protocol):
-    """What the check reads: safefs.GitDir, or a snapshot of one (git_snapshot.py)."""
-
-    def kind(self, rel: str) -> Kind: ...
-
-    def entries(self, rel: str) -> list[tuple[str, Kind]]: ...
-
-    def read(self, rel: str, limit: int) -> bytes | None: ...
-
-
 def probe() -> dict[str, Any]:
     """Every path the check reads, as a container on the writer's host is asked them."""
     kinds = {rel for rel, _ in _REQUIRED} | {rel for rel, _ in _FORBIDDEN_FILES}
@@ -91,35 +78,16 @@ def probe() -> dict[str, Any]:
 
 
 def verify_snapshot(snapshot: GitDirSnapshot) -> list[str]:
-    """verify_clone over what a container on the writer's host saw of its `.git`."""
+    """Problems that make the clone unsafe, over what a container on the writer's host
+    saw of its `.git`; empty when it is safe. Each names a file or key, never a path or
+    a value."""
     try:
         return _problems(SnapshotGitDir(snapshot))
     except UnsafePathError as exc:
         return [str(exc)]
 
 
-def verify_clone(clone: Path) -> list[str]:
-    """Problems that make `clone` unsafe; an empty list when it is safe.
-
-    Each problem is a short string naming the file or key, never a path or value.
-    """
-    try:
-        with GitDir.open(clone) as gitdir:
-            return _problems(gitdir)
-    except UnsafePathError as exc:
-        return [str(exc)]
-
-
-def require_safe_clone(clone: Path) -> None:
-    """Raise `clone_verification_failed` listing the problems, if any."""
-    problems = verify_clone(clone)
-    if problems:
-        raise WriterpoolError(
-            "clone_verification_failed", "the clone is unsafe: " + "; ".join(problems[:10])
-        )
-
-
-def _problems(gitdir: GitDirReader) -> list[str]:
+def _problems(gitdir: SnapshotGitDir) -> list[str]:
     problems: list[str] = []
     # Each check runs even when another met a link it refused to follow.
     checks = (
@@ -137,7 +105,7 @@ def _problems(gitdir: GitDirReader) -> list[str]:
     return list(dict.fromkeys(problems))  # a refused link may be met by several checks
 
 
-def _layout_problems(gitdir: GitDirReader) -> list[str]:
+def _layout_problems(gitdir: SnapshotGitDir) -> list[str]:
     problems: list[str] = []
     for rel, wanted in _REQUIRED:
         found = gitdir.kind(rel)
@@ -146,7 +114,7 @@ def _layout_problems(gitdir: GitDirReader) -> list[str]:
     return problems
 
 
-def _entry_problems(gitdir: GitDirReader) -> list[str]:
+def _entry_problems(gitdir: SnapshotGitDir) -> list[str]:
     """Links and special files directly in `.git` (packed-refs, index, logs, info, ...)."""
     required = {rel for rel, _ in _REQUIRED}
     problems: list[str] = []
@@ -158,7 +126,7 @@ def _entry_problems(gitdir: GitDirReader) -> list[str]:
     return problems
 
 
-def _forbidden_problems(gitdir: GitDirReader) -> list[str]:
+def _forbidden_problems(gitdir: SnapshotGitDir) -> list[str]:
     problems: list[str] = []
     for rel, message in _FORBIDDEN_FILES:
         try:
@@ -172,14 +140,14 @@ def _forbidden_problems(gitdir: GitDirReader) -> list[str]:
     return problems
 
 
-def _non_empty(gitdir: GitDirReader, rel: str) -> bool:
+def _non_empty(gitdir: SnapshotGitDir, rel: str) -> bool:
     found = gitdir.kind(rel)
     if found is Kind.MISSING:
         return False
     return found is not Kind.DIR or bool(gitdir.entries(rel))
 
 
-def _hook_problems(gitdir: GitDirReader) -> list[str]:
+def _hook_problems(gitdir: SnapshotGitDir) -> list[str]:
     found = gitdir.kind("hooks")
     if found is Kind.MISSING:
         return []
@@ -196,7 +164,7 @@ def _hook_problems(gitdir: GitDirReader) -> list[str]:
     return problems
 
 
-def _config_file_problems(gitdir: GitDirReader) -> list[str]:
+def _config_file_problems(gitdir: SnapshotGitDir) -> list[str]:
     if gitdir.kind("config") is not Kind.FILE:
         return []  # already reported by the layout check
     data = gitdir.read("config", limit=CONFIG_LIMIT)

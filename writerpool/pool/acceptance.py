@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from writerpool import __version__
-from writerpool.agent.egress import EgressRequest, Grant, grant_key
+from writerpool.agent.egress import EgressRequest, grant_key
 from writerpool.config.models import Config, Egress, Pool, Provider
 from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe, network_info
@@ -19,19 +20,24 @@ from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
+from writerpool.pool.acceptance_remote import run_remote_harness
 from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
-from writerpool.pool.control import control_current, harness_digest, host_listener
+from writerpool.pool.control import (
+    control_command,
+    control_current,
+    harness_digest,
+    host_listener,
+)
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.image_tools import HARNESS
+from writerpool.runtime.remote import RemotePodman
 from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
-if TYPE_CHECKING:
-    from writerpool.egress.host import EgressHost
-
 ACCEPTANCE_PROVIDER = "acceptance"
+Granted = contextlib.AbstractContextManager[None]
 DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CLASSES = ("limited", "limited-allowlist", "not_limited")
 
@@ -83,7 +89,7 @@ def readiness(
     """The writer's phase and reason as of now (a ready record can have gone stale)."""
     if state.phase != "ready":
         return state.phase, state.reason
-    if not control_current(paths):
+    if not control_current(paths, host.name):
         return "not_ready", "isolation_control_required"
     try:
         if current_fingerprint(paths, host, state, pool) != state.fingerprint:
@@ -133,22 +139,38 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
     return (*(f"{n}.acceptance.test:{port}" for n in names), f"127.0.0.1/32:{port}")
 
 
-def _plant_canary(
-    paths: Paths, state: WriterState, pool: Pool, egress: EgressHost | None, allow_port: int | None
-) -> tuple[Grant, str]:
-    """Send a canary credential through the session's real egress path."""
-    writer = writer_of(paths, state)
+@contextlib.contextmanager
+def _canary_granted(
+    paths: Paths, state: WriterState, pool: Pool, dirs: tuple[Path, Path], allow_port: int | None
+) -> Iterator[None]:
+    """A canary credential sent through the session's real egress path (the proxy, its
+    token in the agent directory `dirs[0]`, its socket in `dirs[1]`) for the block."""
+    agent_dir, egress_dir = dirs
     config = _acceptance_config(pool, allow_port)
     request = EgressRequest(
         config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-        agent_dir=writer.agent, egress_dir=writer.egress, session="acceptance",
+        agent_dir=agent_dir, egress_dir=egress_dir, session="acceptance",
         writer=state.name, port=EGRESS_PORT,
         allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
     )  # fmt: skip
     resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
     assert resolved is not None
     canary = "wp" + "canary-" + secrets.token_hex(16)
-    return grant_key(request, egress, resolved, canary), canary
+    egress = None
+    if network_info(state.network).egress:
+        from writerpool.egress.host import EgressHost  # noqa: PLC0415
+
+        egress = EgressHost()
+    try:
+        held = grant_key(request, egress, resolved, canary)
+        try:
+            held.ready()
+            yield
+        finally:
+            held.revoke()
+    finally:
+        if egress is not None:
+            egress.close()
 
 
 def _run_harness(
@@ -156,44 +178,41 @@ def _run_harness(
 ) -> tuple[int, bytes]:
     paths, state, image_id, pool = spec_args
     allowlist = has_allowlist(paths, state)
+    if isinstance(host, RemotePodman):
+
+        def granted(agent: Path, egress: Path, port: int | None) -> Granted:
+            return _canary_granted(paths, state, pool, (agent, egress), port)
+
+        done = run_remote_harness(host, paths, state, image_id, pool, allowlist, granted)
+        return done.returncode, done.stdout
     spec = writer_spec(paths, state, image_id, pool, host.facts(), allow=allowlist)
+    writer = writer_of(paths, state)
     home = Path.home()
     canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
     canary_dir.mkdir(mode=0o700)
     canary = canary_dir / "secret"
     canary.write_text("writerpool canary\n")
     info = network_info(state.network)
-    egress = None
-    if info.egress:
-        from writerpool.egress.host import EgressHost  # noqa: PLC0415
-
-        egress = EgressHost()
     try:
-        with host_listener() as port:
-            held, _ = _plant_canary(paths, state, pool, egress, port if allowlist else None)
-            try:
-                held.ready()
-                spec = spec.model_copy(
-                    update={
-                        "env": {
-                            **spec.env,
-                            "WRITERPOOL_HARNESS_CANARIES": str(canary),
-                            "WRITERPOOL_HARNESS_HOST_HOME": str(home),
-                            "WRITERPOOL_HARNESS_WORK": "/work",
-                            "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
-                            "WRITERPOOL_HARNESS_HOST_PORT": str(port),
-                            **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
-                        },
-                    }
-                )
-                # The harness the image carries (runtime/image_tools.py).
-                done = host.run(spec, ["python3", HARNESS], timeout=120)
-            finally:
-                held.revoke()
+        with (
+            host_listener() as port,
+            _canary_granted(paths, state, pool, (writer.agent, writer.egress),
+                            port if allowlist else None),
+        ):  # fmt: skip
+            env = {
+                **spec.env,
+                "WRITERPOOL_HARNESS_CANARIES": str(canary),
+                "WRITERPOOL_HARNESS_HOST_HOME": str(home),
+                "WRITERPOOL_HARNESS_WORK": "/work",
+                "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
+                "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+                **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
+            }
+            # The harness the image carries (runtime/image_tools.py).
+            done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
+                            timeout=120)  # fmt: skip
     finally:
         shutil.rmtree(canary_dir, ignore_errors=True)
-        if egress is not None:
-            egress.close()
     return done.returncode, done.stdout
 
 
@@ -207,13 +226,16 @@ def accept(
     """Run acceptance on a leased, fenced writer; record readiness or the failure."""
     target = f"writer/{state.alias}/{state.name}"
     failure_file = writer_of(paths, state).failure_file
-    if not control_current(paths):
+    if not control_current(paths, host.name):
         state = save_state(
             paths.writer_dir(state.name),
             state.model_copy(update={"phase": "not_ready", "reason": "isolation_control_required"}),
         )
         return state, Finding(
-            "isolation_control_required", "error", target, "run `writerpool control --apply` first"
+            "isolation_control_required",
+            "error",
+            target,
+            f"run `{control_command(host.name)}` first",
         )
     before = fingerprint_groups(paths, host, state, pool)
     exit_code, out = _run_harness(host, (paths, state, before["image"], pool))

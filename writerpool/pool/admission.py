@@ -86,7 +86,7 @@ def admit(
     # planted ref would otherwise carry one session's state into the next. Also catches
     # a `.git` renamed away and rebuilt with the agent's own hooks and settings.
     inspection = inspect_writer(paths, host, state, pool, role) if state.baseline else None
-    problems = tuple(problems_given(paths, state, pool, inspection))
+    problems = tuple(problems_given(state, pool, inspection))
     if not_ready is not None:
         text = REASONS.get(not_ready, f"not ready ({not_ready})")
         return Admission(not_ready, text, problems, inspection, not_ready, phase)
@@ -107,5 +107,5 @@ def _judged(
 def clone_verdict(paths: Paths, state: WriterState, pool: Pool, inspection: Inspection) -> Verdict:
     """The clone's part of admit() for an inspection already made under the lease (at a
     session's close): what the next start's guard would find, to be remembered."""
-    judged = _judged(state, tuple(problems_given(paths, state, pool, inspection)), inspection)
+    judged = _judged(state, tuple(problems_given(state, pool, inspection)), inspection)
     return Verdict(judged.code, judged.reason, judged.problems)

@@ -19,8 +19,9 @@ from writerpool.config.paths import Paths
 from writerpool.pool import harness
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Report
+from writerpool.runtime.host import LOCAL
 from writerpool.runtime.probe import run_harness_on_host
-from writerpool.state.atomic import write_atomic
+from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import now
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
@@ -89,21 +90,36 @@ def harness_digest(path: Path | None = None) -> str:
     return "sha256:" + hashlib.sha256((path or harness_path()).read_bytes()).hexdigest()
 
 
-def load_control(paths: Paths) -> ControlRecord | None:
+def control_file(paths: Paths, host: str = LOCAL) -> Path:
+    """Each host's own record: the harness's trust in one machine says nothing of another."""
+    if host == LOCAL:
+        return paths.control_file
+    return paths.state_dir / "isolation-control-hosts" / f"{host}.json"
+
+
+def load_control(paths: Paths, host: str = LOCAL) -> ControlRecord | None:
     try:
-        return ControlRecord.model_validate(loads_json(read_regular(paths.control_file)))
+        return ControlRecord.model_validate(loads_json(read_regular(control_file(paths, host))))
     except (OSError, ValueError, ValidationError, DocumentRefused):
         return None  # no usable record: a control must be run
 
 
-def control_current(paths: Paths) -> bool:
-    record = load_control(paths)
+def control_current(paths: Paths, host: str = LOCAL) -> bool:
+    record = load_control(paths, host)
     return record is not None and record.passed and record.harness_digest == harness_digest()
 
 
-def _save(paths: Paths, record: ControlRecord) -> None:
+def control_command(host: str) -> str:
+    """The command that records `host`'s control."""
+    where = "" if host == LOCAL else f" --host {host}"
+    return f"writerpool control{where} --apply"
+
+
+def save_control(paths: Paths, record: ControlRecord, host: str = LOCAL) -> None:
+    file = control_file(paths, host)
+    ensure_private_dir(file.parent)
     data = json.dumps(record.model_dump(mode="json", by_alias=True), indent=2) + "\n"
-    write_atomic(paths.control_file, data.encode())
+    write_atomic(file, data.encode())
 
 
 def run_control(
@@ -155,7 +171,7 @@ def run_control(
     if parsed is not None and parsed.network != "not_limited":
         missed += ("network",)
     passed = parsed is not None and not missed
-    _save(
+    save_control(
         paths,
         ControlRecord(passed=passed, at=now(), harness_digest=harness_digest(), missed=missed),
     )

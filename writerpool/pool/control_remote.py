@@ -1,8 +1,8 @@
 """The isolation control on a host over SSH (`writerpool control --host NAME`): the
 harness, run uncontained as the host's SSH user, must see the planted escapes there.
 
-Each host has its own record (`isolation-control-hosts/NAME.json` in the state
-directory). The canary lives in that user's home on the host; the allowlist checks go
+Each host has its own record (pool/control.py control_file). The canary lives in that
+user's home on the host (pool/remote_probe.py); the allowlist checks go
 through the control's open relay, forwarded to the host for this run only; the host's
 loopback listener is opened by the same process that runs the harness there.
 """
@@ -10,7 +10,6 @@ loopback listener is opened by the same process that runs the harness there.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import tempfile
 from pathlib import Path
@@ -25,13 +24,14 @@ from writerpool.pool.control import (
     harness_path,
     host_listener,
     open_relay,
+    save_control,
 )
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.pool.remote_image import configured_host
+from writerpool.pool.remote_probe import planted_canary
 from writerpool.report import Report
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.ssh import SshHost
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import now
 
 # Runs on the host: a loopback listener an uncontained process can reach, then the
@@ -45,49 +45,36 @@ BOOT = (
 )
 
 
-def host_control_file(paths: Paths, name: str) -> Path:
-    return paths.state_dir / "isolation-control-hosts" / f"{name}.json"
-
-
-def _remote_dirs(ssh: SshHost, token: str) -> tuple[str, str, str]:
-    """The host user's home, a private canary directory in it and a work directory."""
-    home = ssh.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=20).out.strip()
-    if not home.startswith("/"):
-        raise WriterpoolError("command_failed", f"host {ssh.name} reports no home directory")
-    canary_dir, work = f"{home}/.writerpool-canary-{token}", f"/tmp/writerpool-control-{token}"
-    made = ssh.exec(["sh", "-c", 'mkdir -m 0700 -- "$1" "$2" && printf "writerpool canary\\n" '
-                     '> "$1/secret"', "sh", canary_dir, work], timeout=20)  # fmt: skip
-    if made.returncode != 0:
-        raise WriterpoolError("command_failed", f"host {ssh.name}: the canary cannot be planted")
-    return home, canary_dir, work
-
-
 def _run_harness(remote: RemotePodman, token: str) -> bytes:
     ssh = remote.host
-    home, canary_dir, work = _remote_dirs(ssh, token)
-    try:
-        with (
-            tempfile.TemporaryDirectory(prefix="writerpool-control-") as local,
-            host_listener() as port,
-            open_relay(Path(local) / ".relay", port) as relay,
-            remote.session_socket(relay, f"control-{token}") as relay_there,
-        ):
-            env = {
-                "WRITERPOOL_HARNESS_CANARIES": f"{canary_dir}/secret",
-                "WRITERPOOL_HARNESS_HOST_HOME": home,
-                "WRITERPOOL_HARNESS_WORK": work,
-                "WRITERPOOL_HARNESS_CANARY": "scan",
-                "WRITERPOOL_CONNECT_SOCKET": str(relay_there),
-                "WRITERPOOL_HARNESS_ALLOW_PORT": str(port),
-                "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
-            }
-            words = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), "python3", "-c", BOOT]
-            done = ssh.exec(["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", work, *words],
-                            timeout=90, input=harness_path().read_bytes())  # fmt: skip
-            return done.stdout
-    finally:
-        with contextlib.suppress(WriterpoolError):
-            ssh.exec(["rm", "-rf", "--", canary_dir, work], timeout=30)
+    work = f"/tmp/writerpool-control-{token}"
+    with contextlib.ExitStack() as stack:
+        canary = stack.enter_context(planted_canary(ssh))
+        if ssh.exec(["mkdir", "-m", "0700", "--", work], timeout=20).returncode != 0:
+            raise WriterpoolError("command_failed", f"host {ssh.name}: no work directory")
+        stack.callback(lambda: _remove(ssh, work))
+        local = stack.enter_context(tempfile.TemporaryDirectory(prefix="writerpool-control-"))
+        port = stack.enter_context(host_listener())
+        relay = stack.enter_context(open_relay(Path(local) / ".relay", port))
+        relay_there = stack.enter_context(remote.session_socket(relay, f"control-{token}"))
+        env = {
+            "WRITERPOOL_HARNESS_CANARIES": canary.file,
+            "WRITERPOOL_HARNESS_HOST_HOME": canary.home,
+            "WRITERPOOL_HARNESS_WORK": work,
+            "WRITERPOOL_HARNESS_CANARY": "scan",
+            "WRITERPOOL_CONNECT_SOCKET": str(relay_there),
+            "WRITERPOOL_HARNESS_ALLOW_PORT": str(port),
+            "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
+        }
+        words = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), "python3", "-c", BOOT]
+        done = ssh.exec(["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", work, *words],
+                        timeout=90, input=harness_path().read_bytes())  # fmt: skip
+        return done.stdout
+
+
+def _remove(ssh: SshHost, path: str) -> None:
+    with contextlib.suppress(WriterpoolError):
+        ssh.exec(["rm", "-rf", "--", path], timeout=30)
 
 
 def run_host_control(paths: Paths, name: str, apply: bool) -> Report:
@@ -107,10 +94,7 @@ def run_host_control(paths: Paths, name: str, apply: bool) -> Report:
         missed += ("network",)
     passed = parsed is not None and not missed
     record = ControlRecord(passed=passed, at=now(), harness_digest=harness_digest(), missed=missed)
-    file = host_control_file(paths, name)
-    ensure_private_dir(file.parent)
-    write_atomic(file, (json.dumps(record.model_dump(mode="json", by_alias=True), indent=2)
-                        + "\n").encode())  # fmt: skip
+    save_control(paths, record, name)
     if passed:
         report.add("isolation_control_passed", "ok", target,
                    f"the uncontained harness on {name} detected every expected escape; "

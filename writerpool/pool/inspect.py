@@ -22,6 +22,7 @@ from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
 from writerpool.gitops.verify import probe, verify_snapshot
+from writerpool.pool.clonetool.storage import ROOT as STORAGE_ROOT
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -110,6 +111,7 @@ class ToolReport(_Model):
     git_state: tuple[str, ...] = ()
     index_matches: bool = True
     git_dir: GitDirSnapshot | None = None
+    cache: Literal["empty", "held", "unreadable"] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ class Inspection:
     # Why the clone's git settings are unsafe (gitops/verify.py over what the container
     # saw of .git); None when the inspection did not look.
     clone_problems: tuple[str, ...] | None = None
+    # Whether the writer's cache holds anything (empty, held, unreadable); None when the
+    # inspection was not given the cache (its baseline does not have it empty).
+    cache: str | None = None
 
     @property
     def unexported(self) -> tuple[Entry, ...]:
@@ -171,6 +176,7 @@ class Inspection:
             git_state=report.git_state, index_matches=report.index_matches,
             clone_problems=None if report.git_dir is None
             else tuple(verify_snapshot(report.git_dir)),
+            cache=report.cache,
         )  # fmt: skip
 
 
@@ -231,6 +237,12 @@ def at_baseline(inspection: Inspection, baseline: Baseline) -> bool:
     return not baseline_problems(inspection, baseline)
 
 
+def cache_cleared(state: WriterState, pool: Pool) -> bool:
+    """Whether the writer's cache is part of its baseline: empty after every reset,
+    unless `[pool] keep_caches` keeps it across sessions."""
+    return state.cache != "none" and not pool.keep_caches
+
+
 def tool_spec(
     paths: Paths,
     host: WriterHost,
@@ -240,16 +252,22 @@ def tool_spec(
     *,
     clone_rw: bool = False,
     base_dir: Path | None = None,
+    storage: tuple[str, ...] = (),
 ) -> ContainerSpec:
     """A throwaway container of the writer's image that runs the clonetool package the
-    image carries (runtime/image_tools.py).
+    image carries (runtime/image_tools.py). `storage` names further parts of the
+    writer's storage it is given at /storage/PART (clonetool/storage.py), read-only
+    unless the clone is writable too: read there, or emptied there, on the writer's host.
     Role VIEW (an operator view without the lease): a unique name, and not the writer's
     label, so any number run beside each other and beside a session."""
     view = role == VIEW
     if view and clone_rw:
         raise ValueError("a view reads the clone and writes nothing")
-    clone = host.storage_mount(writer_of(paths, state), "clone", "/work", read_only=not clone_rw)
-    mounts: list[Mount | VolumeMount] = [clone]
+    writer = writer_of(paths, state)
+    mounts: list[Mount | VolumeMount] = [
+        host.storage_mount(writer, part, target, read_only=not clone_rw)
+        for part, target in (("clone", "/work"), *((p, f"{STORAGE_ROOT}/{p}") for p in storage))
+    ]
     if base_dir is not None:
         mounts.append(Mount(source=base_dir, target="/base", read_only=True))
     return ContainerSpec(
@@ -322,8 +340,10 @@ def parse_report(answer: dict[str, Any]) -> Inspection:
 def inspect_writer(
     paths: Paths, host: WriterHost, state: WriterState, pool: Pool, role: str = "inspect"
 ) -> Inspection:
-    """Inspect the writer's clone without changing it: under the lease, or as a VIEW."""
-    spec = tool_spec(paths, host, state, pool, role)
+    """Inspect the writer's clone without changing it: under the lease, or as a VIEW.
+    The same container tells whether the cache is empty, when the baseline has it so."""
+    storage = ("cache",) if cache_cleared(state, pool) else ()
+    spec = tool_spec(paths, host, state, pool, role, storage=storage)
     return parse_report(
         run_tool(host, spec, "inspect", tool_request(state, pool), "writer_inspect_failed")
     )

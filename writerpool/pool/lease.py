@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -24,9 +25,14 @@ YIELD_WAIT_SECONDS = 10.0
 
 
 class Lease:
+    """One holder's lease. Its descriptor is the holder's token: a release frees this
+    holder's lock and never another's, and the descriptor is taken and given back under
+    a lock, so a session's stop and its connection watch may both release it."""
+
     def __init__(self, writer_dir: Path) -> None:
         self.path = writer_dir / "lease"
         self._fd: int | None = None
+        self._lock = threading.Lock()
 
     def acquire(self, wait: float, *, ask_warm: bool = False, judging: bool = False) -> None:
         """Take the lease, waiting at most `wait` seconds, else writer_busy. With
@@ -52,13 +58,22 @@ class Lease:
     def mark_warm(self, warm: bool = True) -> None:
         """Say in the lease file whether its holder keeps the writer warm (and so yields
         it when asked) or has given it to a session."""
-        if self._fd is not None:
-            _record_holder(self._fd, warm=warm)
+        with self._lock:
+            if self._fd is not None:
+                _record_holder(self._fd, warm=warm)
 
     def try_acquire(self, *, judging: bool = False) -> bool:
-        """Take the lease if it is free now; False when another process holds it."""
-        if self._fd is not None:
-            return True
+        """Take the lease if it is free now; False when another holder has it."""
+        with self._lock:
+            if self._fd is not None:
+                return True
+            if not self._take():
+                return False
+        if not judging:
+            advance(self.path.parent)
+        return True
+
+    def _take(self) -> bool:
         try:
             ensure_private_dir(self.path.parent.parent)  # the writers directory itself
             ensure_private_dir(self.path.parent)
@@ -74,8 +89,6 @@ class Lease:
             return False
         self._fd = fd
         _record_holder(fd)
-        if not judging:
-            advance(self.path.parent)
         return True
 
     def busy(self) -> WriterpoolError:
@@ -87,11 +100,15 @@ class Lease:
         )
 
     def release(self) -> None:
-        if self._fd is not None:
-            _clear_holder(self._fd)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        """Free the lease; a second call does nothing. The descriptor is taken out under
+        the lock first: a second release never unlocks or closes a descriptor number
+        that the first closed and the process has since given to another lease."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            _clear_holder(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     @property
     def held(self) -> bool:

@@ -9,10 +9,8 @@ reads that execute nothing, and rebuilds the clone when the check fails.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
@@ -20,27 +18,16 @@ from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base
-from writerpool.gitops.bundle import create_base_bundle, merged_tags
-from writerpool.pool.baseline import clear_cache, writer_problems
-from writerpool.pool.clonetool.removal import remove_path
-from writerpool.pool.collect import (
-    WriterRef,
-    collect_writer,
-    find_writer,
-    findings_for,
-    plan_collect,
-    workspace_repo,
-)
+from writerpool.pool.collect import collect_writer, plan_collect
 from writerpool.pool.container import writer_of
-from writerpool.pool.inspect import inspect_writer, run_tool, tool_spec
-from writerpool.pool.provision import base_record
-from writerpool.pool.provision_stream import clone_on_host
+from writerpool.pool.inspect import inspect_writer
+from writerpool.pool.rebuild import recreate_clone, reset_clone
 from writerpool.pool.work import discarded, uncollected_reason
+from writerpool.pool.writer_ref import WriterRef, find_writer, findings_for, workspace_repo
 from writerpool.pool.writers import delete_writer_files, operate
-from writerpool.report import Report, Status, Step, quiet, sanitize
+from writerpool.report import Report, Status, Step, quiet
 from writerpool.runtime.host import WriterHost, writer_at
-from writerpool.state.atomic import ensure_private_dir
-from writerpool.state.writer import Baseline, WriterState, load_state, save_state
+from writerpool.state.writer import WriterState, load_state
 
 
 def _target(state: WriterState) -> str:
@@ -92,152 +79,6 @@ def guard(
         wouldDiscard=lost,
     )
     return False
-
-
-def expected_baseline(loaded: LoadedConfig, state: WriterState, base: BaseRef) -> Baseline:
-    tags = {}
-    if state.tags == "reachable":
-        tags = merged_tags(workspace_repo(loaded, state.alias), base.commit)
-    return Baseline(
-        head=f"refs/heads/{base.branch}",
-        commit=base.commit,
-        branches={base.branch: base.commit},
-        tags=tags,
-    )
-
-
-def check_clone(
-    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
-) -> str | None:
-    """Why the clone is not exactly at state.baseline, or None: the same definition, by
-    content, that the session guard applies."""
-    problems = writer_problems(paths, host, state, loaded.config.pool)
-    return "; ".join(problems)[:600] if problems else None
-
-
-def recreate_clone(
-    paths: Paths,
-    host: WriterHost,
-    loaded: LoadedConfig,
-    state: WriterState,
-    base: BaseRef,
-    report: Report,
-) -> WriterState:
-    """Rebuild clone and agent directory from `base`; image and settings are kept."""
-    target = _target(state)
-    writer = writer_of(paths, state)
-    repo = workspace_repo(loaded, state.alias)
-    try:
-        baseline = clone_on_host(paths, host, state, loaded.config.pool, repo, base, report)
-        remove_path(writer.agent)
-        clear_cache(paths, state, loaded.config.pool)
-    except WriterpoolError as exc:
-        report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")
-        return state
-    except OSError as exc:
-        report.add("writer_recreate_failed", "error", target, f"the old clone: {exc.strerror}")
-        return state
-    crash_point("recreate.cloned")
-    ensure_private_dir(writer.agent)
-    state = save_state(
-        writer.record,
-        state.model_copy(
-            update={"base": base_record(base), "baseline": baseline, "collection": None}
-        ),
-    )
-    expected = expected_baseline(loaded, state, base)
-    problem = None if baseline == expected else "the new clone is not at the base"
-    try:
-        problem = problem or check_clone(paths, host, loaded, state)
-    except WriterpoolError as exc:
-        problem = exc.message
-    if problem is not None:
-        report.add("writer_recreate_failed", "error", target, problem)
-    else:
-        report.add(
-            "writer_recreated",
-            "ok",
-            target,
-            f"clone and agent directory rebuilt on {base.name} at {base.commit[:12]}",
-        )
-    return state
-
-
-def _run_reset(
-    paths: Paths,
-    host: WriterHost,
-    loaded: LoadedConfig,
-    state: WriterState,
-    base: BaseRef,
-    base_dir: Path,
-) -> str:
-    """Run the reset tool; the `.git` entries it removed, named (empty: none)."""
-    repo = workspace_repo(loaded, state.alias)
-    create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
-    spec = tool_spec(
-        paths, host, state, loaded.config.pool, "reset", clone_rw=True, base_dir=base_dir
-    )
-    request = {
-        "branch": base.branch,
-        "commit": base.commit,
-        "bundle_ref": f"refs/heads/{base.branch}",
-        "tags": state.tags == "reachable",
-    }
-    answer = run_tool(host, spec, "reset", request, "writer_reset_failed")
-    removed = [sanitize(str(n))[:200] for n in answer.get("removed", [])[:50]]
-    count = int(answer.get("removed_count", len(removed)))
-    more = f" and {count - len(removed)} more" if count > len(removed) else ""
-    return ", ".join(removed) + more
-
-
-def reset_clone(
-    paths: Paths,
-    host: WriterHost,
-    loaded: LoadedConfig,
-    state: WriterState,
-    base: BaseRef,
-    report: Report,
-) -> WriterState:
-    """Put the clone back on `base` in a throwaway container; recreate when that fails."""
-    target = _target(state)
-    base_dir = writer_of(paths, state).scratch("reset-base")
-    shutil.rmtree(base_dir, ignore_errors=True)
-    ensure_private_dir(base_dir)
-    baseline = expected_baseline(loaded, state, base)
-    candidate = state.model_copy(
-        update={"base": base_record(base), "baseline": baseline, "collection": None}
-    )
-    removed = ""
-    try:
-        removed = _run_reset(paths, host, loaded, state, base, base_dir)
-        clear_cache(paths, state, loaded.config.pool)
-        crash_point("reset.tool_ran")
-        problem = check_clone(paths, host, loaded, candidate)
-    except WriterpoolError as exc:
-        if exc.code == "writer_base_unavailable":
-            raise
-        problem = exc.message
-    finally:
-        shutil.rmtree(base_dir, ignore_errors=True)
-    if problem is None:
-        crash_point("reset.verified")
-        state = save_state(paths.writer_dir(state.name), candidate)
-        report.add(
-            "writer_reset",
-            "ok",
-            target,
-            f"clone reset to {base.name} at {base.commit[:12]} and verified"
-            + (f"; removed from .git (not work, no clone has them): {removed}" if removed else ""),
-            **({"removedFromGitDir": removed} if removed else {}),
-        )
-        return state
-    report.add(
-        "writer_reset_failed",
-        "warning",
-        target,
-        f"reset did not verify ({problem}); recreating the clone instead",
-    )
-    return recreate_clone(paths, host, loaded, state, base, report)
 
 
 @dataclass(frozen=True)
@@ -363,10 +204,12 @@ def finish(
     return report
 
 
-def _may_drop_stateless(paths: Paths, ref: WriterRef, discard: bool, report: Report) -> bool:
+def _may_drop_stateless(
+    paths: Paths, host: WriterHost, ref: WriterRef, discard: bool, report: Report
+) -> bool:
     """A writer without a state file: its clone's work cannot be judged, so it goes only
-    with --discard (a directory with no clone holds nothing to lose)."""
-    if not writer_at(paths, ref.name).clone.exists():
+    with --discard (a writer whose host keeps no clone holds nothing to lose)."""
+    if not host.storage_present(writer_at(paths, ref.name, host.name), "clone"):
         return True
     status: Status = "warning" if discard else "error"
     report.add(
@@ -406,7 +249,7 @@ def remove(
                 return report
             state = None
         else:
-            if state is None and not _may_drop_stateless(paths, ref, discard, report):
+            if state is None and not _may_drop_stateless(paths, host, ref, discard, report):
                 return report
         if state is not None and not guard(paths, host, loaded, state, discard, report):
             return report

@@ -17,7 +17,7 @@ from writerpool.config.modes import (
     load_modes,
     store_entry,
 )
-from writerpool.config.network import DEFAULT_NETWORK, describe
+from writerpool.config.network import DEFAULT_NETWORK, check_remote_network, describe
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
@@ -232,7 +232,7 @@ def _set_mode(
             step=step,
             hosts=hosts,
         )
-        if not plan_writers(ctx) or (req.apply and not remote_placement_supported(ctx)):
+        if not remote_placement_supported(ctx) or not plan_writers(ctx):
             return report
         if not req.apply:
             plan_base_moves(ctx)
@@ -281,7 +281,7 @@ def plan_writers(ctx: PoolContext) -> bool:
         name = writer_name(ctx.alias, index)
         target = f"writer/{ctx.alias}/{name}"
         state = states.get(index)
-        if stateless_clone(ctx.paths, name, state):
+        if stateless_clone(ctx, name, state, host_for(index, ctx.settings.placed_on())):
             report_stateless(ctx, name)
             ok = False
         elif state is None:
@@ -297,7 +297,7 @@ def plan_writers(ctx: PoolContext) -> bool:
         if index <= ctx.settings.writers:
             continue
         target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
-        if not ctx.discard and stateless_clone(ctx.paths, writer_name(ctx.alias, index), state):
+        if not ctx.discard and stateless_clone(ctx, writer_name(ctx.alias, index), state):
             report_stateless(ctx, writer_name(ctx.alias, index))
             ok = False
         elif state is not None and not ctx.discard and _uncollected(ctx, state):
@@ -316,18 +316,22 @@ def plan_writers(ctx: PoolContext) -> bool:
 
 
 def remote_placement_supported(ctx: PoolContext) -> bool:
-    """Writers placed on a host over SSH are not accepted or leased yet: refused before
-    anything is stored or provisioned; the plan (without --apply) shows the placement."""
-    states = existing_states(ctx.paths, ctx.alias)
-    new = [i for i in range(1, ctx.settings.writers + 1) if i not in states]
-    remote = sorted({host_for(i, ctx.settings.placed_on()) for i in new} - {LOCAL_HOST})
-    if remote:
+    """A writer on a host over SSH reaches its provider only through the forwarded proxy
+    (or not at all): settings that need the key or a CA there are refused before anything
+    is stored or provisioned."""
+    remote = sorted({host_for(i, ctx.settings.placed_on())
+                     for i in range(1, ctx.settings.writers + 1)} - {LOCAL_HOST})  # fmt: skip
+    if not remote:
+        return True
+    try:
+        check_remote_network(remote[0], ctx.settings.network, ctx.settings.allow)
+    except WriterpoolError as exc:
         ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
-                       f"writers on {', '.join(remote)} cannot be placed yet (a clone is made "
-                       "and collected there, but acceptance, the agent directory and sessions "
-                       "do not reach other hosts); nothing changed",
-                       remedy="place the new writers on local (--hosts local)")  # fmt: skip
-    return not remote
+                       f"writers on {', '.join(remote)}: {exc.message}; nothing changed",
+                       remedy="use --network provider or none without --allow, or place the "
+                       "writers on local (--hosts local)")  # fmt: skip
+        return False
+    return True
 
 
 def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:

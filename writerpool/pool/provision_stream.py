@@ -114,9 +114,12 @@ def clone_on_host(
     repo: Path,
     base: BaseRef,
     report: Report,
+    clear: tuple[str, ...] = (),
 ) -> Baseline:
     """(Re)build the writer's clone in its storage on `host` from a bundle of `base`;
-    return its baseline, verified against the base. The caller holds the lease."""
+    return its baseline, verified against the base. The same container empties the
+    storage parts `clear` names there (a recreate's agent directory and cache). The
+    caller holds the lease."""
     target = f"writer/{state.alias}/{state.name}"
     tags = state.tags == "reachable"
     # On the controller, beside the writer's state, while it is streamed from the file.
@@ -124,7 +127,7 @@ def clone_on_host(
     bundle.unlink(missing_ok=True)  # left by a provisioning killed midway
     try:
         create_base_bundle(repo, base, tags, bundle)
-        spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True)
+        spec = tool_spec(paths, host, state, pool, "provision", clone_rw=True, storage=clear)
         request = _request(repo, base, bundle, report, target)
         spec = spec.model_copy(update={"env": {**spec.env, REQUEST_VAR: request}})
         answer = bytearray()

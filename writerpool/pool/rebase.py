@@ -8,8 +8,8 @@ from __future__ import annotations
 from writerpool.errors import WriterpoolError
 from writerpool.pool.baseline import writer_problems
 from writerpool.pool.lease import Lease
-from writerpool.pool.lifecycle import recreate_clone, reset_clone
 from writerpool.pool.provision import existing_states
+from writerpool.pool.rebuild import recreate_clone, reset_clone
 from writerpool.pool.writers import PoolContext, operate
 from writerpool.state.writer import WriterState, load_state
 

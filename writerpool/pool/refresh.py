@@ -22,12 +22,13 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.pool.admission import LEASABLE, Admission
+from writerpool.pool.rebuild import reset_clone
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
 
 LEFTOVERS_ONLY = "writer_not_at_baseline"
-UNSAFE = "unsafe clone"  # pool/baseline.py's words for a hook or setting verify_clone refuses
+UNSAFE = "unsafe clone"  # pool/baseline.py's words for what gitops/verify.py refuses
 _HASH = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -105,9 +106,6 @@ def apply_refresh(
 ) -> WriterState:
     """Reset the clone onto the base's current commit and verify it. The caller holds
     the lease and has proven no stray container runs. Raises writer_refresh_failed."""
-    # Imported here: lifecycle pulls in collection, which the guard alone does not need.
-    from writerpool.pool.lifecycle import reset_clone  # noqa: PLC0415
-
     report = Report("lease")
     state = reset_clone(paths, host, loaded, state, plan.current, report)
     failed = [f for f in report.findings if f.status == "error"]

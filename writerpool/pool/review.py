@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.pool.collect import find_writer
 from writerpool.pool.inspect import OID, VIEW, run_tool, tool_spec
 from writerpool.pool.lease import Lease, lease_taken
+from writerpool.pool.writer_ref import find_writer
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit, clone_verdict
-from writerpool.pool.choose import candidates, tree_entries
+from writerpool.pool.choose import candidates
 from writerpool.pool.container import writer_image, writer_of, writer_spec
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import Inspection, inspect_writer
@@ -28,7 +29,7 @@ from writerpool.pool.verdicts import (
     remember,
 )
 from writerpool.report import sanitize
-from writerpool.runtime.host import LOCAL, WriterHost
+from writerpool.runtime.host import WriterHost
 from writerpool.runtime.hosts import HostSet, open_host
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
@@ -55,8 +56,9 @@ class WriterSlot:
     state: WriterState | None = None
     paths: Paths | None = None
     pool: Pool | None = None
-    # Entries of the work tree when it was taken at its baseline (choose.tree_entries).
-    shape: int | None = None
+    # Set by the one caller that ends the slot (_end), under its lock.
+    _ended: bool = field(default=False, init=False, repr=False)
+    _ending: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def pi_argv(self, pi_args: list[str]) -> list[str]:
         return self.host.attach_argv(self.spec, ["pi", *pi_args])
@@ -70,7 +72,9 @@ class WriterSlot:
         whether it holds uncommitted or untracked changes, judged by content) while the
         lease is held: between turns, as a read-only VIEW beside pi (close() looks at the
         end). Else the code saying why it cannot be told (never raised)."""
-        if self.state is None or self.paths is None or self.pool is None or not self.lease.held:
+        if self.state is None or self.paths is None or self.pool is None or self._ended:
+            return "writer_not_leased"
+        if not self.lease.held:
             return "writer_not_leased"
         try:
             return inspect_writer(self.paths, self.host, self.state, self.pool, role)
@@ -78,13 +82,23 @@ class WriterSlot:
             log.info("writer %s not inspected: %s", self.name, exc.code)
             return _unseen(exc)
 
+    def _end(self) -> bool:
+        """Whether this caller ends the slot: the first of close() (a session's stop) and
+        release() (an undo, the warm pool, or a remote session's connection watch, on
+        another thread) does; every later call returns at once, so none removes the
+        writer's containers or frees its lease after another session may have taken it."""
+        with self._ending:
+            if self._ended or not self.lease.held:
+                return False
+            self._ended = True
+            return True
+
     def release(self) -> None:
         """Stop the session's container (if still there) and free the lease."""
-        if not self.lease.held:
+        if not self._end():
             return
         try:
-            if self._removed() is None:
-                self._note_shape()
+            self._removed()
         finally:
             self.lease.release()
 
@@ -95,16 +109,10 @@ class WriterSlot:
         verdict instead of inspecting again (the inspection is off its critical path).
         Returns the clone as that inspection saw it (the session's final work view), or
         the code saying why it was not inspected."""
-        if not self.lease.held:
+        if not self._end():
             return "writer_not_leased"
         try:
-            gone = self._removed()
-            if gone is not None:
-                return gone
-            seen = self._judge()
-            if isinstance(seen, str):
-                self._note_shape()
-            return seen
+            return self._removed() or self._judge()
         finally:
             self.lease.release()
 
@@ -119,6 +127,10 @@ class WriterSlot:
             inspection = inspect_writer(self.paths, self.host, self.state, self.pool)
         except WriterpoolError as exc:
             log.info("writer %s not inspected at close: %s", self.name, exc.code)
+            if exc.code != "writer_host_unreachable":
+                # The next start's inspection would fail alike (a work tree over the
+                # read limits, say): starts try this writer last until it is leased again.
+                mark_changed(wdir)
             return _unseen(exc)
         remember(wdir, count, clone_verdict(self.paths, self.state, self.pool, inspection))
         return inspection
@@ -135,13 +147,6 @@ class WriterSlot:
             log.info("writer %s: its host is unreachable; its containers stay", self.name)
             return exc.code
         return None
-
-    def _note_shape(self) -> None:
-        """With the agent gone and the lease still held: a work tree whose entry count
-        changed is certainly not at its baseline, so starts try this writer last."""
-        clone = self.agent_dir.parent / "clone"
-        if self.shape is not None and self.host.name == LOCAL and tree_entries(clone) != self.shape:
-            mark_changed(self.lease.path.parent)
 
 
 def _unseen(exc: WriterpoolError) -> str:
@@ -225,8 +230,6 @@ def _slot(
         ),
         host=host,
         lease=lease,
-        # Counted here only where the clone is a directory of this machine.
-        shape=tree_entries(writer_of(paths, state).clone) if host.name == LOCAL else None,
         prepared=done,
         state=state,
         paths=paths,

@@ -19,6 +19,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.gitops.limits import LIMITS
 from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
+from writerpool.pool.control import control_command
 from writerpool.pool.inspect import VIEW, Inspection
 from writerpool.pool.lease import lease_taken, read_holder
 from writerpool.pool.mode_show import reproduce_for
@@ -150,7 +151,7 @@ def next_command(paths: Paths, state: WriterState, code: str, wbase: str | None)
         "writer_not_at_baseline": f"writerpool writer reset {name} --apply",
         "writer_settings_changed": f"{mode_set} --apply (replaces it when it holds nothing; "
         f"with work, writerpool writer finish {name} --apply first)",
-        "isolation_control_required": "writerpool control --apply",
+        "isolation_control_required": control_command(state.host),
         # The clone could not be judged: see what reset would lose, then reset.
         "writer_inspect_failed": f"writerpool writer reset {name} --discard (shows what it "
         "would lose), then the same with --apply; writerpool doctor if every writer fails",
@@ -259,7 +260,7 @@ def lease_refresh(
     return None, behind_by(repo, state.base.commit, current.commit)
 
 
-def _status_on(
+def status_on(
     paths: Paths, hosts: HostSet, loaded: LoadedConfig, state: WriterState
 ) -> WriterStatus:
     """The writer's status, read on its host; a host that cannot be reached says so."""
@@ -302,7 +303,7 @@ def writer_statuses(
     # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
     # Each writer is judged on its own host, each host over SSH connected once.
     with HostSet(loaded.config.hosts, host) as hosts, ThreadPoolExecutor(PARALLEL) as workers:
-        statuses = list(workers.map(lambda s: _status_on(paths, hosts, loaded, s[1]), states))
+        statuses = list(workers.map(lambda s: status_on(paths, hosts, loaded, s[1]), states))
     for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())
         fine = status.leasable or status.code == "writer_warm"

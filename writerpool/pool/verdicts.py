@@ -95,8 +95,9 @@ def current(writer_dir: Path) -> Verdict | None:
 
 
 def mark_changed(writer_dir: Path) -> None:
-    """The holder saw its session change the shape of the work tree: the guard will
-    refuse the writer, so starts try it last until it is leased again. Holds the lease."""
+    """The holder could not inspect the clone at its session's end (a work tree over
+    the read limits, say): the guard would fail alike and refuse the writer, so starts
+    try it last until it is leased again. Holds the lease."""
     count = lease_count(writer_dir)
     if count is not None:
         write_atomic(writer_dir / CHANGED, f"{count}\n".encode())

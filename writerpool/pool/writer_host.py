@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.collect import WRITER_NAME
+from writerpool.pool.writer_ref import WRITER_NAME
 from writerpool.runtime.host import LOCAL, WriterHost
 from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import load_state

@@ -82,10 +82,18 @@ def _record_failure(ctx: PoolContext, name: str, exc: WriterpoolError) -> None:
     ctx.report.add(exc.code, "error", _target(ctx.alias, name), exc.message)
 
 
-def stateless_clone(paths: Paths, name: str, state: WriterState | None) -> bool:
+def stateless_clone(
+    ctx: PoolContext, name: str, state: WriterState | None, placed: str = LOCAL
+) -> bool:
     """A clone that no usable state vouches for: never overwritten, never removed
-    without --discard (its commits and files cannot be judged)."""
-    return state is None and writer_at(paths, name).clone.exists()
+    without --discard (its commits and files cannot be judged). With no state there is
+    no recorded host: the host the writer is placed on is asked whether it keeps one,
+    once the writer has a directory here (a plan for a new writer connects nowhere;
+    under its lease, whose file makes the directory, the host is asked)."""
+    if state is not None or not ctx.paths.writer_dir(name).is_dir():
+        return False
+    host = ctx.host_of(name, placed)
+    return host.storage_present(writer_at(ctx.paths, name, host.name), "clone")
 
 
 def report_stateless(ctx: PoolContext, name: str) -> None:
@@ -104,17 +112,19 @@ def provision_one(ctx: PoolContext, index: int) -> None:
     name = writer_name(ctx.alias, index)
     assert ctx.base is not None
     repo = ctx.loaded.config.workspaces[ctx.alias]
+    placed = host_for(index, ctx.settings.placed_on())
     try:
-        host = ctx.host_of(name, host_for(index, ctx.settings.placed_on()))
+        host = ctx.host_of(name, placed)
         with operate(ctx.paths, host, ctx.loaded.config.pool.lease_wait_seconds, name, ctx.leases):
             # Checked under the lease: the plan saw the same, but nothing may slip between.
-            if stateless_clone(ctx.paths, name, load_state(ctx.paths.writer_dir(name))):
+            if stateless_clone(ctx, name, load_state(ctx.paths.writer_dir(name)), placed):
                 report_stateless(ctx, name)
                 return
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
             state = provision(ctx.paths, host, ctx.alias, name, repo, ctx.settings, ctx.base,
                               ctx.report, ctx.loaded.config.pool)  # fmt: skip
-            render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
+            if state.host == LOCAL:  # elsewhere each session writes it into its volume
+                render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
@@ -196,7 +206,7 @@ def remove_surplus(ctx: PoolContext, index: int) -> None:
             # Checked again under the lease: a session may have added work since the plan.
             state = load_state(ctx.paths.writer_dir(name))
             if not ctx.discard and (
-                stateless_clone(ctx.paths, name, state)
+                stateless_clone(ctx, name, state)
                 or (
                     state is not None
                     and has_uncollected_work(ctx.paths, host, state, ctx.loaded.config.pool)

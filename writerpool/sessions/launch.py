@@ -20,7 +20,7 @@ from writerpool.agent.pi import PiAgent
 from writerpool.audit import connect_auditor, egress_auditor
 from writerpool.config.hosts import LOCAL
 from writerpool.config.models import LoadedConfig
-from writerpool.config.network import network_info
+from writerpool.config.network import check_remote_network, network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import (
@@ -332,7 +332,7 @@ class Launcher:
             remote = slot.host
             if not isinstance(remote, RemotePodman):
                 raise WriterpoolError("session_start_failed", "the writer's host is not remote")
-            on_host.check_supported(remote.name, slot.network, slot.allow)
+            check_remote_network(remote.name, slot.network, slot.allow)
             held = self._grant(plan, slot.network, agent_dir, egress_dir, session_id,
                                slot.name, None)  # fmt: skip
             undo.append(held.revoke)

@@ -11,8 +11,6 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from writerpool.config.network import network_info
-from writerpool.errors import WriterpoolError
 from writerpool.runtime.remote import RemotePodman
 from writerpool.sessions.turns import Snapshot
 
@@ -24,18 +22,6 @@ HOST_LOST_ERROR = (
     "writer_host_unreachable: the connection to the writer's host was lost; the work stays "
     "on the host, the writer is released; close the session"
 )
-
-
-def check_supported(host: str, network: str, allow: tuple[str, ...] | None) -> None:
-    """A remote session reaches its provider only through the forwarded proxy (or not at
-    all): an open network would need the key on the host, an allowlist its CA there."""
-    info = network_info(network)
-    if allow or not info.limited:
-        raise WriterpoolError(
-            "remote_session_unsupported",
-            f"a session on host {host} needs the writer's network to be provider or none, "
-            "without an allowlist: the provider's key stays on this machine",
-        )
 
 
 def lost(agent: Any, release: Any) -> None:

@@ -1,10 +1,10 @@
 """The clone's `.git` as the controller's clone check reads it (gitops/verify.py).
 
 The controller never reads the clone itself: it sends the paths its check looks at
-(kinds, directory listings, file contents), and this answers them the way
-gitops/safefs.py would, following no link: a linked or special parent, a file that is
-not plain or is too large, a directory that is not plain or holds too many entries is
-answered as `unsafe` with safefs's words, which the controller replays.
+(kinds, directory listings, file contents), and this answers them following no link:
+a linked or special parent, a file that is not plain or is too large, a directory that
+is not plain or holds too many entries is answered as `unsafe` with words the
+controller replays (gitops/git_snapshot.py).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from .gitrun import GIT_DIR, HEX, WORK, ToolError, git, git_env
 from .removal import empty_dir, remove_path
+from .storage import clear
 
 MAX_REQUEST = 64 * 1024
 REQUEST_VAR = "WRITERPOOL_PROVISION"
@@ -70,6 +71,7 @@ def provision(stream: IO[bytes]) -> dict[str, Any]:
     if fmt not in ("sha1", "sha256") or not isinstance(branch, str) or branch.startswith("-"):
         raise ToolError("the request names no usable branch or object format")
     empty_dir(WORK)  # a provisioning killed midway left a part: start again
+    clear()  # a recreate's agent directory and cache
     env = git_env()
     git(["init", "-q", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}"],
         env)  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 from .gitdir import SHOWN, description_changed, object_extras, shown
 from .gitrun import BASE_BUNDLE, GIT_DIR, WORK, ToolError, git, git_env
 from .removal import empty_dir, remove_at, remove_path
+from .storage import clear
 from .tree import parents
 
 # What a fresh clone's git directory holds (gitdir.TOP, less what reset rebuilds);
@@ -59,6 +60,7 @@ def clear_git_dir() -> list[str]:
 
 def reset(request: dict[str, Any]) -> dict[str, Any]:
     branch, commit, source = request["branch"], request["commit"], request["bundle_ref"]
+    clear()  # the cache, when the baseline has it empty
     make_removable(WORK)
     removed = clear_git_dir()
     if os.path.isdir(os.path.join(GIT_DIR, "hooks")):

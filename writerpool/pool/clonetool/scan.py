@@ -21,6 +21,7 @@ from .gitrun import (
 )
 from .gitsnap import snapshot
 from .refs import branches, read_head, read_refs
+from .storage import held
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 IDENTITY = {
@@ -159,6 +160,7 @@ def scan(request: dict[str, Any], bundle: bool = False) -> tuple[dict[str, Any],
         "extra_refs": _extra_refs(refs, odd, known, env),
         "git_state": git_state(), "index_matches": content.index_ok,
         "git_dir": snapshot(request["git_dir"]) if request.get("git_dir") else None,
+        "cache": held("cache"),
         **content.found.report(),
     }  # fmt: skip
     if not bundle:
