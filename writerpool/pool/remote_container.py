@@ -29,8 +29,9 @@ AGENT_DIR_CAP = 1024 * 1024
 _UNPACK = 'cd -- "$1" && find . -mindepth 1 -delete && tar -x -f - --no-same-owner'
 
 
-def push_agent_dir(remote: RemotePodman, writer: str, agent_dir: Path) -> None:
-    """Replace the writer's agent volume on its host with the directory rendered here."""
+def push_agent_dir(remote: RemotePodman, writer: str, image_id: str, agent_dir: Path) -> None:
+    """Replace the writer's agent volume on its host with the directory rendered here.
+    (`image_id` is no longer used: no container of it writes the directory now.)"""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(agent_dir, arcname=".")
