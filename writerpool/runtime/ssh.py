@@ -102,7 +102,7 @@ class SshHost:
     known_hosts: Path
     binary: str = "ssh"
     # The master connection's control socket: set, every command rides that connection
-    # (or, when the master is gone, ssh connects on its own, as without one).
+    # (and fails as unreachable once the master is gone).
     control: Path | None = None
 
     @classmethod
@@ -121,8 +121,11 @@ class SshHost:
 
     def argv(self, *options: str) -> list[str]:
         """ssh with the pinned key file only; `options` go before the destination."""
+        # With a master, a command rides it or fails: `false` stands in for the network
+        # when the master is gone, so a lost connection stays lost (never a quiet new one).
         mux = () if self.control is None else ("-o", f"ControlPath={self.control}",
-                                               "-o", "ControlMaster=no")  # fmt: skip
+                                               "-o", "ControlMaster=no",
+                                               "-o", "ProxyCommand=false")  # fmt: skip
         return [
             self.binary,
             "-F", "/dev/null",
