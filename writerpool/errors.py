@@ -234,8 +234,15 @@ CODES: dict[str, str] = {
     "cache_tool_missing": "The image lacks the tool a --cache option is for (uv, go)",
     # hosts (`[hosts.NAME]`: a Podman host reached over SSH)
     "host_unknown": "The host name is neither `local` nor a configured [hosts.NAME]",
-    "host_config_invalid": "A host's identity or known_hosts file is missing or unreadable",
+    "host_config_invalid": (
+        "A host's identity or known_hosts file is missing, unreadable or open to another "
+        "account, its key is refused, or a directory its url implies is not its user's own"
+    ),
     "host_key_mismatch": "The host presented another key than the pinned one; refused",
+    "host_podman_unavailable": (
+        "No Podman API service answers at the socket path of the host's url, or its "
+        "answers are malformed; nothing changed"
+    ),
     "host_key_unpinned": "The host's known_hosts file pins no key for its address; refused",
     "writer_host_unsupported": (
         "a writer on an SSH host needs the provider or none network without an allowlist; "

@@ -30,8 +30,18 @@ _SECRET = re.compile(
 )
 
 
+# Terminal controls (escape sequences, carriage return, bidirectional overrides) in text
+# from a writer or another host would rewrite the operator's terminal: shown escaped.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return ascii(match.group(0))[1:-1]
+
+
 def sanitize(text: str) -> str:
-    """Drop paths and credential-shaped strings from a message."""
+    """Drop paths and credential-shaped strings from a message; escape terminal controls."""
+    text = _CONTROL.sub(_escaped, text)
     text = _SECRET.sub("<redacted>", text)
     return _PATH.sub(lambda m: m.group(0) if m.group(0) == "/" else "<path>", text)
 

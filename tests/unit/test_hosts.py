@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from writerpool.config.models import parse_config
 from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.doctor.remote import judge_host
 from writerpool.errors import WriterpoolError
+from writerpool.pool.remote_probe import _usable
 from writerpool.runtime.info import PodmanInfo
 from writerpool.runtime.remote_info import RemoteFacts
 from writerpool.runtime.spec import ContainerSpec, VolumeMount
@@ -86,6 +88,7 @@ def test_key_paths_with_spaces_are_refused() -> None:
 def test_the_ssh_argv_checks_the_pinned_key_and_ignores_the_users_config(tmp_path: Path) -> None:
     for name in ("id", "known"):
         (tmp_path / name).write_text("x")
+    (tmp_path / "id").chmod(0o600)
     host = Host(url=f"ssh://u@10.0.0.2:2222{SOCKET}", identity=tmp_path / "id",
                 known_hosts=tmp_path / "known")  # fmt: skip
     argv = SshHost.from_config("th1", host).argv("-N")
@@ -208,3 +211,81 @@ def test_a_spec_without_volumes_keeps_its_digest_and_one_with_them_mounts_by_nam
 def test_a_volume_mount_takes_only_writerpool_volume_names(volume: str) -> None:
     with pytest.raises(ValueError):
         VolumeMount(volume=volume, target="/work")
+
+
+@pytest.mark.parametrize("char", ["%d", "${HOME}", "\\", '"', "'"])
+def test_key_paths_ssh_would_expand_or_unquote_are_refused(char: str) -> None:
+    # ssh reads `/k/%d/known` as the home directory's file, not the one writerpool checked.
+    toml = (f'[hosts.a]\nurl = "ssh://u@h.test:22/s"\nidentity = "/k/id"\n'
+            f"known_hosts = {json.dumps(f'/k/{char}/known')}\n")  # fmt: skip
+    with pytest.raises(WriterpoolError) as exc:
+        parse_config(toml.encode())
+    assert exc.value.code == "config_invalid" and "hosts.a.known_hosts" in exc.value.message
+
+
+def _key_files(tmp_path: Path) -> Host:
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    (keys / "id").write_text("x")
+    (keys / "id").chmod(0o600)
+    (keys / "known").write_text("10.0.0.2 ssh-ed25519 AAAA\n")
+    (keys / "known").chmod(0o644)
+    return Host(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=keys / "id",
+                known_hosts=keys / "known")  # fmt: skip
+
+
+def _refused(host: Host) -> str:
+    with pytest.raises(WriterpoolError) as exc:
+        SshHost.from_config("th1", host)
+    assert exc.value.code == "host_config_invalid"
+    assert str(host.known_hosts.parent) not in exc.value.message
+    return exc.value.message
+
+
+def test_key_files_only_this_account_can_change_are_accepted(tmp_path: Path) -> None:
+    host = _key_files(tmp_path)
+    assert SshHost.from_config("th1", host).known_hosts == host.known_hosts
+    host.known_hosts.chmod(0o666)
+    assert "known_hosts may be written by another account" in _refused(host)
+    host.known_hosts.chmod(0o644)
+    host.identity.chmod(0o640)
+    assert "identity may be read by another account" in _refused(host)
+    host.identity.chmod(0o600)
+    host.known_hosts.parent.chmod(0o777)
+    assert "lies in a directory another account may change" in _refused(host)
+
+
+def test_a_known_hosts_link_is_judged_by_both_its_directories_and_its_target(
+    tmp_path: Path,
+) -> None:
+    host = _key_files(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "known").symlink_to(host.known_hosts)
+    linked = host.model_copy(update={"known_hosts": shared / "known"})
+    assert "lies in a directory another account may change" in _refused(linked)
+    fifo = tmp_path / "keys" / "fifo"
+    os.mkfifo(fifo)
+    assert "is missing or unreadable" in _refused(host.model_copy(update={"known_hosts": fifo}))
+
+
+def test_a_certificate_authority_is_not_a_pinned_key(tmp_path: Path) -> None:
+    host = _key_files(tmp_path)
+    host.known_hosts.write_text("@cert-authority * ssh-ed25519 AAAA\n")
+    assert "@cert-authority" in _refused(host)
+
+
+@pytest.mark.parametrize(
+    ("printed", "usable"),
+    [
+        ("/home/wp/.writerpool-canary-ab", True),
+        ("/home/a:b/.writerpool-canary-ab", False),  # `:` splits the harness's canary list
+        ("relative/.writerpool-canary-ab", False),
+        ("/home/../etc/.writerpool-canary-ab", False),
+        ("/home/wp/.writerpool-canary-other", False),
+        ("/home/\x1b[2J/.writerpool-canary-ab", False),
+    ],
+)
+def test_a_hosts_home_is_used_only_when_plain(printed: str, usable: bool) -> None:
+    assert _usable(printed, ".writerpool-canary-ab") is usable

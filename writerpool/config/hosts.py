@@ -22,6 +22,10 @@ _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
 _SOCKET = re.compile(r"^/[A-Za-z0-9_./-]{1,200}$")
+# ssh expands `%` tokens and `${VAR}` in IdentityFile and UserKnownHostsFile, and reads
+# quotes and backslashes in an `-o` value as its own syntax: a path holding one names
+# another file than the one writerpool checked.
+_SSH_SYNTAX = frozenset("%$\\\"'")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ def _absolute(value: Path) -> Path:
     # ssh reads UserKnownHostsFile as a space-separated list: a space would split it.
     if any(c.isspace() or not c.isprintable() for c in str(value)):
         raise ValueError("must be a path without spaces or control characters")
+    if _SSH_SYNTAX.intersection(str(value)):
+        raise ValueError("must be a path without % $ \\ or quotes (ssh would expand them)")
     return value
 
 

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 from writerpool.config.paths import Paths
-from writerpool.errors import WriterpoolError
 from writerpool.pool.control import (
     EXPECTED_ESCAPES,
     EXPECTED_NETWORK_ESCAPES,
@@ -28,10 +27,9 @@ from writerpool.pool.control import (
 )
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.pool.remote_image import configured_host
-from writerpool.pool.remote_probe import planted_canary
+from writerpool.pool.remote_probe import held_directory, planted_canary
 from writerpool.report import Report
 from writerpool.runtime.remote import RemotePodman, connect
-from writerpool.runtime.ssh import SshHost
 from writerpool.state.writer import now
 
 # Runs on the host: a loopback listener an uncontained process can reach, then the
@@ -47,12 +45,11 @@ BOOT = (
 
 def _run_harness(remote: RemotePodman, token: str) -> bytes:
     ssh = remote.host
-    work = f"/tmp/writerpool-control-{token}"
     with contextlib.ExitStack() as stack:
         canary = stack.enter_context(planted_canary(ssh))
-        if ssh.exec(["mkdir", "-m", "0700", "--", work], timeout=20).returncode != 0:
-            raise WriterpoolError("command_failed", f"host {ssh.name}: no work directory")
-        stack.callback(lambda: _remove(ssh, work))
+        work = stack.enter_context(
+            held_directory(ssh, "/tmp", f"writerpool-control-{token}", canary=False)
+        )
         local = stack.enter_context(tempfile.TemporaryDirectory(prefix="writerpool-control-"))
         port = stack.enter_context(host_listener())
         relay = stack.enter_context(open_relay(Path(local) / ".relay", port))
@@ -70,11 +67,6 @@ def _run_harness(remote: RemotePodman, token: str) -> bytes:
         done = ssh.exec(["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", work, *words],
                         timeout=90, input=harness_path().read_bytes())  # fmt: skip
         return done.stdout
-
-
-def _remove(ssh: SshHost, path: str) -> None:
-    with contextlib.suppress(WriterpoolError):
-        ssh.exec(["rm", "-rf", "--", path], timeout=30)
 
 
 def run_host_control(paths: Paths, name: str, apply: bool) -> Report:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import tarfile
 from pathlib import Path, PurePosixPath
 
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 AGENT_PUSH_SECONDS = 60.0
 # The agent directory holds a few small rendered files.
 AGENT_DIR_CAP = 1024 * 1024
+_MOUNTPOINT = re.compile(r"^/[A-Za-z0-9_./@+-]{1,4000}$")
 # Run by the host's account: empties the agent volume's directory ($1, which only this
 # writes: sessions mount it read-only) and unpacks the rendered directory from stdin.
 _UNPACK = 'cd -- "$1" && find . -mindepth 1 -delete && tar -x -f - --no-same-owner'
@@ -52,7 +54,8 @@ def _volume_root(remote: RemotePodman, writer: str, part: str) -> PurePosixPath:
     name = volume_name(writer, part)
     found = remote.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", name], timeout=30)
     root = found.out.strip()
-    if not root.startswith("/") or any(c in root for c in ",\n:"):
+    # The host's answer becomes a bind mount's source there: one plain, normal path.
+    if not _MOUNTPOINT.fullmatch(root) or ".." in PurePosixPath(root).parts:
         raise WriterpoolError(
             "session_start_failed", f"the {part} volume of {writer} has no usable mount point"
         )

@@ -5,17 +5,31 @@ writer's container must not reach). Both last for one block and are gone after i
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import select
 import shlex
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import NamedTuple
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import clean_env, spawn, stop
+from writerpool.proc import Process, clean_env, spawn, stop, wait_or_stop
 from writerpool.runtime.ssh import SshHost, classify
 
 LISTENER_READY_SECONDS = 15.0
+REMOVE_SECONDS = 30.0
+PATH_MAX = 4096
+_PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,4000}$")
+# Runs on the host: makes the directory ($1 "home" is $HOME), prints its path, waits for
+# the end of stdin (this ssh process ending, killed too) and removes it.
+_HOLD_DIRECTORY = (
+    'case "$1" in home) b="$HOME" ;; *) b="$1" ;; esac; d="$b/$2"\n'
+    'mkdir -m 0700 -- "$d" || exit 3\n'
+    'if [ "$3" = 1 ] && ! printf "writerpool canary\\n" > "$d/secret"; then\n'
+    '  rm -rf -- "$d"; exit 3\nfi\n'
+    'printf "%s\\n" "$d"; cat >/dev/null; rm -rf -- "$d"\n'
+)
 # Runs on the host: a loopback listener held until its stdin ends, which happens when
 # the ssh process that started it ends (killed too).
 _LISTEN = (
@@ -31,22 +45,55 @@ class Canary(NamedTuple):
     directory: str
 
 
+def _reject_home(ssh: SshHost) -> WriterpoolError:
+    return WriterpoolError("command_failed", f"host {ssh.name} reports no usable home directory "
+                           "(an absolute path of letters, digits and ._-/ only)")  # fmt: skip
+
+
+@contextlib.contextmanager
+def held_directory(ssh: SshHost, base: str, name: str, *, canary: bool) -> Iterator[str]:
+    """A private directory `name` under `base` on the host ("home": the SSH user's home),
+    with a canary file in it when asked, for the life of the block: made and removed by
+    one ssh process, so a controller killed inside the block leaves nothing there."""
+    remote = ["sh", "-c", _HOLD_DIRECTORY, "sh", base, name, "1" if canary else "0"]
+    proc = spawn([*ssh.argv("-T"), " ".join(shlex.quote(w) for w in remote)], env=clean_env())
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        ready, _, _ = select.select([proc.stdout], [], [], LISTENER_READY_SECONDS)
+        line = proc.stdout.readline(PATH_MAX + 1).decode(errors="replace") if ready else ""
+        directory = line.removesuffix("\n")
+        if not _usable(directory, name):
+            if proc.poll() == 255:  # ssh's own failure: the connection's code
+                raise classify(ssh.name, proc.stderr.read(64 * 1024))
+            raise _reject_home(ssh)
+        yield directory
+    finally:
+        # The end of stdin removes the directory; waiting says it is gone.
+        _close(proc)
+        wait_or_stop(proc, REMOVE_SECONDS)
+
+
+def _close(proc: Process) -> None:
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+
+def _usable(directory: str, name: str) -> bool:
+    # A home with `:` would split the harness's canary list, a newline its line: refused.
+    path = PurePosixPath(directory)
+    return (_PATH.fullmatch(directory) is not None and ".." not in path.parts
+            and path.name == name)  # fmt: skip
+
+
 @contextlib.contextmanager
 def planted_canary(ssh: SshHost) -> Iterator[Canary]:
-    """A private canary file in the SSH user's home on the host, removed after the block."""
-    home = ssh.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=20).out.strip()
-    if not home.startswith("/"):
-        raise WriterpoolError("command_failed", f"host {ssh.name} reports no home directory")
-    directory = f"{home}/.writerpool-canary-{secrets.token_hex(6)}"
-    made = ssh.exec(["sh", "-c", 'mkdir -m 0700 -- "$1" && printf "writerpool canary\\n" '
-                     '> "$1/secret"', "sh", directory], timeout=20)  # fmt: skip
-    if made.returncode != 0:
-        raise WriterpoolError("command_failed", f"host {ssh.name}: the canary cannot be planted")
-    try:
+    """A private canary file in the SSH user's home on the host, removed after the block
+    (or when the process that planted it ends, killed too)."""
+    name = f".writerpool-canary-{secrets.token_hex(6)}"
+    with held_directory(ssh, "home", name, canary=True) as directory:
+        home = str(PurePosixPath(directory).parent)
         yield Canary(home, f"{directory}/secret", directory)
-    finally:
-        with contextlib.suppress(WriterpoolError):  # an unreachable host keeps its canary
-            ssh.exec(["rm", "-rf", "--", directory], timeout=30)
 
 
 @contextlib.contextmanager

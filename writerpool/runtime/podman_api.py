@@ -59,6 +59,15 @@ def request(socket_path: Path, method: str, path: str, timeout: float) -> tuple[
         conn.close()
 
 
+def pings(socket_path: Path, timeout: float) -> bool:
+    """Whether a Podman API service answers on the socket (its `_ping` says OK)."""
+    try:
+        status, body = request(socket_path, "GET", "/_ping", timeout)
+    except ApiError:
+        return False
+    return status == 200 and body.strip() == b"OK"
+
+
 def list_by_label(
     socket_path: Path, label: str, value: str, timeout: float
 ) -> list[dict[str, object]]:

@@ -28,10 +28,17 @@ from writerpool.runtime.podman import (
     default_socket,
     socket_answers,
 )
+from writerpool.runtime.podman_api import pings
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
 from writerpool.runtime.volumes import create_volumes, remove_volumes, volume_name
 
+# A Podman service answers `_ping` at once; a slow link still gets a few seconds.
+API_PING_SECONDS = 15.0
+VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~-]{0,63}$")
+# On the host: the sockets' directory made, or found a directory (not a link) of the SSH
+# user's own, and made private; else another account could swap a session's socket.
+_OWN_DIRECTORY = 'mkdir -p -m 0700 -- "$1" && [ ! -L "$1" ] && [ -O "$1" ] && chmod 0700 -- "$1"'
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -44,7 +51,19 @@ class RemotePodman(PodmanHost):
         self.forward = forward
         self._facts: EngineFacts | None = None
         self._images: set[str] = set()  # seen present over this connection
-        self._socket_dir: PurePosixPath | None = None  # made over this connection
+
+    def require_api(self) -> None:
+        """Refuse a url whose socket is no answering Podman API service (a service not
+        running, a wrong path) with its own code, before a command reads its silence."""
+        if pings(self.socket_path, API_PING_SECONDS):
+            return
+        self.raise_if_gone(WriterpoolError("host_podman_unavailable", "no answer"))
+        raise WriterpoolError(
+            "host_podman_unavailable",
+            f"host {self.host.name}: no Podman API service answers at its url's socket path; "
+            "start it for the SSH user (`podman system service --time=0 unix://PATH`) or "
+            f"correct hosts.{self.host.name}.url",
+        )
 
     def connected(self) -> bool:
         alive = self.forward is None or self.forward.alive()
@@ -128,6 +147,10 @@ class RemotePodman(PodmanHost):
         template = "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}} {{.Version.Version}}"
         found = self.cli(["info", "--format", template], timeout=60)
         cgroups, rootless, version = [*found.out.strip().split(" "), "", "", ""][:3]
+        if not VERSION_RE.fullmatch(version):  # it is recorded in every fingerprint
+            raise WriterpoolError(
+                "host_podman_unavailable", f"host {self.name}'s Podman reports no usable version"
+            )
         return EngineFacts(self.name, version, cgroups == "v2", rootless == "true")
 
     def ensure_image(self, image_id: str) -> None:
@@ -170,7 +193,15 @@ class RemotePodman(PodmanHost):
         forward and the host's socket end with the block."""
         if not SESSION_RE.fullmatch(session):
             raise ValueError("session id must be lowercase letters, digits and dashes")
-        remote = self._session_socket_dir() / f"{session}.sock"
+        directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
+        remote = directory / f"{session}.sock"
+        made = self.host.exec(["sh", "-c", _OWN_DIRECTORY, "sh", str(directory)], timeout=20)
+        if made.returncode != 0:
+            raise WriterpoolError(
+                "host_config_invalid",
+                f"host {self.host.name}: the directory for forwarded sockets beside its url's "
+                "socket is not the SSH user's own (another account may replace a socket there)",
+            )
         # ssh refuses a forward whose socket path is longer than a Unix socket's (108
         # bytes): it connects through a short link in a private directory of its own.
         short = Path(tempfile.mkdtemp(prefix="wp-", dir=tempfile.gettempdir()))  # 0700
@@ -182,15 +213,6 @@ class RemotePodman(PodmanHost):
             shutil.rmtree(short, ignore_errors=True)
             with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
                 self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
-
-    def _session_socket_dir(self) -> PurePosixPath:
-        """The host's directory of session sockets, beside its Podman socket's directory
-        (the account's runtime directory); made once per connection."""
-        if self._socket_dir is None:
-            directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
-            self.host.exec(["mkdir", "-p", "-m", "0700", "--", str(directory)], timeout=20)
-            self._socket_dir = directory
-        return self._socket_dir
 
     def _ensure_service(self) -> None:
         # The host's service is its own (a user unit or `podman system service`); the
@@ -223,6 +245,8 @@ def connect(name: str, host: Host) -> Iterator[RemotePodman]:
     local, control = private / "podman.sock", private / "ssh.ctl"
     try:
         with ssh.forward(local, host.target.socket, master=control) as forward:
-            yield RemotePodman(ssh.multiplexed(control), local, forward)
+            remote = RemotePodman(ssh.multiplexed(control), local, forward)
+            remote.require_api()
+            yield remote
     finally:
         shutil.rmtree(private, ignore_errors=True)

@@ -26,6 +26,7 @@ from typing import IO
 from writerpool.config.hosts import Host, SshTarget
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, Process, clean_env, run, spawn, stop
+from writerpool.runtime.ssh_files import check_key_file
 
 CONNECT_SECONDS = 5
 TUNNEL_READY_SECONDS = 10.0
@@ -33,7 +34,7 @@ TUNNEL_READY_SECONDS = 10.0
 # forward before it runs the command of a session opened after it), then returns when
 # the forward's stdin ends.
 READY = b"writerpool-forward-ready"
-HOLD = f"echo {READY.decode()} && exec cat >/dev/null"
+HOLD = f"echo {READY.decode()} && cat >/dev/null"
 _UNREACHABLE = (
     "Connection refused",
     "Connection timed out",
@@ -107,11 +108,8 @@ class SshHost:
 
     @classmethod
     def from_config(cls, name: str, host: Host) -> SshHost:
-        for what, path in (("identity", host.identity), ("known_hosts", host.known_hosts)):
-            if not os.access(path, os.R_OK) or not path.is_file():
-                raise WriterpoolError(
-                    "host_config_invalid", f"hosts.{name}.{what} is missing or unreadable"
-                )
+        check_key_file(name, "identity", host.identity, private=True)
+        check_key_file(name, "known_hosts", host.known_hosts, private=False)
         binary = os.environ.get("WRITERPOOL_SSH", "ssh")
         return cls(name, host.target, host.identity, host.known_hosts, binary)
 
@@ -185,9 +183,11 @@ class SshHost:
             ssh = replace(self, control=None)
             options = ["-o", "ControlMaster=yes", "-o", f"ControlPath={master}", *options]
         # Not -N: the host waits for the end of the forward's stdin, a pipe only this
-        # process holds, so a forward ends with the process that opened it, even killed.
+        # process holds, so a forward ends with the process that opened it, even killed;
+        # the host's socket of a reversed one goes then too (sshd leaves it behind).
+        hold = f"{HOLD}; rm -f -- {shlex.quote(remote)}" if reverse else HOLD
         with tempfile.TemporaryFile() as errors:
-            proc = spawn([*ssh.argv(*options), HOLD], env=clean_env(), stdin_pipe=True,
+            proc = spawn([*ssh.argv(*options), hold], env=clean_env(), stdin_pipe=True,
                          stderr_to=errors.fileno())  # fmt: skip
             try:
                 self._await_forward(proc, errors)
