@@ -2,7 +2,8 @@
 throwaway container there (its clone a volume of that host) and is imported here as
 review refs, the same code as the local host's. A connection lost before or while the
 bundle streams is writer_host_unreachable and changes nothing; the next collection over
-a new connection completes."""
+a new connection completes. A reset there gets its base's bundle on its stdin the same
+way provisioning does."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ from writerpool.config.hosts import Host
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import resolve_base
+from writerpool.pool.baseline import writer_problems
 from writerpool.pool.collect import collect_writer
 from writerpool.pool.inspect import tool_spec
+from writerpool.pool.rebuild import reset_clone
 from writerpool.proc import run
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
@@ -181,3 +185,22 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
     code, report = wp("writer", "collect", state.name, "--apply")
     assert code == 0 and codes(report) == ["writer_collected"], report
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}
+
+
+def test_a_remote_writer_is_reset_on_its_host_from_a_streamed_bundle(
+    remote_writer: tuple[Path, WriterState], testhost: Host
+) -> None:
+    repo, state = remote_writer
+    paths = Paths.from_env()
+    loaded = load_config(paths)
+    with connect("th", testhost) as remote:
+        _in_clone_rw(remote, state, WORK.format(size=64))
+        report = Report("writer reset")
+        after = reset_clone(paths, remote, loaded, state, resolve_base(repo, "main"), report)
+        # Reset itself, not a fallback to recreate: its container had the clone volume
+        # and the bundle on its stdin, nothing of this machine mounted.
+        assert [f.code for f in report.findings] == ["writer_reset"], report.findings
+        assert writer_problems(paths, remote, after, loaded.config.pool) == []
+        spec = tool_spec(paths, remote, state, loaded.config.pool, "reset", clone_rw=True)
+    assert spec.mounts == ()
+    assert [v.volume for v in spec.volumes] == [f"writerpool-{state.name}-clone"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -251,7 +250,6 @@ def tool_spec(
     role: str,
     *,
     clone_rw: bool = False,
-    base_dir: Path | None = None,
     storage: tuple[str, ...] = (),
 ) -> ContainerSpec:
     """A throwaway container of the writer's image that runs the clonetool package the
@@ -268,8 +266,6 @@ def tool_spec(
         host.storage_mount(writer, part, target, read_only=not clone_rw)
         for part, target in (("clone", "/work"), *((p, f"{STORAGE_ROOT}/{p}") for p in storage))
     ]
-    if base_dir is not None:
-        mounts.append(Mount(source=base_dir, target="/base", read_only=True))
     return ContainerSpec(
         image_id=writer_image(paths, host, state.image),
         name=f"writerpool-{state.name}-{role}" + (f"-{secrets.token_hex(6)}" if view else ""),
@@ -307,16 +303,21 @@ def run_tool(
         )
     except CommandFailed as exc:
         raise failure(code, "the throwaway container did not finish", exc) from exc
+    return tool_answer(done.stdout, done.stderr, done.returncode, code)
+
+
+def tool_answer(stdout: bytes, stderr: bytes, returncode: int, code: str) -> dict[str, Any]:
+    """clonetool's JSON answer, or WriterpoolError(code) saying why there is none."""
     try:
-        answer = json.loads(done.stdout)
+        answer = json.loads(stdout)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        last = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise failure(
             code, sanitize(f"the throwaway container failed: {last[0][:200]}"), text=last[0]
         )
-    if done.returncode != 0 or "error" in answer:
+    if returncode != 0 or "error" in answer:
         error = str(answer.get("error"))
         raise failure(code, sanitize(f"in the clone: {error[:300]}"), text=error)
     return answer

@@ -1,29 +1,25 @@
 """Putting a writer's clone back on a base, under its lease and fence: reset runs git
 only inside a throwaway container on the writer's host (the clone read-write, the base
-bundle beside it), recreate clones it again from a streamed bundle; each result is
+bundle streamed to it), recreate clones it again from a streamed bundle; each result is
 checked by the guard's own inspection, and a reset that does not verify is recreated.
 """
 
 from __future__ import annotations
-
-import shutil
-from pathlib import Path
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef
-from writerpool.gitops.bundle import create_base_bundle, merged_tags
+from writerpool.gitops.bundle import merged_tags
 from writerpool.pool.baseline import writer_problems
 from writerpool.pool.container import writer_of
-from writerpool.pool.inspect import cache_cleared, run_tool, tool_spec
+from writerpool.pool.inspect import cache_cleared, tool_answer, tool_spec
 from writerpool.pool.provision import base_record
-from writerpool.pool.provision_stream import clone_on_host
+from writerpool.pool.provision_stream import clone_on_host, stream_base
 from writerpool.pool.writer_ref import workspace_repo
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
-from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import Baseline, WriterState, save_state
 
 
@@ -108,24 +104,23 @@ def _run_reset(
     loaded: LoadedConfig,
     state: WriterState,
     base: BaseRef,
-    base_dir: Path,
 ) -> str:
-    """Run the reset tool; the `.git` entries it removed, named (empty: none)."""
+    """Run the reset tool, the base's bundle streamed to it as provisioning streams one;
+    the `.git` entries it removed, named (empty: none)."""
     repo = workspace_repo(loaded, state.alias)
-    create_base_bundle(repo, base, state.tags == "reachable", base_dir / "base.bundle")
     pool = loaded.config.pool
     # The same container empties the cache there, when the baseline has it empty.
     storage = ("cache",) if cache_cleared(state, pool) else ()
-    spec = tool_spec(
-        paths, host, state, pool, "reset", clone_rw=True, base_dir=base_dir, storage=storage
-    )
+    spec = tool_spec(paths, host, state, pool, "reset", clone_rw=True, storage=storage)
     request = {
         "branch": base.branch,
         "commit": base.commit,
         "bundle_ref": f"refs/heads/{base.branch}",
         "tags": state.tags == "reachable",
     }
-    answer = run_tool(host, spec, "reset", request, "writer_reset_failed")
+    code = "writer_reset_failed"
+    stdout, done = stream_base(paths, host, state, spec, "reset", request, repo, base, code)
+    answer = tool_answer(stdout, done.stderr, done.returncode, code)
     removed = [sanitize(str(n))[:200] for n in answer.get("removed", [])[:50]]
     count = int(answer.get("removed_count", len(removed)))
     more = f" and {count - len(removed)} more" if count > len(removed) else ""
@@ -142,24 +137,19 @@ def reset_clone(
 ) -> WriterState:
     """Put the clone back on `base` in a throwaway container; recreate when that fails."""
     target = _target(state)
-    base_dir = writer_of(paths, state).scratch("reset-base")
-    shutil.rmtree(base_dir, ignore_errors=True)
-    ensure_private_dir(base_dir)
     baseline = expected_baseline(loaded, state, base)
     candidate = state.model_copy(
         update={"base": base_record(base), "baseline": baseline, "collection": None}
     )
     removed = ""
     try:
-        removed = _run_reset(paths, host, loaded, state, base, base_dir)
+        removed = _run_reset(paths, host, loaded, state, base)
         crash_point("reset.tool_ran")
         problem = check_clone(paths, host, loaded, candidate)
     except WriterpoolError as exc:
         if exc.code == "writer_base_unavailable":
             raise
         problem = exc.message
-    finally:
-        shutil.rmtree(base_dir, ignore_errors=True)
     if problem is None:
         crash_point("reset.verified")
         state = save_state(paths.writer_dir(state.name), candidate)

@@ -20,8 +20,8 @@ from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 
 LOCAL = "local"
 
-# Under a writer's storage root on its host: what containers mount, and the scratch
-# names provisioning and reset stage beside them.
+# Under a writer's storage root on its host: what containers mount, and scratch names
+# that provisioning and reset once staged beside them (a removal still clears them).
 STORAGE = ("clone", "agent", "cache", "collections")
 SCRATCH = ("clone.new", "provision.bundle", "reset-base")
 
@@ -77,11 +77,6 @@ class Writer:
     @property
     def failure_file(self) -> Path:
         return self.record / "acceptance-failure.json"
-
-    def scratch(self, name: str) -> Path:
-        if name not in SCRATCH:
-            raise ValueError(f"not a scratch name: {name}")
-        return self.storage / name
 
 
 def writer_at(paths: Paths, name: str, host: str = LOCAL) -> Writer:

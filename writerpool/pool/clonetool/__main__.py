@@ -1,6 +1,7 @@
-"""Entry point: `python3 -m clonetool inspect|collect|reset|review`, a JSON request on
-stdin; the answer is one JSON object on stdout (`collect` frames a bundle after it).
-`provision` reads its request from the environment and the base bundle on stdin."""
+"""Entry point: `python3 -m clonetool inspect|collect|review`, a JSON request on stdin;
+the answer is one JSON object on stdout (`collect` frames a bundle after it).
+`provision` and `reset` read their request from the environment and a base bundle on
+stdin."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from .stream import collect
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
-        if command == "provision":
-            json.dump(provision(sys.stdin.buffer), sys.stdout)
+        if command in ("provision", "reset"):
+            receiving = provision if command == "provision" else reset
+            json.dump(receiving(sys.stdin.buffer), sys.stdout)
             return 0
         request = json.loads(sys.stdin.read() or "{}")
         if command == "collect":
@@ -28,8 +30,6 @@ def main() -> int:
             return 0
         if command == "inspect":
             result = inspect(request)
-        elif command == "reset":
-            result = reset(request)
         elif command == "review":
             result = review(request)
         else:

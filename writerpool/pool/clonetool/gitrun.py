@@ -8,7 +8,6 @@ import subprocess  # noqa: TID251 - runs inside the container, not on the host
 
 WORK = "/work"
 GIT_DIR = "/work/.git"
-BASE_BUNDLE = "/base/base.bundle"
 CLONE_OBJECTS = "/work/.git/objects"
 HEX = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 # Settings that could hide work from the scan, run a program, or write elsewhere.

@@ -1,6 +1,7 @@
 """`provision`: the writer's clone made in its storage (mounted read-write at /work)
 from a base bundle streamed on stdin; the request (JSON) is in the environment
-(REQUEST_VAR), so stdin is the bundle alone and the controller streams it from its file.
+(REQUEST_VAR), so stdin is the bundle alone and the controller streams it from its file
+(`reset` receives its bundle the same way).
 
 The storage is emptied first, so a provisioning killed midway is simply redone. git
 runs with the tool's own settings (gitrun.SAFE_CONFIG, no template: no hooks); the
@@ -18,7 +19,7 @@ from .removal import empty_dir, remove_path
 from .storage import clear
 
 MAX_REQUEST = 64 * 1024
-REQUEST_VAR = "WRITERPOOL_PROVISION"
+REQUEST_VAR = "WRITERPOOL_REQUEST"
 BUNDLE = os.path.join(GIT_DIR, "provision.bundle")
 CHUNK = 1024 * 1024
 
@@ -32,10 +33,10 @@ def read_request(text: str | None) -> dict[str, Any]:
     return request
 
 
-def _receive(stream: IO[bytes], max_bytes: int) -> int:
-    """Copy the rest of stdin into BUNDLE; its size. Bounded by max_bytes."""
+def receive(stream: IO[bytes], path: str, max_bytes: int) -> int:
+    """Copy the rest of stdin into `path`; its size. Bounded by max_bytes."""
     size = 0
-    with open(BUNDLE, "xb") as out:
+    with open(path, "xb") as out:
         for chunk in iter(lambda: stream.read(CHUNK), b""):  # bounded by max_bytes below
             size += len(chunk)
             if size > max_bytes:
@@ -44,9 +45,9 @@ def _receive(stream: IO[bytes], max_bytes: int) -> int:
     return size
 
 
-def _header_ok() -> bool:
+def header_ok(path: str) -> bool:
     """A base bundle has no prerequisites: its history is complete."""
-    with open(BUNDLE, "rb") as handle:
+    with open(path, "rb") as handle:
         for number, line in enumerate(iter(handle.readline, b"")):
             if line == b"\n" or (number == 0 and not line.startswith(b"# v")):
                 return True
@@ -75,8 +76,8 @@ def provision(stream: IO[bytes]) -> dict[str, Any]:
     env = git_env()
     git(["init", "-q", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}"],
         env)  # fmt: skip
-    size = _receive(stream, int(request["max_bytes"]))
-    if not _header_ok():
+    size = receive(stream, BUNDLE, int(request["max_bytes"]))
+    if not header_ok(BUNDLE):
         raise ToolError("a base bundle has no prerequisites")
     listed = git(["bundle", "unbundle", BUNDLE], env)
     refs = [

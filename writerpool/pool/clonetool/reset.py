@@ -1,13 +1,15 @@
-"""`reset`: the clone (mounted read-write) back on a base fetched from a bundle."""
+"""`reset`: the clone (mounted read-write) back on a base fetched from a bundle that the
+controller streams on stdin, the request in the environment (as `provision` takes it)."""
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import Any
+from typing import IO, Any
 
 from .gitdir import SHOWN, description_changed, object_extras, shown
-from .gitrun import BASE_BUNDLE, GIT_DIR, WORK, ToolError, git, git_env
+from .gitrun import GIT_DIR, WORK, ToolError, git, git_env
+from .provision import REQUEST_VAR, header_ok, read_request, receive
 from .removal import empty_dir, remove_at, remove_path
 from .storage import clear
 from .tree import parents
@@ -17,7 +19,8 @@ from .tree import parents
 # split-index files, a description, anything planted) goes.
 KEEP = {"HEAD", "config", "objects", "refs", "packed-refs", "hooks"}
 # Rebuilt by every reset: not worth naming.
-ROUTINE = {"index", "info", "logs", "ORIG_HEAD", "COMMIT_EDITMSG", "FETCH_HEAD"}
+ROUTINE = {"index", "info", "logs", "ORIG_HEAD", "COMMIT_EDITMSG", "FETCH_HEAD", "reset.bundle"}
+BUNDLE = os.path.join(GIT_DIR, "reset.bundle")
 
 
 def _remove(rel: str) -> None:
@@ -58,7 +61,8 @@ def clear_git_dir() -> list[str]:
     return removed
 
 
-def reset(request: dict[str, Any]) -> dict[str, Any]:
+def reset(stream: IO[bytes]) -> dict[str, Any]:
+    request = read_request(os.environ.get(REQUEST_VAR))
     branch, commit, source = request["branch"], request["commit"], request["bundle_ref"]
     clear()  # the cache, when the baseline has it empty
     make_removable(WORK)
@@ -81,7 +85,11 @@ def reset(request: dict[str, Any]) -> dict[str, Any]:
         refspecs.append("+refs/tags/*:refs/tags/*")
     fetch = ["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--update-head-ok",
              "--no-auto-maintenance", "--no-recurse-submodules"]  # fmt: skip
-    git([*fetch, BASE_BUNDLE, *refspecs], env)
+    receive(stream, BUNDLE, int(request["max_bytes"]))
+    if not header_ok(BUNDLE):
+        raise ToolError("a base bundle has no prerequisites")
+    git([*fetch, BUNDLE, *refspecs], env)
+    _remove("reset.bundle")
     got = git(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], env).decode().strip()
     if got != commit:
         raise ToolError("the base bundle holds another commit")
