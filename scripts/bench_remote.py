@@ -1,21 +1,26 @@
 """remote_*: the paths a writer on a host over SSH uses, beside the same on this machine,
 in one run: a container's start (`podman run --rm IMAGE true`), 50 MB streamed into a
 container's stdin (how provisioning sends a base bundle) and out of its stdout (how
-collection brings one back), and a writer's clone provisioned by that stream
-(pool/provision_stream.py: bundle, container, verified answer). Ours: through the host's
-pinned connection (scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's
-Podman. Goals: start at most 0.3 s more than local, stream in and provisioning at most
-1.3x, stream out at most 1.5x.
+collection brings one back) by `WriterHost.stream` on each host, the same through the
+bare podman CLI over the forwarded API socket (`_api` rows: Podman's remote attach, for
+comparison), and a writer's clone provisioned by that stream (pool/provision_stream.py:
+bundle, container, verified answer). Ours: through the host's pinned connection
+(scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's Podman. Goals: start
+at most 0.3 s more than local, stream in and provisioning at most 1.3x, stream out at
+most 1.5x.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import secrets
 import statistics
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from bench_figures import Figure
 
@@ -31,6 +36,7 @@ from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.podman import PodmanHost, podman_env
 from writerpool.runtime.remote import RemotePodman, connect
+from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, save_state
 
 PAYLOAD = 50 * 1024 * 1024
@@ -60,6 +66,23 @@ def _timed(argv: list[str], data: bytes | None = None) -> float:
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"bench: {argv[0]} failed: {done.stderr.decode()[-500:]}")
+    return seconds
+
+
+def _drain(out: IO[bytes]) -> None:
+    while out.read(1 << 20):  # bounded by what the container writes
+        pass
+
+
+def _streamed(host: WriterHost, image: str, command: list[str], data: bytes) -> float:
+    """`WriterHost.stream` of a disposable container, as provisioning and collection use it."""
+    spec = ContainerSpec(image_id=image, name=f"writerpool-bench-{secrets.token_hex(4)}",
+                         workdir="/tmp")  # fmt: skip
+    start = time.perf_counter()
+    done = host.stream(spec, command, timeout=600, input=io.BytesIO(data), consume=_drain)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"bench: stream failed on {host.name}: {done.stderr[-500:]!r}")
     return seconds
 
 
@@ -117,18 +140,22 @@ def remote_figures(image: str, reps: int, root: Path) -> list[Figure]:
         start = _pair("remote_container_start", reps, None,
                       lambda p: _timed(_run_argv(by[p], image, ["true"], False)))  # fmt: skip
         sink = ["sh", "-c", "cat > /dev/null"]
-        stream_in = _pair("remote_stream_in", reps, 1.3,
-                          lambda p: _timed(_run_argv(by[p], image, sink, True), blob))  # fmt: skip
         source = ["head", "-c", str(PAYLOAD), "/dev/zero"]
+        stream_in = _pair("remote_stream_in", reps, 1.3,
+                          lambda p: _streamed(by[p], image, sink, blob))  # fmt: skip
         stream_out = _pair("remote_stream_out", reps, 1.5,
-                           lambda p: _timed(_run_argv(by[p], image, source, False)))  # fmt: skip
+                           lambda p: _streamed(by[p], image, source, b""))  # fmt: skip
+        api_in = _pair("remote_stream_in_api", reps, None,
+                       lambda p: _timed(_run_argv(by[p], image, sink, True), blob))  # fmt: skip
+        api_out = _pair("remote_stream_out_api", reps, None,
+                        lambda p: _timed(_run_argv(by[p], image, source, False)))  # fmt: skip
         provisioner = Provisioner(root)
         try:
             provision = _pair("remote_provision", reps, 1.3,
                               lambda p: provisioner.timed(by[p]))  # fmt: skip
         finally:
             provisioner.remove([remote, local])
-    return [start, stream_in, stream_out, provision]
+    return [start, stream_in, stream_out, api_in, api_out, provision]
 
 
 def start_line(figure: Figure) -> str:

@@ -5,15 +5,14 @@ machine, alternated in one run; and the close of each. Goal: remote at most loca
     WRITERPOOL_TESTHOST_URL=… WRITERPOOL_TESTHOST_IDENTITY=… WRITERPOOL_TESTHOST_KNOWN_HOSTS=… \\
         python scripts/bench_remote_session.py [--reps N]
 
-The remote writer is provisioned on the host by `provision` and recorded as accepted
-under the current settings (acceptance does not run on other hosts yet); the local one
-goes through `mode set --apply`. Uses the bench's private world (bench_env.py).
+Both writers go through `mode set --apply` (the remote one with `--hosts th`, after
+`image transfer` and `control --host th`), so each is accepted on its own host. Uses the
+bench's private world (bench_env.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -21,40 +20,13 @@ from bench_env import PROFILE, BenchEnv
 from bench_remote import configured
 
 from writerpool.config.models import load_config
-from writerpool.config.modes import ContainerSettings, ModeEntry, load_modes, store_entry
-from writerpool.gitops.base import resolve_base
-from writerpool.pool.acceptance import current_fingerprint
-from writerpool.pool.provision import provision
-from writerpool.report import Report
+from writerpool.config.modes import load_modes
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost
 from writerpool.runtime.remote import connect
 from writerpool.sessions.launch import Launcher
 from writerpool.sessions.placement import plan_session
-from writerpool.state.writer import save_state
 
 GOAL_EXTRA = 0.3
-
-
-def _remote_writer(env: BenchEnv, host_url: str) -> None:
-    host = configured()
-    assert host is not None
-    ws = env.workspaces["rem"]
-    settings = ContainerSettings(profiles=(PROFILE,), base="main", network="provider",
-                                 writers=1, hosts=("th",))  # fmt: skip
-    store_entry(env.paths, "rem", ModeEntry(mode="container", container=settings))
-    pool = load_config(env.paths).config.pool
-    pinned = json.loads(env.paths.image_pin_file.read_text())["imageId"]
-    with connect("th", host) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-        state = provision(env.paths, remote, "rem", "rem-w1", ws.repo, settings,
-                          resolve_base(ws.repo, "main"), Report("bench"), pool)  # fmt: skip
-        ready = state.model_copy(update={"phase": "ready", "reason": None})
-        ready = ready.model_copy(
-            update={"fingerprint": current_fingerprint(env.paths, remote, ready, pool)}
-        )
-    save_state(env.paths.writer_dir("rem-w1"), ready)
 
 
 def main() -> None:
@@ -74,7 +46,10 @@ def main() -> None:
                       f'known_hosts = "{host.known_hosts}"\n')  # fmt: skip
         env.wp_ok("control", "--apply")
         env.set_container_mode("loc", "--network", "provider")
-        _remote_writer(env, host.url)
+        # The remote writer is placed, provisioned and accepted on th as an operator does.
+        env.wp_ok("image", "transfer", "--host", "th")
+        env.wp_ok("control", "--host", "th", "--apply")
+        env.set_container_mode("rem", "--network", "provider", "--hosts", "th")
         loaded = load_config(env.paths)
         modes = load_modes(env.paths)
         launcher = Launcher(env.paths, loaded)

@@ -1,15 +1,15 @@
 """A writer's container on a host over SSH, from the spec a local writer's would have:
 its storage the host's (named volumes; the clone's `.git` guards bind mounts of paths
 inside the clone volume on that host), its agent directory rendered on the controller and
-written into the agent volume by a throwaway container there, its proxy socket the one
-forwarded for it. Nothing of the controller is mounted into it."""
+written into the agent volume's directory by the host's account itself (over the
+connection's master: no container of its own), its proxy socket the one forwarded for it.
+Nothing of the controller is mounted into it; the agent volume is read-only to it."""
 
 from __future__ import annotations
 
 import io
 import logging
 import re
-import secrets
 import tarfile
 from pathlib import Path, PurePosixPath
 
@@ -17,7 +17,7 @@ from writerpool.agent.environment import EGRESS_DIR, EGRESS_SOCKET
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import AGENT_DIR
 from writerpool.runtime.remote import RemotePodman
-from writerpool.runtime.spec import LABEL_ROLE, LABEL_WRITER, ContainerSpec, Mount, VolumeMount
+from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.volumes import volume_name
 
 log = logging.getLogger(__name__)
@@ -26,26 +26,23 @@ AGENT_PUSH_SECONDS = 60.0
 # The agent directory holds a few small rendered files.
 AGENT_DIR_CAP = 1024 * 1024
 _MOUNTPOINT = re.compile(r"^/[A-Za-z0-9_./@+-]{1,4000}$")
-# Empties the agent volume and unpacks the rendered directory from stdin into it.
-_UNPACK = "find /pi/agent -mindepth 1 -delete && tar -x -f - -C /pi/agent --no-same-owner"
+# Run by the host's account: empties the agent volume's directory ($1, which only this
+# writes: sessions mount it read-only) and unpacks the rendered directory from stdin.
+_UNPACK = 'cd -- "$1" && find . -mindepth 1 -delete && tar -x -f - --no-same-owner'
 
 
 def push_agent_dir(remote: RemotePodman, writer: str, image_id: str, agent_dir: Path) -> None:
-    """Replace the writer's agent volume on its host with the directory rendered here."""
+    """Replace the writer's agent volume on its host with the directory rendered here.
+    (`image_id` is no longer used: no container of it writes the directory now.)"""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(agent_dir, arcname=".")
     data = buffer.getvalue()
     if len(data) > AGENT_DIR_CAP:
         raise WriterpoolError("session_start_failed", "the rendered agent directory is too large")
-    spec = ContainerSpec(
-        image_id=image_id,
-        name=f"writerpool-{writer}-agent-{secrets.token_hex(4)}",
-        labels={LABEL_WRITER: writer, LABEL_ROLE: "agent"},
-        volumes=(VolumeMount(volume=volume_name(writer, "agent"), target=AGENT_DIR),),
-        workdir="/tmp",
-    )
-    done = remote.run(spec, ["sh", "-ec", _UNPACK], timeout=AGENT_PUSH_SECONDS, input=data)
+    root = _volume_root(remote, writer, "agent")
+    done = remote.host.exec(["sh", "-ec", _UNPACK, "sh", str(root)],
+                            timeout=AGENT_PUSH_SECONDS, input=data)  # fmt: skip
     if done.returncode != 0:
         log.warning("agent directory of %s not written: %s", writer, done.stderr[-500:])
         raise WriterpoolError(

@@ -23,15 +23,15 @@ def open_host(name: str = LOCAL) -> WriterHost:
 
 
 class HostSet:
-    """The hosts one command reaches: the local one, and each configured host over SSH
-    connected on first use and kept until the set closes (one connection per host,
-    shared by the command's threads)."""
+    """The hosts one command (or one server, across its sessions) reaches: the local one,
+    and each configured host over SSH connected on first use and kept until the set
+    closes (one connection per host, shared by the command's threads). A connection
+    found lost is made again by the next `get`."""
 
     def __init__(self, configured: Mapping[str, Host], local: WriterHost | None = None) -> None:
         self._configured = dict(configured)
         self._local = local or open_host()
-        self._open: dict[str, RemotePodman] = {}
-        self._stack = contextlib.ExitStack()
+        self._open: dict[str, tuple[RemotePodman, contextlib.ExitStack]] = {}
         self._lock = threading.Lock()
 
     def get(self, name: str) -> WriterHost:
@@ -40,15 +40,24 @@ class HostSet:
         if name == LOCAL:
             return self._local
         with self._lock:
+            held = self._open.get(name)
+            if held is not None and not held[0].connected():
+                del self._open[name]
+                held[1].close()  # its ssh process is gone or cut off: what is left goes
             if name not in self._open:
                 host = self._configured.get(name)
                 if host is None:
                     raise UsageError(f"no [hosts.{name}] in the configuration", code="host_unknown")
-                self._open[name] = self._stack.enter_context(connect(name, host))
-            return self._open[name]
+                own = contextlib.ExitStack()
+                self._open[name] = (own.enter_context(connect(name, host)), own)
+            return self._open[name][0]
 
     def close(self) -> None:
-        self._stack.close()
+        with self._lock:
+            held, self._open = list(self._open.values()), {}
+        with contextlib.ExitStack() as closing:  # each closed, even when another fails
+            for _, own in held:  # bounded by the configured hosts
+                closing.push(own)
 
     def __enter__(self) -> HostSet:
         return self

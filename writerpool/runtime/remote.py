@@ -3,7 +3,9 @@ pointed at a forwarded API socket.
 
 The host's API socket is forwarded to a private socket of the controller for as long
 as the connection is open; the API calls and the podman CLI (`--url unix://…`) both use it,
-so every container operation of `PodmanHost` works unchanged on the host.
+so every container operation of `PodmanHost` works unchanged on the host. That forward's
+ssh process is the connection's master: commands on the host and a session's socket
+forward ride it (runtime/ssh.py).
 """
 
 from __future__ import annotations
@@ -99,7 +101,12 @@ class RemotePodman(PodmanHost):
         return found.out.strip()
 
     def attach_argv(self, spec: ContainerSpec, command: list[str]) -> list[str]:
-        return [self.binary, *self.url_args(), *spec.run_argv(command, interactive=True)]
+        """The container run by the host's own podman over a channel of the master (a
+        session's pi, a stream's data): its stdio crosses that channel alone, not Podman's
+        remote attach through its API service as well, which cost about twice the local
+        time for 50 MB even without SSH (docs/benchmarks.md). The argv is the same."""
+        run = spec.run_argv(command, interactive=True)
+        return self.host.command_argv([*self._host_env(), "podman", *run])
 
     def stream(
         self,
@@ -116,9 +123,17 @@ class RemotePodman(PodmanHost):
         except WriterpoolError as exc:
             self.raise_if_gone(exc)
             raise
-        if done.returncode == 125 and not self.connected():
+        if done.returncode in (125, 255) and not self.connected():
             raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
         return done
+
+    def _host_env(self) -> list[str]:
+        # sshd without a login session sets no XDG_RUNTIME_DIR: the host's podman finds its
+        # runtime directory where its API socket lives (/run/user/UID/podman/podman.sock).
+        socket = PurePosixPath(self.host.target.socket)
+        if socket.parent.name != "podman":
+            return []
+        return ["env", f"XDG_RUNTIME_DIR={socket.parent.parent}"]
 
     def facts(self) -> EngineFacts:
         """The host's own: its Podman (the server), its cgroups, whether it is rootless.
@@ -227,10 +242,10 @@ def connect(name: str, host: Host) -> Iterator[RemotePodman]:
     base = default_socket().parent.parent  # $XDG_RUNTIME_DIR
     base = base if base.is_dir() else Path(tempfile.gettempdir())
     private = Path(tempfile.mkdtemp(prefix="writerpool-host-", dir=base))  # 0700
-    local = private / "podman.sock"
+    local, control = private / "podman.sock", private / "ssh.ctl"
     try:
-        with ssh.forward(local, host.target.socket) as forward:
-            remote = RemotePodman(ssh, local, forward)
+        with ssh.forward(local, host.target.socket, master=control) as forward:
+            remote = RemotePodman(ssh.multiplexed(control), local, forward)
             remote.require_api()
             yield remote
     finally:

@@ -1,6 +1,7 @@
 """A writer's storage as named volumes of its host: made, listed and removed through
 that host's Podman (local, or over SSH), so nothing of the controller is mounted and
-nothing but the host's own containers touch the files."""
+nothing but the host's own containers and account touch the files (the account writes a
+remote session's agent directory: pool/remote_container.py)."""
 
 from __future__ import annotations
 

@@ -99,6 +99,10 @@ class Launcher:
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
         self._egress: EgressHost | None = None
+        # Hosts over SSH, connected once for all sessions (facts and image asked once);
+        # those of a configuration reloaded away are closed at shutdown.
+        self._hosts: HostSet | None = None
+        self._retired: list[HostSet] = []
         self._lock = threading.Lock()
         # Credentials and proxy sockets left by a server that was killed go now, not
         # at the next session.
@@ -113,6 +117,9 @@ class Launcher:
 
     def reload(self, loaded: LoadedConfig) -> None:
         with self._lock:
+            if self._hosts is not None and loaded.config.hosts != self._config.hosts:
+                # Sessions on them go on; the next ones connect as configured now.
+                self._retired, self._hosts = [*self._retired, self._hosts], None
             self._loaded, self._config = loaded, loaded.config
 
     def launch(self, plan: SessionPlan, session_id: str) -> Launched:
@@ -148,6 +155,9 @@ class Launcher:
 
     def shutdown(self) -> None:
         with self._lock:
+            held, self._retired, self._hosts = [*self._retired, self._hosts], [], None
+            for hosts in filter(None, held):  # bounded by the reloads that changed [hosts]
+                hosts.close()
             if self._egress is not None:
                 self._egress.close()
                 self._egress = None
@@ -164,6 +174,14 @@ class Launcher:
                 self._egress = EgressHost(audit=egress_auditor(self._paths),
                                           connect_audit=connect_auditor(self._paths))  # fmt: skip
             return self._egress
+
+    def _host_set(self) -> HostSet:
+        from writerpool.runtime.hosts import HostSet  # noqa: PLC0415 - see _lease_cold
+
+        with self._lock:
+            if self._hosts is None:
+                self._hosts = HostSet(self._config.hosts)
+            return self._hosts
 
     def _scratch_root(self) -> ScratchRoot:
         with self._lock:
@@ -254,18 +272,12 @@ class Launcher:
         if warm is not None:
             return self._claim_warm(plan, session_id, warm)
         from writerpool.pool.sessions import WriterSlot  # noqa: PLC0415 - see _lease_cold
-        from writerpool.runtime.hosts import HostSet  # noqa: PLC0415
 
-        hosts = HostSet(self._config.hosts)
-        with _undo_on_failure() as undo:
-            undo.append(hosts.close)
-            slot = self._lease_cold(plan, hosts)
+        slot = self._lease_cold(plan, self._host_set())
         if not isinstance(slot, WriterSlot):
-            hosts.close()
             return self._claim_warm(plan, session_id, slot)
         if slot.host.name != LOCAL:
-            return self._launch_remote(plan, session_id, slot, hosts)
-        hosts.close()  # a writer of this machine: no connection is kept
+            return self._launch_remote(plan, session_id, slot)
         with _undo_on_failure() as undo:
             undo.append(slot.release)
             held = self._grant(
@@ -305,24 +317,18 @@ class Launcher:
         return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base,
                                   hosts=hosts)  # fmt: skip
 
-    def _launch_remote(
-        self, plan: SessionPlan, session_id: str, slot: WriterSlot, hosts: HostSet
-    ) -> Launched:
-        """pi in the writer's container on its host over SSH (sessions/remote.py): the
-        agent directory rendered here and written there, the proxy here and its socket
-        forwarded there for this session; the connection lives as long as the session."""
+    def _launch_remote(self, plan: SessionPlan, session_id: str, slot: WriterSlot) -> Launched:
+        """pi in the writer's container on its host over SSH (sessions/remote.py): the agent
+        directory written there, the proxy's socket forwarded there for this session."""
         from writerpool.pool import remote_container  # noqa: PLC0415
         from writerpool.runtime.remote import RemotePodman  # noqa: PLC0415
         from writerpool.sessions import remote as on_host  # noqa: PLC0415
 
-        seat = contextlib.ExitStack()
-        seat.callback(hosts.close)  # the connection goes last, after the forwards
+        seat = contextlib.ExitStack()  # the session's forward and watch
         private = self._scratch_root().session_dir(session_id)
         agent_dir, egress_dir = private / "agent", private / "egress"
         with _undo_on_failure() as undo:
-            undo.append(seat.close)
-            undo.append(slot.release)
-            undo.append(lambda: shutil.rmtree(private, ignore_errors=True))
+            undo += [seat.close, slot.release, lambda: shutil.rmtree(private, ignore_errors=True)]
             remote = slot.host
             if not isinstance(remote, RemotePodman):
                 raise WriterpoolError("session_start_failed", "the writer's host is not remote")
@@ -331,11 +337,8 @@ class Launcher:
                                slot.name, None)  # fmt: skip
             undo.append(held.revoke)
             remote_container.push_agent_dir(remote, slot.name, slot.spec.image_id, agent_dir)
-            egress = None
-            if network_info(slot.network).egress:
-                egress = seat.enter_context(
-                    remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
-                )
+            socket = remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
+            egress = seat.enter_context(socket) if network_info(slot.network).egress else None
             spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
             argv = remote.attach_argv(spec, ["pi", *agent_launch.pi_args(
                 plan.profile, False, CONTAINER_AGENT_DIR)])  # fmt: skip

@@ -59,6 +59,13 @@ class HostWatch:
                 self.release()
             return
 
+    def confirm(self) -> bool:
+        """Whether the connection is lost, asked now: pi's attachment (an ssh channel of
+        the connection) can end before the next look; the release stays the watch's."""
+        if not self.lost and not self.remote.connected():
+            self.lost = True
+        return self.lost
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -78,7 +85,7 @@ class RemoteAgent:
         return bool(self._agent.alive)
 
     def _why(self, snap: Snapshot) -> Snapshot:
-        if snap.status not in ("failed", "aborted") or not self._watch.lost:
+        if snap.status not in ("failed", "aborted") or not self._watch.confirm():
             return snap
         updated: Snapshot = replace(snap, status="failed", error=HOST_LOST_ERROR)  # type: ignore[type-var]
         return updated
