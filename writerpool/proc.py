@@ -163,6 +163,32 @@ def run_streamed(
     return Completed(list(argv), proc.returncode, b"", bytes(tail))
 
 
+class OutputTooLarge(CommandFailed):
+    """A command's stdout passed the bound its caller set (the command was killed)."""
+
+
+def run_capped(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    input: bytes | None,
+    limit: int,
+) -> Completed:
+    """run() for a command whose output another machine decides: stdout is held up to
+    `limit` bytes (OutputTooLarge past it, the command killed), stderr's tail only."""
+    out = bytearray()
+
+    def consume(stream: IO[bytes]) -> None:
+        for chunk in iter(lambda: stream.read(65536), b""):  # bounded by limit
+            out.extend(chunk)
+            if len(out) > limit:
+                raise OutputTooLarge(argv, -1, b"", f"over {limit} bytes of output".encode())
+
+    done = run_streamed(argv, env=env, timeout=timeout, input=input or b"", consume=consume)
+    return Completed(done.argv, done.returncode, bytes(out), done.stderr)
+
+
 def _expire(proc: Process, expired: threading.Event) -> None:
     expired.set()
     proc.kill()

@@ -122,6 +122,15 @@ def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
         ssh.exec(["rm", "-rf", "--", base])
 
 
+def test_a_host_that_answers_without_end_is_cut_off_at_the_bound(testhost: Host) -> None:
+    ssh = SshHost.from_config("th", testhost)
+    with pytest.raises(WriterpoolError) as exc:  # 64 MiB where a line was expected
+        ssh.exec(["sh", "-c", "head -c 67108864 /dev/zero"], timeout=120)
+    assert exc.value.code == "command_failed" and "answered with over" in exc.value.message
+    assert testhost.target.address not in exc.value.message
+    assert ssh.exec(["sh", "-c", "head -c 1048576 /dev/zero"]).stdout == bytes(1048576)
+
+
 PLANT_AND_WAIT = """
 import json, sys, time
 from tests.integration.test_collect_helpers import unique_alias, write_workspaces

@@ -25,10 +25,23 @@ from typing import IO
 
 from writerpool.config.hosts import Host, SshTarget
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed, Process, clean_env, run, spawn, stop
+from writerpool.proc import (
+    CommandFailed,
+    Completed,
+    OutputTooLarge,
+    Process,
+    clean_env,
+    run,
+    run_capped,
+    spawn,
+    stop,
+)
 from writerpool.runtime.ssh_files import check_key_file
 
 CONNECT_SECONDS = 5
+# What a command on the host may print: its answers are a line or a harness report; a
+# host that sends more is refused before the controller holds it.
+EXEC_OUTPUT_MAX = 16 * 1024 * 1024
 TUNNEL_READY_SECONDS = 10.0
 # A forward's command on the host: it says so once the forward is up (sshd binds a
 # forward before it runs the command of a session opened after it), then returns when
@@ -157,8 +170,12 @@ class SshHost:
         """Run `command` on the host (each word quoted for its shell); a connection
         failure raises its own error, the command's own failure is returned."""
         try:
-            done = run(self.command_argv(command), env=clean_env(), timeout=timeout,
-                       input=input, check=False)  # fmt: skip
+            done = run_capped(self.command_argv(command), env=clean_env(), timeout=timeout,
+                              input=input, limit=EXEC_OUTPUT_MAX)  # fmt: skip
+        except OutputTooLarge as exc:
+            raise WriterpoolError(
+                "command_failed", f"host {self.name} answered with over {EXEC_OUTPUT_MAX} bytes"
+            ) from exc
         except CommandFailed as exc:
             if exc.timed_out:
                 raise HostUnreachable(self.name, f"no answer within {timeout:g}s") from exc
