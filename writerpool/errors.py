@@ -262,6 +262,7 @@ CODES: dict[str, str] = {
     "remote_cgroups": "Doctor: whether resource limits apply on the host (cgroups)",
     "remote_image": "Doctor: the pinned writer image is on the host, by the same ID",
     "remote_disk": "Doctor: free disk space in the host's container storage",
+    "remote_tools": "Doctor: podman and python3 are on the SSH user's PATH on the host",
 }
 
 

@@ -130,6 +130,7 @@ def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     assert checks["remote_reachable"]["status"] == "ok"
     assert checks["remote_api"]["status"] == "ok"
     assert checks["remote_podman"]["status"] == "ok"
+    assert checks["remote_tools"]["status"] == "ok"
     assert checks["remote_image"]["status"] == "ok"
     assert checks["remote_disk"]["data"]["freeBytes"] > 0
     code, prune = _cli("image", "prune", "--host", "th")

@@ -152,8 +152,9 @@ def test_a_healthy_host_passes_every_check_but_warns_of_cgroup_v1() -> None:
                         free_bytes=10 * 1024**3)  # fmt: skip
     assert _by_id(facts) == {
         "remote_reachable": ("ok", False), "remote_api": ("ok", False),
-        "remote_podman": ("ok", False), "remote_cgroups": ("warning", False),
-        "remote_image": ("ok", False), "remote_disk": ("ok", False),
+        "remote_podman": ("ok", False), "remote_tools": ("ok", False),
+        "remote_cgroups": ("warning", False), "remote_image": ("ok", False),
+        "remote_disk": ("ok", False),
     }  # fmt: skip
     v2 = RemoteFacts("th1", info=_info(version="v2", controllers=("cpu", "memory", "pids")),
                      version="5.4.2", image_present=True, free_bytes=10 * 1024**3)  # fmt: skip
@@ -175,6 +176,14 @@ def test_a_missing_image_rootful_podman_and_low_disk_are_reported() -> None:
     assert found["remote_podman"] == ("error", True)
     assert found["remote_image"] == ("error", True)
     assert found["remote_disk"] == ("warning", False)
+
+
+def test_a_host_without_python3_for_its_ssh_user_is_a_blocking_error() -> None:
+    facts = RemoteFacts("th1", info=_info(), version="4.3.1", image_present=True,
+                        free_bytes=10 * 1024**3, missing_tools=("python3",))  # fmt: skip
+    [tools] = [r for r in judge_host(facts, PIN) if r.id == "remote_tools"]
+    assert (tools.severity, tools.blocking, tools.data) == ("error", True, {"missing": ["python3"]})
+    assert "python3" in tools.message and "podman," not in tools.message
 
 
 def test_no_api_service_is_one_blocking_error() -> None:

@@ -38,6 +38,6 @@ def test_an_agent_directory_over_the_cap_is_refused_before_the_host_is_asked(
     (tmp_path / "settings.json").write_bytes(b"x" * (AGENT_DIR_CAP + 1))
     untouched = cast(RemotePodman, object())  # any use of the host would raise
     with pytest.raises(WriterpoolError) as refused:
-        push_agent_dir(untouched, "w-w1", "ab" * 32, tmp_path)
+        push_agent_dir(untouched, "w-w1", tmp_path)
     assert refused.value.code == "session_start_failed"
     assert "too large" in refused.value.message

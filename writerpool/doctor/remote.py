@@ -1,5 +1,6 @@
 """Doctor for each `[hosts.NAME]`: reachable with its pinned key, rootless Podman and its
-version, the API service, cgroup limits, the pinned image by ID, free disk.
+version, the API service, podman and python3 for the SSH user, cgroup limits, the pinned
+image by ID, free disk.
 
 The checks are pure over RemoteFacts (runtime/remote_info.py); `remote_hosts` probes
 every configured host once, in config order (bounded by the [hosts] tables)."""
@@ -56,7 +57,23 @@ def judge_host(facts: RemoteFacts, pin: str | None) -> list[CheckResult]:
                           blocking=True)  # fmt: skip
         return [reached, api]
     api = CheckResult("remote_api", "ok", subject, "its Podman API service answers")
-    return [reached, api, _podman(facts), _cgroups(facts), _image(facts, pin), _disk(facts)]
+    return [reached, api, _podman(facts), _tools(facts), _cgroups(facts), _image(facts, pin),
+            _disk(facts)]  # fmt: skip
+
+
+def _tools(facts: RemoteFacts) -> CheckResult:
+    subject = f"host/{facts.name}"
+    if not facts.missing_tools:
+        return CheckResult("remote_tools", "ok", subject,
+                           "podman and python3 are on the SSH user's PATH")  # fmt: skip
+    missing = ", ".join(facts.missing_tools)
+    return CheckResult("remote_tools", "error", subject,
+                       f"not on the SSH user's PATH in a non-interactive session: {missing} "
+                       "(sessions and streams run the host's podman; acceptance and the "
+                       "isolation control run python3)",
+                       f"install {missing} on the host for the SSH user (a PATH set only in "
+                       "an interactive shell's profile is not seen)", blocking=True,
+                       data={"missing": list(facts.missing_tools)})  # fmt: skip
 
 
 def _podman(facts: RemoteFacts) -> CheckResult:

@@ -45,7 +45,7 @@ def run_remote_harness(
         canary = stack.enter_context(planted_canary(remote.host))
         port = stack.enter_context(loopback_port(remote.host))
         stack.enter_context(granted(agent_dir, egress_dir, None))
-        push_agent_dir(remote, state.name, image_id, agent_dir)
+        push_agent_dir(remote, state.name, agent_dir)
         forwarded = None
         if network_info(state.network).egress:
             forwarded = stack.enter_context(

@@ -31,9 +31,8 @@ _MOUNTPOINT = re.compile(r"^/[A-Za-z0-9_./@+-]{1,4000}$")
 _UNPACK = 'cd -- "$1" && find . -mindepth 1 -delete && tar -x -f - --no-same-owner'
 
 
-def push_agent_dir(remote: RemotePodman, writer: str, image_id: str, agent_dir: Path) -> None:
-    """Replace the writer's agent volume on its host with the directory rendered here.
-    (`image_id` is no longer used: no container of it writes the directory now.)"""
+def push_agent_dir(remote: RemotePodman, writer: str, agent_dir: Path) -> None:
+    """Replace the writer's agent volume on its host with the directory rendered here."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(agent_dir, arcname=".")

@@ -40,6 +40,13 @@ class RemoteFacts:
     image_present: bool | None = None  # None: not asked (no pin, or no API)
     free_bytes: int | None = None
     disk_error: str | None = None
+    missing_tools: tuple[str, ...] = ()
+
+
+# What writerpool runs on the host as its SSH user: its podman (the streams and a
+# session's pi ride the connection to it) and python3 (acceptance's loopback listener
+# and the isolation control's harness).
+HOST_TOOLS = ("podman", "python3")
 
 
 def probe_host(name: str, host: Host, image_id: str | None) -> RemoteFacts:
@@ -69,7 +76,15 @@ def _probe_podman(ssh: SshHost, remote: RemotePodman, image_id: str | None) -> R
         return RemoteFacts(name, api_error="`podman info` on the host did not parse")
     present = remote_image_id(remote, image_id) == image_id if image_id else None
     free, disk_error = _free_bytes(ssh, extra.store.graph_root)
-    return RemoteFacts(name, None, None, info, info.version.version, present, free, disk_error)
+    return RemoteFacts(name, None, None, info, info.version.version, present, free, disk_error,
+                       _missing_tools(ssh))  # fmt: skip
+
+
+def _missing_tools(ssh: SshHost) -> tuple[str, ...]:
+    """Which of HOST_TOOLS a non-interactive SSH session's PATH lacks."""
+    script = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+    done = ssh.exec(["sh", "-c", script, "sh", *HOST_TOOLS], timeout=20)
+    return tuple(t for t in HOST_TOOLS if t in done.out.split())
 
 
 def _free_bytes(ssh: SshHost, path: str) -> tuple[int | None, str | None]:

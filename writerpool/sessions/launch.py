@@ -336,7 +336,7 @@ class Launcher:
             held = self._grant(plan, slot.network, agent_dir, egress_dir, session_id,
                                slot.name, None)  # fmt: skip
             undo.append(held.revoke)
-            remote_container.push_agent_dir(remote, slot.name, slot.spec.image_id, agent_dir)
+            remote_container.push_agent_dir(remote, slot.name, agent_dir)
             socket = remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
             egress = seat.enter_context(socket) if network_info(slot.network).egress else None
             spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
