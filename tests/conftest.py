@@ -19,6 +19,15 @@ REQUIRE = os.environ.get("WRITERPOOL_REQUIRE_PODMAN") == "1"
 INTEGRATION_MARKERS = ("podman", "git", "pi", "image", "clients", "remote")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def usual_umask() -> Iterator[None]:
+    """Files the tests write get the usual modes whatever umask started them: a host's
+    pin file others may write is refused (runtime/ssh_files.py)."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """HOME, XDG dirs, git identity and config under tmp_path; nothing from the real user."""
