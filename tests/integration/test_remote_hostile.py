@@ -142,7 +142,7 @@ from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.pool.remote_probe import held_directory, planted_canary
+from writerpool.pool.probes import held_directory, planted_canary
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost
 from writerpool.runtime.volumes import volume_name
@@ -293,28 +293,34 @@ def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_nex
     wp("control", "--host", "th", "--apply", check=True)
     ssh = SshHost.from_config("th", testhost)
     canaries, sockets = "$HOME/.writerpool-canary-*", "/run/user/$(id -u)/writerpool/*.sock"
+    # What other runs left on this account's test host is not this run's to judge.
+    before = set(_on_host(ssh, canaries)), set(_on_host(ssh, sockets))
+
+    def left() -> tuple[set[str], set[str]]:
+        return set(_on_host(ssh, canaries)) - before[0], set(_on_host(ssh, sockets)) - before[1]
+
     argv = [sys.executable, "-m", "writerpool", "mode", "set", alias, "container", "--profiles",
             "code", "--network", "none", "--hosts", "th", "--apply", "--json"]  # fmt: skip
     setting = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(1200):  # bounded: provisioning, then the canary of its acceptance
-            if _on_host(ssh, canaries) or setting.poll() is not None:
+            if left()[0] or setting.poll() is not None:
                 break
         assert setting.poll() is None, "mode set ended before its acceptance was caught"
         setting.kill()
         setting.wait()
         for _ in range(60):  # bounded: 30 s for the host to see the connections end
-            if not _on_host(ssh, canaries) and not _on_host(ssh, sockets):
+            if left() == (set(), set()):
                 break
             threading.Event().wait(0.5)
-        assert _on_host(ssh, canaries) == [] and _on_host(ssh, sockets) == []
+        assert left() == (set(), set())
         code, report = wp("mode", "set", alias, "container", "--profiles", "code",
                           "--network", "none", "--hosts", "th", "--apply")  # fmt: skip
         assert code == 0, report
         assert f"writer/{alias}/{alias}-w1" in [
             f["target"] for f in report["findings"] if f["code"] == "writer_accepted"
         ], report
-        assert _on_host(ssh, canaries) == [] and _on_host(ssh, sockets) == []
+        assert left() == (set(), set())
     finally:
         if setting.poll() is None:
             setting.kill()
