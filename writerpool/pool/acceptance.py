@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import json
 import secrets
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from writerpool.pool.control import (
     host_listener,
 )
 from writerpool.pool.harness_report import parse_harness_report
+from writerpool.pool.probes import canary_here
 from writerpool.report import Finding
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.image_tools import HARNESS
@@ -187,32 +187,25 @@ def _run_harness(
         return done.returncode, done.stdout
     spec = writer_spec(paths, state, image_id, pool, host.facts(), allow=allowlist)
     writer = writer_of(paths, state)
-    home = Path.home()
-    canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
-    canary_dir.mkdir(mode=0o700)
-    canary = canary_dir / "secret"
-    canary.write_text("writerpool canary\n")
     info = network_info(state.network)
-    try:
-        with (
-            host_listener() as port,
-            _canary_granted(paths, state, pool, (writer.agent, writer.egress),
-                            port if allowlist else None),
-        ):  # fmt: skip
-            env = {
-                **spec.env,
-                "WRITERPOOL_HARNESS_CANARIES": str(canary),
-                "WRITERPOOL_HARNESS_HOST_HOME": str(home),
-                "WRITERPOOL_HARNESS_WORK": "/work",
-                "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
-                "WRITERPOOL_HARNESS_HOST_PORT": str(port),
-                **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
-            }
-            # The harness the image carries (runtime/image_tools.py).
-            done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
-                            timeout=120)  # fmt: skip
-    finally:
-        shutil.rmtree(canary_dir, ignore_errors=True)
+    with (
+        canary_here() as canary,
+        host_listener() as port,
+        _canary_granted(paths, state, pool, (writer.agent, writer.egress),
+                        port if allowlist else None),
+    ):  # fmt: skip
+        env = {
+            **spec.env,
+            "WRITERPOOL_HARNESS_CANARIES": canary.file,
+            "WRITERPOOL_HARNESS_HOST_HOME": canary.home,
+            "WRITERPOOL_HARNESS_WORK": "/work",
+            "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
+            "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+            **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
+        }
+        # The harness the image carries (runtime/image_tools.py).
+        done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
+                        timeout=120)  # fmt: skip
     return done.returncode, done.stdout
 
 

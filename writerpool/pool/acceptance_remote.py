@@ -1,6 +1,6 @@
 """Acceptance of a writer on a host over SSH: the harness in the container a session there
 gets (pool/remote_container.py), checked against that host's own canary, home and
-loopback (pool/remote_probe.py). The canary credential goes through the same path as a
+loopback (pool/probes.py). The canary credential goes through the same path as a
 session's key: the proxy on this machine, its socket forwarded to the host for this run."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from writerpool.config.models import Pool
 from writerpool.config.network import check_remote_network, network_info
 from writerpool.config.paths import Paths
 from writerpool.pool.container import EGRESS_SOCKET, writer_spec
+from writerpool.pool.probes import loopback_port, planted_canary
 from writerpool.pool.remote_container import push_agent_dir, remote_spec
-from writerpool.pool.remote_probe import loopback_port, planted_canary
 from writerpool.proc import Completed
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.remote import RemotePodman

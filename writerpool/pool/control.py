@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.paths import Paths
 from writerpool.pool import harness
 from writerpool.pool.harness_report import parse_harness_report
+from writerpool.pool.probes import canary_here
 from writerpool.report import Report
 from writerpool.runtime.host import LOCAL
 from writerpool.runtime.probe import run_harness_on_host
@@ -139,17 +140,16 @@ def run_control(
         )
         return report
     program = harness_file or harness_path()
-    home = Path.home()
-    canary_dir = home / f".writerpool-canary-{secrets.token_hex(6)}"
     work = Path(tempfile.mkdtemp(prefix="writerpool-control-"))
     try:
-        canary_dir.mkdir(mode=0o700)
-        canary = canary_dir / "secret"
-        canary.write_text("writerpool canary\n")
-        with host_listener() as port, open_relay(work / ".relay", port) as relay:
+        with (
+            canary_here() as canary,
+            host_listener() as port,
+            open_relay(work / ".relay", port) as relay,
+        ):
             env = {
-                "WRITERPOOL_HARNESS_CANARIES": str(canary),
-                "WRITERPOOL_HARNESS_HOST_HOME": str(home),
+                "WRITERPOOL_HARNESS_CANARIES": canary.file,
+                "WRITERPOOL_HARNESS_HOST_HOME": canary.home,
                 "WRITERPOOL_HARNESS_WORK": str(work),
                 "WRITERPOOL_HARNESS_CANARY": "scan",
                 "WRITERPOOL_HARNESS_HOST_PORT": str(port),
@@ -160,7 +160,6 @@ def run_control(
             }
             out = runner(program, env, work)
     finally:
-        shutil.rmtree(canary_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     parsed = parse_harness_report(out)
     missed = tuple(

@@ -2,7 +2,7 @@
 harness, run uncontained as the host's SSH user, must see the planted escapes there.
 
 Each host has its own record (pool/control.py control_file). The canary lives in that
-user's home on the host (pool/remote_probe.py); the allowlist checks go
+user's home on the host (pool/probes.py); the allowlist checks go
 through the control's open relay, forwarded to the host for this run only; the host's
 loopback listener is opened by the same process that runs the harness there.
 """
@@ -26,8 +26,8 @@ from writerpool.pool.control import (
     save_control,
 )
 from writerpool.pool.harness_report import parse_harness_report
+from writerpool.pool.probes import held_directory, planted_canary
 from writerpool.pool.remote_image import configured_host
-from writerpool.pool.remote_probe import held_directory, planted_canary
 from writerpool.report import Report
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.state.writer import now

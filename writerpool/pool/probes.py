@@ -1,6 +1,8 @@
-"""What the harness is checked against on a host over SSH, as on this machine: a canary
-file in the SSH user's home there, and a port listening on that host's loopback (which a
-writer's container must not reach). Both last for one block and are gone after it."""
+"""What the harness is checked against, on this machine or on a host over SSH: a canary
+file in the account's home, and (over SSH) a port listening on that host's loopback,
+which a writer's container must not reach. Each lasts for one block and is made and
+removed by one child process (a shell, or ssh running one), so a controller killed
+inside the block leaves nothing behind: the child sees its stdin end and cleans up."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import re
 import secrets
 import select
 import shlex
-from collections.abc import Iterator
-from pathlib import PurePosixPath
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from writerpool.errors import WriterpoolError
@@ -51,26 +53,41 @@ def _reject_home(ssh: SshHost) -> WriterpoolError:
 
 
 @contextlib.contextmanager
-def held_directory(ssh: SshHost, base: str, name: str, *, canary: bool) -> Iterator[str]:
-    """A private directory `name` under `base` on the host ("home": the SSH user's home),
-    with a canary file in it when asked, for the life of the block: made and removed by
-    one ssh process, so a controller killed inside the block leaves nothing there."""
-    remote = ["sh", "-c", _HOLD_DIRECTORY, "sh", base, name, "1" if canary else "0"]
-    proc = spawn([*ssh.argv("-T"), " ".join(shlex.quote(w) for w in remote)], env=clean_env())
+def _held(
+    argv: list[str], usable: Callable[[str], bool], failed: Callable[[Process], WriterpoolError]
+) -> Iterator[str]:
+    """Run `argv` (a shell running _HOLD_DIRECTORY) for the life of the block; the path
+    it printed, when `usable`."""
+    proc = spawn(argv, env=clean_env())
     try:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], LISTENER_READY_SECONDS)
         line = proc.stdout.readline(PATH_MAX + 1).decode(errors="replace") if ready else ""
         directory = line.removesuffix("\n")
-        if not _usable(directory, name):
-            if proc.poll() == 255:  # ssh's own failure: the connection's code
-                raise classify(ssh.name, proc.stderr.read(64 * 1024))
-            raise _reject_home(ssh)
+        if not usable(directory):
+            raise failed(proc)
         yield directory
     finally:
         # The end of stdin removes the directory; waiting says it is gone.
         _close(proc)
         wait_or_stop(proc, REMOVE_SECONDS)
+
+
+def held_directory(
+    ssh: SshHost, base: str, name: str, *, canary: bool
+) -> contextlib.AbstractContextManager[str]:
+    """A private directory `name` under `base` on the host ("home": the SSH user's home),
+    with a canary file in it when asked, for the life of the block: made and removed by
+    one ssh process, so a controller killed inside the block leaves nothing there."""
+    remote = ["sh", "-c", _HOLD_DIRECTORY, "sh", base, name, "1" if canary else "0"]
+
+    def failed(proc: Process) -> WriterpoolError:
+        if proc.poll() == 255 and proc.stderr is not None:  # ssh's own failure
+            return classify(ssh.name, proc.stderr.read(64 * 1024))
+        return _reject_home(ssh)
+
+    argv = [*ssh.argv("-T"), " ".join(shlex.quote(w) for w in remote)]
+    return _held(argv, lambda directory: _usable(directory, name), failed)
 
 
 def _close(proc: Process) -> None:
@@ -94,6 +111,22 @@ def planted_canary(ssh: SshHost) -> Iterator[Canary]:
     with held_directory(ssh, "home", name, canary=True) as directory:
         home = str(PurePosixPath(directory).parent)
         yield Canary(home, f"{directory}/secret", directory)
+
+
+@contextlib.contextmanager
+def canary_here() -> Iterator[Canary]:
+    """A private canary file in this account's home, removed after the block (or when
+    the process that planted it ends, killed too)."""
+    home = Path.home()
+    name = f".writerpool-canary-{secrets.token_hex(6)}"
+    argv = ["sh", "-c", _HOLD_DIRECTORY, "sh", str(home), name, "1"]
+
+    def failed(proc: Process) -> WriterpoolError:
+        return WriterpoolError("command_failed", "the canary cannot be planted in this "
+                               "account's home directory")  # fmt: skip
+
+    with _held(argv, lambda directory: directory == str(home / name), failed) as directory:
+        yield Canary(str(home), f"{directory}/secret", directory)
 
 
 @contextlib.contextmanager
