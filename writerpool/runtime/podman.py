@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed, clean_env, run, run_streamed, start_daemon
+from writerpool.proc import (
+    CommandFailed,
+    Completed,
+    clean_env,
+    run,
+    run_capped,
+    run_streamed,
+    start_daemon,
+)
 from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
@@ -128,11 +136,18 @@ class PodmanHost:
         timeout: float = 120.0,
         input: bytes | None = None,
         check: bool = True,
+        limit: int | None = None,
     ) -> Completed:
+        """The podman CLI; with `limit`, its stdout is held up to that many bytes
+        (OutputTooLarge past it): for answers another machine decides."""
+        argv = [self.binary, *args]
         try:
-            return run(
-                [self.binary, *args], env=podman_env(), timeout=timeout, input=input, check=check
-            )
+            if limit is None:
+                return run(argv, env=podman_env(), timeout=timeout, input=input, check=check)
+            done = run_capped(argv, env=podman_env(), timeout=timeout, input=input, limit=limit)
+            if check and done.returncode != 0:
+                raise CommandFailed(argv, done.returncode, done.stdout, done.stderr)
+            return done
         except CommandFailed as exc:
             if exc.returncode == 127:
                 raise PodmanUnavailable("podman is not installed") from exc

@@ -20,7 +20,7 @@ from typing import IO
 
 from writerpool.config.hosts import Host
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, Completed
+from writerpool.proc import CommandFailed, Completed, OutputTooLarge
 from writerpool.runtime.host import ContainerRef, EngineFacts, Writer
 from writerpool.runtime.podman import (
     PodmanApiUnavailable,
@@ -39,6 +39,9 @@ VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~-]{0,63}$")
 # On the host: the sockets' directory made, or found a directory (not a link) of the SSH
 # user's own, and made private; else another account could swap a session's socket.
 _OWN_DIRECTORY = 'mkdir -p -m 0700 -- "$1" && [ ! -L "$1" ] && [ -O "$1" ] && chmod 0700 -- "$1"'
+# What the podman client prints of the host's answers (lists, inspections): a host that
+# sends more is refused before the controller holds it.
+CLI_OUTPUT_MAX = 16 * 1024 * 1024
 SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -79,9 +82,16 @@ class RemotePodman(PodmanHost):
         timeout: float = 120.0,
         input: bytes | None = None,
         check: bool = True,
+        limit: int | None = CLI_OUTPUT_MAX,
     ) -> Completed:
         try:
-            done = super().cli([*self.url_args(), *args], timeout=timeout, input=input, check=check)
+            done = super().cli([*self.url_args(), *args], timeout=timeout, input=input,
+                               check=check, limit=limit or CLI_OUTPUT_MAX)  # fmt: skip
+        except OutputTooLarge as exc:
+            raise WriterpoolError(
+                "command_failed",
+                f"host {self.name}'s Podman answered with over {CLI_OUTPUT_MAX} bytes",
+            ) from exc
         except CommandFailed as exc:
             self.raise_if_gone(exc)
             raise
