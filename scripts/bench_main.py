@@ -204,7 +204,7 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
     if "remote" in groups:
         say(
             "measuring remote_container_start, remote_stream_in, remote_stream_out, "
-            "remote_stream_in_api, remote_stream_out_api, remote_provision"
+            "remote_stream_in_api, remote_stream_out_api, remote_provision, remote_collect"
         )
         figures += remote_figures(resolve_image(env.paths, "default"), reps["remote"], env.root)
     return figures

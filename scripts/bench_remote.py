@@ -3,11 +3,12 @@ in one run: a container's start (`podman run --rm IMAGE true`), 50 MB streamed i
 container's stdin (how provisioning sends a base bundle) and out of its stdout (how
 collection brings one back) by `WriterHost.stream` on each host, the same through the
 bare podman CLI over the forwarded API socket (`_api` rows: Podman's remote attach, for
-comparison), and a writer's clone provisioned by that stream (pool/provision_stream.py:
-bundle, container, verified answer). Ours: through the host's pinned connection
-(scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's Podman. Goals: start
-at most 0.3 s more than local, stream in and provisioning at most 1.3x, stream out at
-most 1.5x.
+comparison), a writer's clone provisioned by that stream (pool/provision_stream.py:
+bundle, container, verified answer), and that writer's new work (20 MB on a branch)
+collected back (pool/collect_stream.py: inspection and bundle). Ours: through the host's
+pinned connection (scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's
+Podman. Goals: start at most 0.3 s more than local, stream in and provisioning at most
+1.3x, stream out and collect at most 1.5x.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import secrets
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +31,8 @@ from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.gitops.base import resolve_base
+from writerpool.pool.collect_stream import stream_collect
+from writerpool.pool.inspect import tool_spec
 from writerpool.pool.provision import base_record
 from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
@@ -43,6 +47,13 @@ PAYLOAD = 50 * 1024 * 1024
 START_EXTRA_GOAL = 0.3
 # The provisioned repository: a history of this many commits of FILES files each.
 PROVISION_COMMITS, PROVISION_FILES = 300, 200
+# The work remote_collect brings back: one commit of incompressible data on a new branch.
+COLLECT_WORK_BYTES = 20 * 1024 * 1024
+_WORK = (
+    "cd /work && git checkout -q -b bench-work"
+    f" && head -c {COLLECT_WORK_BYTES} /dev/urandom > work.bin && git add work.bin"
+    " && git -c user.name=bench -c user.email=bench@bench.test commit -q -m work"
+)
 
 
 def configured() -> Host | None:
@@ -103,6 +114,7 @@ class Provisioner:
         self.base = resolve_base(self.repo, "main")
         self.paths = Paths.from_env()
         self.states: dict[str, WriterState] = {}
+        self.worked: dict[str, WriterState] = {}
 
     def state(self, host: WriterHost) -> WriterState:
         if host.name not in self.states:
@@ -121,6 +133,24 @@ class Provisioner:
         start = time.perf_counter()
         clone_on_host(self.paths, host, state, Pool(), self.repo, self.base, Report("bench"))
         return time.perf_counter() - start
+
+    def collect_timed(self, host: WriterHost) -> float:
+        """The clone's work (a branch with COLLECT_WORK_BYTES of new data, added once) sent
+        back as `writer collect` receives it: inspection and bundle in one stream."""
+        state = self.worked.get(host.name)
+        if state is None:
+            state = self.state(host)
+            baseline = clone_on_host(self.paths, host, state, Pool(), self.repo, self.base,
+                                     Report("bench"))  # fmt: skip
+            spec = tool_spec(self.paths, host, state, Pool(), "bench", clone_rw=True)
+            made = host.run(spec, ["sh", "-ec", _WORK], timeout=300)
+            if made.returncode != 0:
+                raise SystemExit(f"bench: no work made on {host.name}: {made.stderr[-500:]!r}")
+            state = self.worked[host.name] = state.model_copy(update={"baseline": baseline})
+        with tempfile.TemporaryDirectory(prefix="bench-collect-") as incoming:
+            start = time.perf_counter()
+            stream_collect(self.paths, host, state, Pool(), Path(incoming))
+            return time.perf_counter() - start
 
     def remove(self, hosts: list[WriterHost]) -> None:
         for host in hosts:  # bounded by the two hosts measured
@@ -153,9 +183,11 @@ def remote_figures(image: str, reps: int, root: Path) -> list[Figure]:
         try:
             provision = _pair("remote_provision", reps, 1.3,
                               lambda p: provisioner.timed(by[p]))  # fmt: skip
+            collect = _pair("remote_collect", reps, 1.5,
+                            lambda p: provisioner.collect_timed(by[p]))  # fmt: skip
         finally:
             provisioner.remove([remote, local])
-    return [start, stream_in, stream_out, api_in, api_out, provision]
+    return [start, stream_in, stream_out, api_in, api_out, provision, collect]
 
 
 def start_line(figure: Figure) -> str:
