@@ -228,7 +228,9 @@ class WarmPool:
         # Rendered without any key: until a claim grants one, pi has nothing to send.
         agent_launch.remove_credential(slot.agent_dir)
         agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
-        args = agent_launch.pi_args(profile, False, AGENT_DIR)
+        args = agent_launch.pi_args(
+            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+        )
         agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
         digest = _state_digest(self._paths.writer_dir(slot.name))
         return WarmWriter(
