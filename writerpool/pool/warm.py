@@ -8,7 +8,9 @@ operator command asked for and keeps up to each workspace's `warm` count started
 and clone are still what they were when it was warmed. The session's launcher then
 grants its egress and gives pi the session's model (sessions/launch.py); when the session
 ends its lease is released like any other, and the writer is warmed again only once
-the guard admits it again (at baseline, after finish or reset).
+the guard admits it again (at baseline: at once after a session that changed nothing,
+else after finish or reset). A claim hands out what a cold start would: pi persists
+nothing and keeps no state under /work (PiAgent.configure, agent/launch.py).
 """
 
 from __future__ import annotations
