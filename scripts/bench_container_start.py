@@ -40,7 +40,9 @@ PROVIDER = Provider(
     base_url="http://127.0.0.1:9/v1", container_base_url="http://127.0.0.1:41480/v1"
 )
 TRUE = ["true"]
-PI_ARGS = agent_launch.pi_args(PROFILE, False, AGENT_DIR)
+PI_ARGS = agent_launch.pi_args(
+    PROFILE, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+)
 
 
 def podman_env() -> dict[str, str]:

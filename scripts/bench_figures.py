@@ -113,7 +113,10 @@ def bare_pi_start(env: BenchEnv, cwd: Path) -> float:
     tmp = env.root / "bare-pi" / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     agent_launch.render_for_profile(config, agent_dir, "scripted", False)
-    argv = [str(env.pi), *agent_launch.pi_args(config.profiles[PROFILE], False, agent_dir)]
+    args = agent_launch.pi_args(
+        config.profiles[PROFILE], False, agent_dir, session_dir=tmp / "pi-sessions"
+    )
+    argv = [str(env.pi), *args]
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=pi_env(agent_dir, HOST, tmpdir=tmp),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,

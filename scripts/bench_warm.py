@@ -5,7 +5,7 @@ Ours: `pi_session_start` sent by a real MCP client over streamable HTTP (a beare
 loopback) to a running `writerpool service` holding one warm writer (`mode set … --warm
 1`: container running, pi started and idle, no provider access): the HTTP round trip,
 the claim's checks, the session's egress grant (its proxy process started ahead as a
-spare) and pi's new_session, set_model and set_thinking_level. Baseline: the bare tools
+spare) and pi's switch_session, set_model and set_thinking_level. Baseline: the bare tools
 a cold start is built on (`podman run --rm IMAGE true` plus host pi to its first
 answer), as for session_start. Goals: p50 <= 0.1 s, p95 <= 0.2 s. Between samples the
 session is closed and the service warms the writer again (not timed); `scripts/bench
@@ -115,7 +115,7 @@ async def _claims(url: str, token: str, reps: int, figure: Figure, env: BenchEnv
 def warm_figure(env: BenchEnv, reps: int) -> Figure:
     figure = Figure("warm_claim",
                     ours_label="pi_session_start over the service's HTTP transport, claiming "
-                               "its warm writer (checks, egress grant, pi new_session/"
+                               "its warm writer (checks, egress grant, pi switch_session/"
                                "set_model/set_thinking_level)",
                     baseline_label="podman run --rm IMAGE true + host pi --mode rpc to "
                                    "first answer (the bare tools of a cold start)")  # fmt: skip

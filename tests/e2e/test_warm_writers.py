@@ -1,10 +1,13 @@
 """Warm writers (pool/warm.py) on real rootless Podman, pi started in them on the
 scripted provider: no provider access while warm, a claim that runs a coding session,
-and a warm writer yielded to an operator command without writer_busy."""
+a claim that leaves the clone exactly as a cold start does, and a warm writer yielded
+to an operator command without writer_busy."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,15 +20,22 @@ from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import LoadedConfig, load_config
 from writerpool.config.providers import PLACEHOLDER_KEY
+from writerpool.pool.admission import LEASABLE
 from writerpool.pool.container import EGRESS_PORT
+from writerpool.pool.inspect import Inspection
 from writerpool.pool.lease import read_holder
+from writerpool.pool.verdicts import current
 from writerpool.pool.warm import WarmPool
-from writerpool.sessions.launch import Launcher
+from writerpool.sessions.launch import Launched, Launcher
 from writerpool.sessions.placement import SessionPlan
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
 
 COMMIT_PROMPT = "commit-work: the feature is called ibis-3141"
+# The script answers with text only (pi's transcript gets an assistant message).
+QUIET_PROMPT = "nothing to change: just say hello"
+# The script writes uncommitted.txt ("draft") and nothing else.
+DIRTY_PROMPT = "leave-dirty: one draft file"
 # From inside the writer, what pi would do: ask the provider through the forwarder.
 ASK_PROVIDER = (
     "import urllib.request, sys\n"
@@ -44,10 +54,14 @@ def provider() -> Iterator[ScriptedProvider]:
 
 
 def _warm_pool(
-    tmp_path: Path, provider: ScriptedProvider, stem: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    provider: ScriptedProvider,
+    stem: str,
+    monkeypatch: pytest.MonkeyPatch,
+    writers: int = 1,
 ) -> tuple[PoolEnv, LoadedConfig, WarmPool]:
-    pool = make_pool(tmp_path, provider, stem, writers=1)
-    wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", "1",
+    pool = make_pool(tmp_path, provider, stem, writers=writers)
+    wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", str(writers),
        "--warm", "1", "--apply", check=True)  # fmt: skip
     monkeypatch.setenv(KEY_ENV, pool.key)  # the launcher reads the provider's key here
     loaded = load_config(pool.server.paths)
@@ -118,6 +132,92 @@ def test_a_warm_writer_has_no_provider_access_and_a_claim_runs_a_coding_session(
         warm.close()
         launcher.shutdown()
     assert containers_of(w1) == []
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every path of a work tree (.git aside) as the host reads it, nothing followed:
+    a file's content digest, a link's target, a directory, or a special file."""
+    found: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here == root:
+            dirnames[:] = [name for name in dirnames if name != ".git"]
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            if path.is_symlink():
+                seen = "link " + os.readlink(path)
+            elif path.is_dir():
+                seen = "directory"
+            elif path.is_file():
+                seen = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                seen = "special"
+            found[str(path.relative_to(root))] = seen
+    return found
+
+
+def _status_by_content(seen: Inspection | str | None) -> dict[str, object]:
+    """What the session's closing inspection (the one collect uses) saw of the clone,
+    without what differs between two writers (WIP commits carry their time)."""
+    assert isinstance(seen, Inspection), seen
+    return {
+        "head": (seen.head, seen.head_commit), "branches": seen.branches,
+        "stash": seen.stash, "dirty": seen.dirty, "wip_tree": seen.wip_tree,
+        "entries": seen.entries, "counts": seen.counts, "extra_refs": seen.extra_refs,
+        "git_state": seen.git_state, "index_matches": seen.index_matches,
+    }  # fmt: skip
+
+
+def _session(launcher: Launcher, plan: SessionPlan, name: str, prompt: str) -> Launched:
+    """One whole session: start, one prompt to its end, stop (the clone inspected)."""
+    launched = launcher.launch(plan, name)
+    try:
+        turn = launched.agent.prompt(prompt)
+        done = launched.agent.wait(turn, 300)
+        assert done.status == "completed", done
+    finally:
+        launcher.stop(launched, 10.0)
+    return launched
+
+
+def test_a_warm_claim_leaves_the_clone_as_a_cold_start_does_and_the_writer_leasable(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, loaded, warm = _warm_pool(tmp_path, provider, "clean", monkeypatch, writers=2)
+    plan = _plan(pool, loaded)
+    cold = Launcher(pool.server.paths, loaded)  # never claims: every start is cold
+    hot = Launcher(pool.server.paths, loaded, warm=warm)
+    base = _tree(pool.checkout)
+    try:
+        # A warm session that changes nothing leaves the writer to the next session.
+        [first] = warm.fill()
+        quiet = _session(hot, plan, "s-quiet", QUIET_PROMPT)
+        assert (quiet.warm, quiet.writer) == (True, first)
+        assert _tree(pool.server.paths.writer_dir(first) / "clone") == base
+        assert not _status_by_content(quiet.seen)["dirty"]
+        verdict = current(pool.server.paths.writer_dir(first))
+        assert verdict is not None and verdict.code == LEASABLE, verdict
+        assert "writer_holds_work" not in codes(wp("writer", "status", first)[1])
+        [warmed] = warm.fill()  # and the pool warms a writer again
+        # The same scripted session, cold on the other writer, then on the warm one.
+        cold_run = _session(cold, plan, "s-cold", DIRTY_PROMPT)
+        warm_run = _session(hot, plan, "s-warm", DIRTY_PROMPT)
+        assert (cold_run.warm, warm_run.warm, warm_run.writer) == (False, True, warmed)
+        assert cold_run.writer != warm_run.writer
+    finally:
+        warm.close()
+        hot.shutdown()
+        cold.shutdown()
+    trees = {
+        run.writer: _tree(pool.server.paths.writer_dir(str(run.writer)) / "clone")
+        for run in (cold_run, warm_run)
+    }
+    draft = hashlib.sha256(b"draft\n").hexdigest()
+    # What the script did, and nothing else: no transcript, no agent state.
+    assert trees[cold_run.writer] == {**base, "uncommitted.txt": draft}
+    assert trees[warm_run.writer] == trees[cold_run.writer]
+    assert _status_by_content(warm_run.seen) == _status_by_content(cold_run.seen)
+    assert _status_by_content(cold_run.seen)["dirty"] is True
 
 
 def test_a_warm_writer_yields_to_writer_collect_without_writer_busy(

@@ -109,7 +109,8 @@ def test_pi_works_through_the_forwarder_and_the_proxy_without_the_key(
             launch.render_agent_dir(agent_dir, "scripted", endpoint, False, [MODEL])
             launch.install_credential(agent_dir, "scripted", proxy.token)
             profile = Profile(permission="coding", provider="scripted", model=MODEL)
-            argv = [str(pi_bin), *launch.pi_args(profile, False, agent_dir)]
+            args = launch.pi_args(profile, False, agent_dir, session_dir=tmp / "pi-sessions")
+            argv = [str(pi_bin), *args]
             env = pi_env(agent_dir, HOST, tmpdir=tmp)
             agent = PiAgent.start(argv, env, work, ready_timeout=120)
             snap = agent.wait(agent.prompt("make a file please"), 120)

@@ -103,7 +103,8 @@ def start_agent(pi_bin: Path, provider: ScriptedProvider, tmp_path: Path) -> Ite
             agent_dir.chmod(0o500)
         permission = "read-only" if read_only else "coding"
         profile = Profile(permission=permission, provider="scripted", model=MODEL)
-        argv = [str(pi_bin), *launch.pi_args(profile, read_only, agent_dir)]
+        args = launch.pi_args(profile, read_only, agent_dir, session_dir=tmp / "pi-sessions")
+        argv = [str(pi_bin), *args]
         agent = PiAgent.start(argv, pi_env(agent_dir, HOST, tmpdir=tmp), work, ready_timeout=120)
         agents.append(agent)
         return agent
@@ -149,7 +150,7 @@ def test_every_flag_writerpool_passes_exists_in_this_pi(pi_bin: Path, tmp_path: 
     assert says("--version").strip() == PI_VERSION
     help_text = says("--help")
     coding = Profile(permission="coding", provider="p", model="m")
-    for arg in launch.pi_args(coding, False, tmp_path):
+    for arg in launch.pi_args(coding, False, tmp_path, session_dir=tmp_path / "sessions"):
         if arg.startswith("--"):
             assert re.search(rf"^\s+{re.escape(arg)}[ ,]", help_text, re.MULTILINE), arg
 
@@ -301,3 +302,35 @@ def test_the_credential_reaches_pi_from_a_read_only_agent_directory(
     agent = start_agent(read_only=True, key="sk-frozen-key", frozen=True)
     assert agent.wait(agent.prompt("say hello"), 120).status == "completed"
     assert provider.last_authorization == "Bearer sk-frozen-key"
+
+
+def _listing(root: Path) -> list[str]:
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+def test_a_claim_gives_pi_the_key_written_after_it_started_and_persists_nothing(
+    start_agent: StartAgent, provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    """What a warm claim does to an idle pi (PiAgent.configure)."""
+    agent = start_agent()
+    launch.install_credential(tmp_path / "agent0", "scripted", "sk-claimed-key")
+    agent.configure("scripted", MODEL, "off", 30)
+    snap = agent.wait(agent.prompt("say hello"), 120)
+    assert snap.status == "completed" and snap.text == "Hello from the script."
+    assert provider.last_authorization == "Bearer sk-claimed-key"
+    # Not in its working directory, not in its session directory: nowhere.
+    assert _listing(tmp_path / "work") == ["hay.txt"]
+    assert _listing(tmp_path / "tmp0" / "pi-sessions") == []
+
+
+def test_a_session_pi_derives_lands_in_its_session_directory_never_its_cwd(
+    start_agent: StartAgent, tmp_path: Path
+) -> None:
+    agent = start_agent()
+    # As a stray command would: pi makes a session that persists, in a file of its own.
+    answer = agent._request({"type": "new_session"}, 30)
+    assert answer is not None and answer.success
+    assert agent.wait(agent.prompt("say hello"), 120).status == "completed"
+    assert _listing(tmp_path / "work") == ["hay.txt"]
+    [transcript] = (tmp_path / "tmp0" / "pi-sessions").iterdir()
+    assert transcript.suffix == ".jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -12,11 +12,13 @@ from writerpool.agent import launch
 from writerpool.agent.compact import PRELOAD_NAME
 from writerpool.agent.environment import EGRESS_ENV, HOST, pi_env
 from writerpool.config.models import Config, Profile, Provider
+from writerpool.config.paths import Paths
 from writerpool.config.providers import PLACEHOLDER_KEY, provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import AGENT_DIR, readonly_spec
+from writerpool.pool.container import AGENT_DIR, readonly_spec, writer_spec
 from writerpool.proc import run
 from writerpool.runtime.host import EngineFacts
+from writerpool.state.writer import BaseRecord, WriterState
 
 CUSTOM = Provider(
     base_url="http://127.0.0.1:8080/v1",
@@ -132,17 +134,73 @@ def flag(args: list[str], name: str) -> str:
 
 def test_pi_args_select_tools_by_permission() -> None:
     coding = Profile(permission="coding", provider="local", model="m-1", thinking="high")
-    args = launch.pi_args(coding, False, "/pi/agent")
-    assert args[:3] == ["--mode", "rpc", "--no-session"]
+    args = launch.pi_args(coding, False, "/pi/agent", session_dir="/tmp/s")
+    assert args[:3] == ["--mode", "rpc", "--offline"]
     assert flag(args, "--provider") == "local" and flag(args, "--model") == "m-1"
     assert flag(args, "--thinking") == "high"
     assert flag(args, "--tools") == "read,bash,edit,write,grep,find,ls"
     for off in ("--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"):
         assert off in args
-    assert flag(launch.pi_args(coding, True, "/pi/agent"), "--tools") == "read,grep,find,ls"
+    read_only = launch.pi_args(coding, True, "/pi/agent", session_dir="/tmp/s")
+    assert flag(read_only, "--tools") == "read,grep,find,ls"
     review = Profile(permission="read-only", provider="local", model="m-1", default=True)
     # A read-only profile stays read-only even when the caller forgets to say so.
-    assert flag(launch.pi_args(review, False, "/pi/agent"), "--tools") == "read,grep,find,ls"
+    reviewing = launch.pi_args(review, False, "/pi/agent", session_dir="/tmp/s")
+    assert flag(reviewing, "--tools") == "read,grep,find,ls"
+
+
+def test_pi_persists_its_session_nowhere_and_derives_none_into_its_cwd() -> None:
+    coding = Profile(permission="coding", provider="local", model="m-1")
+    args = launch.pi_args(coding, False, "/pi/agent", session_dir="/tmp/pi-sessions")
+    # --no-session would leave pi a session directory of "" (its cwd) for new_session.
+    assert "--no-session" not in args
+    assert flag(args, "--session") == "/dev/null"
+    assert flag(args, "--session-dir") == "/tmp/pi-sessions"
+    for relative in ("", ".", "sessions", "./x"):
+        with pytest.raises(ValueError, match="absolute"):
+            launch.pi_args(coding, False, "/pi/agent", session_dir=relative)
+
+
+def _state_paths(argv: list[str]) -> dict[str, str]:
+    """Where pi keeps state, as a container's argv tells it (the last --env wins)."""
+    env = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--env")
+    return {
+        "HOME": env["HOME"], "TMPDIR": env["TMPDIR"], "agent": env["PI_CODING_AGENT_DIR"],
+        "session": flag(argv, "--session"), "sessions": flag(argv, "--session-dir"),
+    }  # fmt: skip
+
+
+def _under(path: str, top: str) -> bool:
+    return PurePosixPath(path).is_relative_to(top)
+
+
+def test_pi_keeps_no_state_in_the_clone_of_any_container(tmp_path: Path) -> None:
+    facts = EngineFacts(host="local", podman_version="4.3.1", limits=True, rootless=True)
+    paths = Paths(config_file=tmp_path / "config.toml", state_dir=tmp_path, cache_dir=tmp_path)
+    state = WriterState(
+        name="w1", alias="demo", settings_digest="d", image="default", network="provider",
+        cache="go", lifecycle="reset", tags="keep", profiles=("code",),
+        base=BaseRecord(name="main", ref="refs/heads/main", commit="0" * 40, branch="main"),
+    )  # fmt: skip
+    writer = writer_spec(paths, state, "0" * 64, Config().pool, facts)
+    readonly = readonly_spec(
+        image_id="0" * 64, session_id="s1", checkout=tmp_path, agent_dir=tmp_path / "agent",
+        egress_dir=tmp_path / "egress", pool=Config().pool, facts=facts,
+    )  # fmt: skip
+    coding = Profile(permission="coding", provider="local", model="m-1")
+    for spec in (writer, readonly):
+        pi = launch.pi_args(coding, False, AGENT_DIR, session_dir=launch.CONTAINER_SESSION_DIR)
+        argv = spec.run_argv(["pi", *pi], interactive=True)
+        workdir = flag(argv, "--workdir")
+        tmpfs = [argv[i + 1].split(":")[0] for i, arg in enumerate(argv) if arg == "--tmpfs"]
+        writable = [m.target for m in spec.mounts if not m.read_only]
+        for what, where in _state_paths(argv).items():
+            assert PurePosixPath(where).is_absolute(), what
+            assert not _under(where, workdir), what
+            assert not any(_under(where, target) for target in writable), what
+        # What pi could write of its own lands on the container's tmpfs, gone with it.
+        for what in ("HOME", "TMPDIR", "sessions"):
+            assert any(_under(_state_paths(argv)[what], top) for top in tmpfs), what
 
 
 def test_host_env_is_minimal_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,7 +52,8 @@ def make_compile_cache(prefix: Path) -> Path:
         }  # fmt: skip
         # pi answers, reads the end of its input and exits; Node writes the cache then.
         try:
-            argv = [str(node), str(pi_cli(prefix)), *pi_args(profile, False, agent)]
+            args = pi_args(profile, False, agent, session_dir=home / "pi-sessions")
+            argv = [str(node), str(pi_cli(prefix)), *args]
             run(argv, cwd=home, env=env, input=GET_STATE, timeout=START_TIMEOUT)
         except CommandFailed as exc:
             raise WriterpoolError(

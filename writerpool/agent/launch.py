@@ -8,6 +8,14 @@ sessions a custom provider's `apiKey` is a placeholder (pi requires one).
 The key does not go to pi's own credential store, `auth.json`: pi 0.73.1 reads that
 file only under a lock file created beside it, so in an agent directory mounted
 read-only the credential would be silently ignored. `models.json` is read plainly.
+
+pi's session (its transcript) is the null device, never `--no-session`: pi 0.73.1 gives
+a `--no-session` process an in-memory session whose directory is "", and ignores
+`--session-dir`, PI_CODING_AGENT_SESSION_DIR and settings then; any session pi derives
+from it (`new_session`, `fork`) is created with that directory, so its file lands in
+pi's working directory, the clone. `--session /dev/null` writes every entry to the null
+device, and a derived session goes to the absolute `--session-dir` the caller names
+(the flag wins over the variable and the settings), outside the clone.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from writerpool.agent.compact import install_preload
@@ -29,6 +37,10 @@ from writerpool.state.atomic import write_atomic
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
 CODING_TOOLS = "read,bash,edit,write,grep,find,ls"
+# pi's session file: what pi writes of its transcript goes nowhere (see above).
+NULL_SESSION = "/dev/null"
+# A container's session directory: on its /tmp tmpfs, outside /work, gone with it.
+CONTAINER_SESSION_DIR = "/tmp/pi-sessions"
 # Used when the caller names no model: pi turns an unknown `--model M` of a provider
 # into a copy of that provider's first model with id M (limits included).
 TEMPLATE_MODEL = "writerpool-template-model"
@@ -214,17 +226,25 @@ def _read_models(agent_dir: Path) -> dict[str, Any] | None:
 # -- the process ---------------------------------------------------------------
 
 
-def pi_args(profile: Profile, read_only: bool, agent_dir: str | Path) -> list[str]:
+def pi_args(
+    profile: Profile, read_only: bool, agent_dir: str | Path, *, session_dir: str | Path
+) -> list[str]:
     """pi's flags for a session of this profile (the executable is the caller's).
 
     `agent_dir` reaches pi through PI_CODING_AGENT_DIR (agent/environment.py); pi has no flag
     for it, so it is accepted here only to keep argv and env built from one value.
+    `session_dir`: an absolute directory outside pi's working directory, private to the
+    session (CONTAINER_SESSION_DIR in a container); pi makes it and writes nothing there
+    unless something makes it derive a session.
     """
     del agent_dir
+    if not PurePosixPath(session_dir).is_absolute():
+        raise ValueError("pi's session directory must be absolute (a relative one is the cwd's)")
     # A read-only profile never gets writing tools, whatever the caller asked.
     tools = READ_ONLY_TOOLS if read_only or profile.permission == "read-only" else CODING_TOOLS
     return [
-        "--mode", "rpc", "--no-session", "--offline",
+        "--mode", "rpc", "--offline",
+        "--session", NULL_SESSION, "--session-dir", str(session_dir),
         "--provider", profile.provider, "--model", profile.model,
         "--thinking", profile.thinking,
         "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from writerpool.agent.events import PiEvent, TurnLog, TurnSnapshot, parse_event
+from writerpool.agent.launch import NULL_SESSION
 from writerpool.errors import WriterpoolError
 from writerpool.proc import spawn
 from writerpool.report import sanitize
@@ -125,12 +126,17 @@ class PiAgent:
                 raise WriterpoolError("session_start_failed", "the agent refused its setup")
 
     def configure(self, provider: str, model: str, thinking: str, timeout: float) -> None:
-        """Give an idle pi a fresh session of this provider, model and thinking level.
-        `new_session` rebuilds pi's runtime, which reads the agent directory's models.json
-        again: a credential written there after pi started is used from now on."""
+        """Give an idle pi a fresh session of this provider, model and thinking level,
+        persisting nothing. `switch_session` to the null device rebuilds pi's runtime,
+        which reads the agent directory's models.json again (the session's credential and
+        endpoint, written after pi started, are used from now on), on an empty session
+        whose every entry is written to /dev/null: the state of a cold start (a session
+        derived from it would go to /dev, no clone either). Never `new_session`: it makes
+        pi persist its transcript in a file of its own, and in its working directory (the
+        clone) when pi's session has no directory."""
         deadline = time.monotonic() + timeout
         for command in (
-            {"type": "new_session"},
+            {"type": "switch_session", "sessionPath": NULL_SESSION},
             {"type": "set_model", "provider": provider, "modelId": model},
             {"type": "set_thinking_level", "level": thinking},
         ):

@@ -8,7 +8,9 @@ operator command asked for and keeps up to each workspace's `warm` count started
 and clone are still what they were when it was warmed. The session's launcher then
 grants its egress and gives pi the session's model (sessions/launch.py); when the session
 ends its lease is released like any other, and the writer is warmed again only once
-the guard admits it again (at baseline, after finish or reset).
+the guard admits it again (at baseline: at once after a session that changed nothing,
+else after finish or reset). A claim hands out what a cold start would: pi persists
+nothing and keeps no state under /work (PiAgent.configure, agent/launch.py).
 """
 
 from __future__ import annotations
@@ -228,7 +230,9 @@ class WarmPool:
         # Rendered without any key: until a claim grants one, pi has nothing to send.
         agent_launch.remove_credential(slot.agent_dir)
         agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
-        args = agent_launch.pi_args(profile, False, AGENT_DIR)
+        args = agent_launch.pi_args(
+            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+        )
         agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
         digest = _state_digest(self._paths.writer_dir(slot.name))
         return WarmWriter(

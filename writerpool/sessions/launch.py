@@ -43,12 +43,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HOST_READY_SECONDS = 30.0
-# A warm pi answers new_session, set_model and set_thinking_level in milliseconds.
+# A warm pi answers switch_session, set_model and set_thinking_level in milliseconds.
 CLAIM_SECONDS = 10.0
 # A container adds Podman's start to pi's own (about a second each on this kind of host).
 CONTAINER_READY_SECONDS = 90.0
 # Where the writer's private agent directory is mounted inside its container.
 CONTAINER_AGENT_DIR = Path("/pi/agent")
+CONTAINER_SESSION_DIR = agent_launch.CONTAINER_SESSION_DIR
 
 
 class Agent(Protocol):
@@ -229,7 +230,10 @@ class Launcher:
             tmp.mkdir(mode=0o700, exist_ok=True)
             held = self._grant(plan, "host", agent_dir, private / "egress", session_id, None)
             undo.append(held.revoke)
-            argv = [str(pi), *agent_launch.pi_args(plan.profile, plan.read_only, agent_dir)]
+            args = agent_launch.pi_args(
+                plan.profile, plan.read_only, agent_dir, session_dir=tmp / "pi-sessions"
+            )
+            argv = [str(pi), *args]
             env = pi_env(agent_dir, HOST, tmpdir=tmp)
             agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
         return Launched(agent=agent, agent_dir=agent_dir, grant=held, scratch=private)
@@ -254,7 +258,8 @@ class Launcher:
             argv = container.pi_argv(
                 checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
                 egress_dir=egress_dir, pool=self._config.pool,
-                pi_args=agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR),
+                pi_args=agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR,
+                                             session_dir=CONTAINER_SESSION_DIR),
             )  # fmt: skip
             agent = _started(
                 held,
@@ -285,7 +290,9 @@ class Launcher:
                 slot.allow,
             )  # fmt: skip
             undo.append(held.revoke)
-            args = agent_launch.pi_args(plan.profile, False, CONTAINER_AGENT_DIR)
+            args = agent_launch.pi_args(
+                plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
+            )
             agent = _started(
                 held,
                 lambda: PiAgent.start(
@@ -340,8 +347,10 @@ class Launcher:
             socket = remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
             egress = seat.enter_context(socket) if network_info(slot.network).egress else None
             spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
-            argv = remote.attach_argv(spec, ["pi", *agent_launch.pi_args(
-                plan.profile, False, CONTAINER_AGENT_DIR)])  # fmt: skip
+            args = agent_launch.pi_args(
+                plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
+            )
+            argv = remote.attach_argv(spec, ["pi", *args])
             env = remote.attach_env()
             started = _started(held, lambda: PiAgent.start(argv, env, None,
                                                            CONTAINER_READY_SECONDS))  # fmt: skip
@@ -353,7 +362,8 @@ class Launcher:
 
     def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
         """Grant a warm writer the session's egress (its token reaches pi through the
-        agent directory, which new_session reads again) and give pi the session's model."""
+        agent directory, which pi reads again as it configures) and give pi the session's
+        model, on an empty session that persists nothing (PiAgent.configure)."""
         slot, agent = warm.slot, warm.agent
         slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
         with _undo_on_failure() as undo:
