@@ -1,4 +1,4 @@
-"""The allowlist proxy's request heads (connect_model.parse_request, pure): what it takes,
+"""The allowlist proxy's request heads (egress.head, pure): what it takes,
 what it refuses as bad_request, and that what it sends upstream is read by a lenient
 HTTP/1.1 parser as exactly the one request the proxy checked."""
 
@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from writerpool.egress.connect_model import (
-    BadRequest,
-    head_end,
-    origin_head,
-    parse_request,
-    split_target,
-)
+from writerpool.egress.connect_model import origin_head, split_target
+from writerpool.egress.head import BadRequest, head_end, parse_request
 
 FUZZ = settings(
     max_examples=int(os.environ.get("WRITERPOOL_FUZZ_EXAMPLES", "300")),

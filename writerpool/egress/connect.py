@@ -2,14 +2,13 @@
 
 It answers `CONNECT host:port` (TLS passes through untouched: no interception) and,
 for `http://` entries only, plain HTTP requests in absolute form (one request per
-connection). Every head is parsed strictly (`connect_model.parse_request`, on h11): a
-malformed or ambiguous one, or one followed by a second request, is answered 400 and
-audited as `bad_request`, and nothing of it goes upstream. A name is checked against
-the session's allowlist, resolved here (the configured `[egress.resolve]` names first,
-then DNS), every address judged (allowlist.address_refusal), and the proxy connects to
-an address it checked, so a name that resolves elsewhere later changes nothing. A
-refusal is answered with a 403 whose status line names the host. One audit record per
-connection.
+connection). A head that `egress.head` refuses (malformed, ambiguous, or followed by a
+second request) is answered 400, audited as `bad_request`, and nothing goes upstream.
+A name is checked against the session's allowlist, resolved here (`[egress.resolve]`
+first, then DNS), every address judged (allowlist.address_refusal), and the proxy
+connects to an address it checked, so a name that resolves elsewhere later changes
+nothing. A refusal is answered with a 403 whose status line names the host. One audit
+record per connection.
 
 Caps per session: connections in total and at once, header bytes, a deadline for the
 header block, an idle timeout on open tunnels. It is a listener of the session's
@@ -40,6 +39,7 @@ from writerpool.egress.allowlist import (
     parse_address,
 )
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
+from writerpool.egress.head import BadRequest, head_end, parse_request
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.errors import WriterpoolError
@@ -236,15 +236,15 @@ class ConnectSession:
             conn.decision = Decision(False, cm.HEADER_TIMEOUT)
             return None
         try:
-            return cm.parse_request(data)
-        except cm.BadRequest:
+            return parse_request(data)
+        except BadRequest:
             await _answer(writer, cm.refusal_head(400, "-", cm.BAD_REQUEST))
             return None
 
     async def _head(self, reader: asyncio.StreamReader) -> bytes:
         """Bytes read until the head's end (and whatever came with it)."""
         data, searched, limit = b"", 0, self.limits.header_bytes
-        while (end := cm.head_end(data, searched)) is None and len(data) < limit:
+        while (end := head_end(data, searched)) is None and len(data) < limit:
             searched = len(data)
             chunk = await reader.read(limit)
             if not chunk:
