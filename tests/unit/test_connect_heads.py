@@ -141,6 +141,11 @@ def test_request_heads_parse_and_plain_requests_go_upstream_in_origin_form() -> 
         pytest.param(
             GET + b"Content-Length : 0\r\n\r\n", "illegal header line", id="space-before-colon"
         ),
+        pytest.param(
+            POST + b"Transfer_Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "header name",
+            id="underscore-in-a-name",
+        ),
         pytest.param(GET + b"X-A: a\x00b\r\n\r\n", "control", id="nul-in-a-value"),
         pytest.param(GET + b"X-A: a\x0bb\r\n\r\n", "control", id="vertical-tab-in-a-value"),
         pytest.param(GET + "X-A: ü\r\n\r\n".encode(), "non-ASCII", id="non-ascii-value"),

@@ -24,6 +24,7 @@ from writerpool.egress.connect_model import Request, split_authority, split_targ
 HEAD_END = re.compile(rb"\n\r?\n")
 LINE = re.compile(rb"[\t\x20-\x7e]*")  # a head line: visible ASCII, SP and HTAB only
 METHOD = re.compile(rb"[A-Z]{1,16}")
+NAME = re.compile(rb"[a-z0-9-]{1,64}")  # a header name, lower-cased
 MAX_TARGET = 2048
 
 
@@ -93,16 +94,24 @@ def _request(event: h11.Request, lines: list[bytes]) -> Request:
         raise BadRequest("the target is neither host:port (CONNECT) nor http://host/...")
     host, port, scheme, path = where
     headers = tuple((n.decode("ascii"), v.decode("ascii")) for n, v in event.headers.raw_items())
-    request = Request(method, host, port, scheme, path, headers, _body(method, lines))
+    request = Request(method, host, port, scheme, path, headers, _body(method, _fields(lines)))
     _check_host(request, [v.decode("ascii") for n, v in event.headers if n == b"host"])
     return request
 
 
-def _body(method: str, lines: list[bytes]) -> int:
-    """The declared body length. Counted on the raw lines: h11 merges repeated equal
-    Content-Length headers into one, and the proxy refuses any repeat."""
+def _fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """(lower-case name, value) of each header line as sent (h11 merges repeated equal
+    Content-Length headers into one; the proxy refuses any repeat). Names are letters,
+    digits and '-': some servers read `Transfer_Encoding` as `Transfer-Encoding`."""
     fields = [(name.lower(), value.strip()) for name, _, value in
               (line.partition(b":") for line in lines[1:])]  # fmt: skip
+    if not all(NAME.fullmatch(name) for name, _ in fields):
+        raise BadRequest("a header name other than letters, digits and '-'")
+    return fields
+
+
+def _body(method: str, fields: list[tuple[bytes, bytes]]) -> int:
+    """The declared body length."""
     if any(name == b"transfer-encoding" for name, _ in fields):
         raise BadRequest("Transfer-Encoding: only a body of declared length is relayed")
     lengths = [value for name, value in fields if name == b"content-length"]
