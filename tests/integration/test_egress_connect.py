@@ -194,7 +194,7 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
     proxy = open_proxy(host, tmp_path, words, records, resolve)
     try:
         sock = dial(proxy)
-        sock.sendall(f"GET http://plain.test:{port}/a?b=1 HTTP/1.1\r\nHost: evil.test\r\n"
+        sock.sendall(f"GET http://plain.test:{port}/a?b=1 HTTP/1.1\r\nHost: PLAIN.test.:{port}\r\n"
                      "Proxy-Authorization: Basic eDp5\r\n\r\n".encode())  # fmt: skip
         with sock:
             answer = b""
@@ -204,7 +204,8 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
         assert asked == [("/a?b=1", f"plain.test:{port}")]
         for target in (f"http://tls-only.test:{port}/", f"http://unlisted.test:{port}/"):
             sock = dial(proxy)
-            sock.sendall(f"GET {target} HTTP/1.1\r\n\r\n".encode())
+            authority = target.removeprefix("http://").removesuffix("/")
+            sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode())
             with sock:
                 assert head_of(sock).startswith("HTTP/1.1 403 writerpool: ")
         sock, head = connect(proxy, f"plain.test:{port}")  # an http:// entry: no CONNECT

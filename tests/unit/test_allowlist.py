@@ -10,7 +10,7 @@ import pytest
 
 from writerpool.config.models import Config, parse_config
 from writerpool.egress.allowlist import Allowlist, address_refusal, expand, parse_entry
-from writerpool.egress.connect_model import origin_head, parse_head, refusal_head
+from writerpool.egress.connect_model import refusal_head
 from writerpool.egress.derived import derived_sets, resolve_allowlist, url_entry
 from writerpool.errors import WriterpoolError
 from writerpool.pool.fence import remove_stale_egress
@@ -165,27 +165,6 @@ def test_config_sets_are_validated_and_combine_with_derived_ones(tmp_path: Path)
             parse_config(bad)
         assert caught.value.code == "config_invalid"
     assert Config().egress.sets == {}
-
-
-def test_request_heads_parse_and_plain_requests_go_upstream_in_origin_form() -> None:
-    connect = parse_head(b"CONNECT mirror.example.test:8443 HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert connect is not None and (connect.host, connect.port, connect.scheme) == (
-        "mirror.example.test", 8443, "https")  # fmt: skip
-    v6 = parse_head(b"CONNECT [2001:db8::1]:443 HTTP/1.1\r\n\r\n")
-    assert v6 is not None and (v6.host, v6.destination) == ("2001:db8::1", "[2001:db8::1]:443")
-    plain = parse_head(
-        b"GET http://plain.example.test/simple/?x=1 HTTP/1.1\r\nHost: other.test\r\n"
-        b"Proxy-Authorization: Basic eA==\r\nAccept: */*\r\n\r\n"
-    )
-    assert plain is not None and (plain.port, plain.path) == (80, "/simple/?x=1")
-    head = origin_head(plain).decode()
-    assert head.startswith("GET /simple/?x=1 HTTP/1.1\r\nHost: plain.example.test\r\n")
-    assert "Proxy-Authorization" not in head and "other.test" not in head
-    assert head.endswith("Accept: */*\r\nConnection: close\r\n\r\n")
-    for bad in (b"GET /relative HTTP/1.1\r\n\r\n", b"CONNECT host:x HTTP/1.1\r\n\r\n",
-                b"CONNECT a.test:443 HTTP/2\r\n\r\n", b"CONNECT a.test:443 HTTP/1.1\r\nbad\r\n\r\n",
-                "CONNECT ü.test:443 HTTP/1.1\r\n\r\n".encode()):  # fmt: skip
-        assert parse_head(bad) is None
 
 
 def test_a_refusal_names_the_host_in_its_status_line_and_body() -> None:

@@ -2,11 +2,13 @@
 
 It answers `CONNECT host:port` (TLS passes through untouched: no interception) and,
 for `http://` entries only, plain HTTP requests in absolute form (one request per
-connection). A name is checked against the session's allowlist, resolved here (the
-configured `[egress.resolve]` names first, then DNS), every address judged
-(allowlist.address_refusal), and the proxy connects to an address it checked, so a
-name that resolves elsewhere later changes nothing. A refusal is answered with a 403
-whose status line names the host. One audit record per connection.
+connection). A head that `egress.head` refuses (malformed, ambiguous, or followed by a
+second request) is answered 400, audited as `bad_request`, and nothing goes upstream.
+A name is checked against the session's allowlist, resolved here (`[egress.resolve]`
+first, then DNS), every address judged (allowlist.address_refusal), and the proxy
+connects to an address it checked, so a name that resolves elsewhere later changes
+nothing. A refusal is answered with a 403 whose status line names the host. One audit
+record per connection.
 
 Caps per session: connections in total and at once, header bytes, a deadline for the
 header block, an idle timeout on open tunnels. It is a listener of the session's
@@ -37,6 +39,7 @@ from writerpool.egress.allowlist import (
     parse_address,
 )
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
+from writerpool.egress.head import BadRequest, head_end, parse_request
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.errors import WriterpoolError
@@ -194,9 +197,10 @@ class ConnectSession:
             conn.decision = Decision(False, cap)
             await _answer(writer, cm.refusal_head(429, "-", cap))
             return
-        request = await self._read_head(reader, writer, conn)
-        if request is None:
+        parsed = await self._read_request(reader, writer, conn)
+        if parsed is None:
             return
+        request, early = parsed
         conn.method = request.method
         name = normalize_host(request.host)
         conn.destination = request.destination if name is not None else "<refused>"
@@ -204,17 +208,12 @@ class ConnectSession:
         if not conn.decision.allowed:
             await self._refuse(writer, conn, 403)
             return
-        body = cm.body_length(request) if request.scheme == "http" else 0
-        if body is None:
-            conn.decision = Decision(False, cm.BODY_REFUSED)
-            await self._refuse(writer, conn, 400)
-            return
         upstream = await self._open(name or request.host, request.port, conn)
         if upstream is None:
             unreachable = conn.decision.reason in (cm.UPSTREAM_FAILED, cm.RESOLVE_FAILED)
             await self._refuse(writer, conn, 502 if unreachable else 403)
             return
-        await self._relay(request, body, reader, writer, upstream, conn)
+        await self._relay(request, early, reader, writer, upstream, conn)
 
     def _cap_refusal(self) -> str | None:
         if self._count > self.limits.total:
@@ -223,11 +222,12 @@ class ConnectSession:
             return cm.CAP_CONCURRENT
         return None
 
-    async def _read_head(
+    async def _read_request(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
-    ) -> Request | None:
+    ) -> tuple[Request, bytes] | None:
+        """The request and what came with its head, or None once refused."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.limits.header_seconds)
+            data = await asyncio.wait_for(self._head(reader), self.limits.header_seconds)
         except asyncio.LimitOverrunError:
             conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
             await _answer(writer, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
@@ -235,10 +235,24 @@ class ConnectSession:
         except TimeoutError:
             conn.decision = Decision(False, cm.HEADER_TIMEOUT)
             return None
-        request = cm.parse_head(head)
-        if request is None:
+        try:
+            return parse_request(data)
+        except BadRequest:
             await _answer(writer, cm.refusal_head(400, "-", cm.BAD_REQUEST))
-        return request
+            return None
+
+    async def _head(self, reader: asyncio.StreamReader) -> bytes:
+        """Bytes read until the head's end (and whatever came with it)."""
+        data, searched, limit = b"", 0, self.limits.header_bytes
+        while (end := head_end(data, searched)) is None and len(data) < limit:
+            searched = len(data)
+            chunk = await reader.read(limit)
+            if not chunk:
+                raise asyncio.IncompleteReadError(data, None)
+            data += chunk
+        if end is None or end > limit:
+            raise asyncio.LimitOverrunError("no end of the head within its bytes", len(data))
+        return data
 
     async def _refuse(self, writer: asyncio.StreamWriter, conn: _Connection, status: int) -> None:
         reason = conn.decision.reason
@@ -291,24 +305,27 @@ class ConnectSession:
     async def _relay(
         self,
         request: Request,
-        body: int,
+        early: bytes,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         conn: _Connection,
     ) -> None:
+        """`early` came with the head: the body's start, or the tunnel's first bytes."""
         up_reader, up_writer = upstream
+        conn.up += len(early)
         try:
             if request.scheme == "https":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                up_writer.write(early)
                 await writer.drain()
                 await asyncio.gather(
                     self._pipe(reader, up_writer, conn, "up", None),
                     self._pipe(up_reader, writer, conn, "down", None),
                 )
             else:
-                up_writer.write(cm.origin_head(request))
-                await self._pipe(reader, up_writer, conn, "up", body)
+                up_writer.write(cm.origin_head(request) + early)
+                await self._pipe(reader, up_writer, conn, "up", request.body - len(early))
                 await self._pipe(up_reader, writer, conn, "down", None)
         finally:
             up_writer.transport.abort()
@@ -356,18 +373,12 @@ class ConnectSession:
         if self._audit is None or self._count > self.limits.total + AUDIT_PAST_CAP:
             return
         record = ConnectRecord(
-            session=self.session,
-            writer=self.writer,
-            method=conn.method,
-            destination=conn.destination,
-            allowed=conn.decision.allowed,
-            reason=conn.decision.reason,
-            entry=conn.decision.entry,
-            address=conn.address,
-            bytes_up=conn.up,
-            bytes_down=conn.down,
+            session=self.session, writer=self.writer, method=conn.method,
+            destination=conn.destination, allowed=conn.decision.allowed,
+            reason=conn.decision.reason, entry=conn.decision.entry, address=conn.address,
+            bytes_up=conn.up, bytes_down=conn.down,
             duration_ms=int((time.monotonic() - conn.started) * 1000),
-        )
+        )  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(None, self._audit, record)
         future.add_done_callback(_log_audit_failure)
 

@@ -1,4 +1,5 @@
-"""What the allowlist proxy decides and reports: records and parsed requests, no I/O."""
+"""What the allowlist proxy decides and reports: records and parsed requests, no I/O.
+Light and shared (the server reads its records); the head parser is `egress.head`."""
 
 from __future__ import annotations
 
@@ -16,10 +17,8 @@ CAP_CONNECTIONS = "cap_connections"
 CAP_CONCURRENT = "cap_concurrent"
 RESOLVE_FAILED = "resolve_failed"
 UPSTREAM_FAILED = "upstream_failed"
-BODY_REFUSED = "body_refused"
 DENIED_KEPT = 32  # distinct refused destinations a session keeps for its turns
 
-REQUEST_LINE = re.compile(r"^([A-Z]{1,16}) (\S{1,2048}) HTTP/1\.[01]$")
 ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
 
 
@@ -44,6 +43,7 @@ class Request:
     scheme: Scheme
     path: str  # origin-form target of a plain HTTP request; "" for CONNECT
     headers: tuple[tuple[str, str], ...]
+    body: int = 0  # the declared Content-Length; 0 for CONNECT and a request without one
 
     @property
     def destination(self) -> str:
@@ -67,7 +67,8 @@ class ConnectRecord:
     duration_ms: int
 
 
-def _split_authority(authority: str, default: int) -> tuple[str, int] | None:
+def split_authority(authority: str, default: int) -> tuple[str, int] | None:
+    """`host[:port]` or `[v6][:port]` into (host, port); None when malformed."""
     host, port = authority, default
     if authority.startswith("["):
         inner, _, rest = authority[1:].partition("]")
@@ -86,38 +87,19 @@ def _split_authority(authority: str, default: int) -> tuple[str, int] | None:
     return host, port
 
 
-def parse_head(head: bytes) -> Request | None:
-    """The request in a header block (through the blank line); None when malformed."""
-    try:
-        text = head.decode("ascii")
-    except UnicodeDecodeError:
-        return None
-    lines = text.split("\r\n")
-    matched = REQUEST_LINE.fullmatch(lines[0])
-    if matched is None:
-        return None
-    method, target = matched.groups()
-    headers: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9-]{1,64}", name):
-            return None
-        headers.append((name, value.strip()))
+def split_target(method: str, target: str) -> tuple[str, int, Scheme, str] | None:
+    """(host, port, scheme, origin-form path) of a request line's target: `host:port` for
+    CONNECT, absolute-form `http://` for the rest; None for anything else."""
     if method == "CONNECT":
-        parts = _split_authority(target, 443)
-        if parts is None:
-            return None
-        return Request(method, parts[0], parts[1], "https", "", tuple(headers))
+        parts = split_authority(target, 443)
+        return None if parts is None else (parts[0], parts[1], "https", "")
     absolute = ABSOLUTE.fullmatch(target)
     if absolute is None:
         return None
-    parts = _split_authority(absolute.group(1), 80)
+    parts = split_authority(absolute.group(1), 80)
     if parts is None:
         return None
-    path = absolute.group(2) or "/"
-    return Request(method, parts[0], parts[1], "http", path, tuple(headers))
+    return parts[0], parts[1], "http", absolute.group(2) or "/"
 
 
 # Headers a plain HTTP request does not carry upstream: the proxy's own and hop-by-hop.
@@ -134,17 +116,6 @@ def origin_head(request: Request) -> bytes:
     lines += [f"{n}: {v}" for n, v in request.headers if n.lower() not in _DROPPED]
     lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-
-
-def body_length(request: Request) -> int | None:
-    """The request body's declared length (0 when none); None when it cannot be relayed
-    as one bounded request (chunked or several lengths)."""
-    lengths = [v for n, v in request.headers if n.lower() == "content-length"]
-    if any(n.lower() == "transfer-encoding" for n, _ in request.headers) or len(lengths) > 1:
-        return None
-    if not lengths:
-        return 0
-    return int(lengths[0]) if lengths[0].isdigit() else None
 
 
 def refusal_head(status: int, destination: str, reason: str) -> bytes:

@@ -17,7 +17,7 @@ from writerpool.egress.allowlist import (
     normalize_host,
     parse_address,
 )
-from writerpool.egress.connect_model import parse_head
+from writerpool.egress.connect_model import split_target
 from writerpool.egress.derived import resolve_allowlist
 from writerpool.errors import UsageError
 from writerpool.pool.listing import unknown_writer, writer_names
@@ -30,13 +30,13 @@ LOG_LINES = 50
 def parse_target(text: str) -> tuple[str, int, Scheme]:
     """`host`, `host:port`, `[v6]:port` or `http://host[:port]` into its parts."""
     word = text.strip()
-    head = (f"GET {word}/ HTTP/1.1" if word.startswith("http://")
-            else f"CONNECT {word} HTTP/1.1").encode("ascii", "replace") + b"\r\n\r\n"  # fmt: skip
-    request = parse_head(head)
-    if request is None or normalize_host(request.host) is None:
+    plain = word.startswith("http://")
+    target = split_target("GET" if plain else "CONNECT", f"{word}/" if plain else word)
+    name = normalize_host(target[0]) if target is not None and word.isascii() else None
+    if target is None or name is None:
         shown = "".join(c for c in text[:80] if c.isprintable())
         raise UsageError(f"{shown!r} is not HOST, HOST:PORT or http://HOST[:PORT]")
-    return normalize_host(request.host) or request.host, request.port, request.scheme
+    return name, target[1], target[2]
 
 
 def check(config: Config, paths: Paths, alias: str, target: str) -> Report:
