@@ -231,6 +231,7 @@ CODES: dict[str, str] = {
     "image_derive_failed": "Deriving an image failed (pip download or the offline build)",
     "image_name_unknown": "No image was derived under that name",
     "image_record_invalid": "The record of images writerpool built is unreadable or invalid",
+    "image_record_missing": "This install has no record of images it built; none is removed",
     "cache_tool_missing": "The image lacks the tool a --cache option is for (uv, go)",
     # hosts (`[hosts.NAME]`: a Podman host reached over SSH)
     "host_unknown": "The host name is neither `local` nor a configured [hosts.NAME]",

@@ -313,10 +313,14 @@ def build_image(
         if existing is not None:
             progress.step(f"an image built from the same inputs exists: {existing[:12]}")
             image_id = existing
-            record_built(paths, [BuiltImage(id=image_id, kind="writer")])
+            # Found by its tag: maybe another install's build (one Podman storage per account).
+            record_built(paths, [BuiltImage(id=image_id, kind="writer", found=True)])
         else:
             base_id, rootfs = ensure_rootfs(paths, definition, progress, force=force)
-            record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
+            if rootfs == "image":  # found by its tag: maybe another install's import
+                record_built(paths, [BuiltImage(id=base_id, kind="rootfs", found=True)])
+            else:
+                record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
             progress.step(f"pi {definition.pi_version}: installing with npm unless present")
             prefix = _install_pi(install_pi)
             image_id = _build(paths, definition, base_id, prefix, progress, force=force)
