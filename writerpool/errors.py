@@ -224,6 +224,8 @@ CODES: dict[str, str] = {
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
     "image_build_failed": "Building the writer image failed",
+    "npm_registry_unreachable": "image build stopped before its slow steps: npm cannot reach "
+    "its registry (the fix is named)",
     "image_definition_missing": "The image definition is neither in the package nor a checkout",
     "image_pinned": "The pinned writer image exists locally",
     "image_outdated": "The pinned image was built from other inputs than the current definition",
