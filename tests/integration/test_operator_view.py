@@ -19,7 +19,7 @@ from tests.integration.test_collect_helpers import (
     unique_alias,
     write_workspaces,
 )
-from tests.integration.writers_support import codes, wp
+from tests.integration.writers_support import codes, wp, wp_err
 from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
@@ -104,9 +104,13 @@ def test_status_names_work_collection_and_the_next_command(repo: Path, alias: st
         code, report = wp("writer", "status", w2)
         row = _rows(report)[w2]
         assert row["state"] == "writer_busy" and row["heldBy"]["pid"] > 0, row
-        code, busy = wp("writer", "collect", w2)
+        code, busy, said = wp_err("writer", "collect", w2)
         assert code == 1 and codes(busy) == ["writer_busy"], busy
         assert f"pid {os.getpid()}" in busy["findings"][0]["message"], busy
+        # Before the wait, not after it: for whom and how long ([pool] lease_wait_seconds).
+        assert said.startswith(f"writerpool: writer {w2} is held by pid {os.getpid()}: "), said
+        wait = load_config(paths).config.pool.lease_wait_seconds
+        assert f"waiting up to {wait:g} s for it" in said, said
     code, report = wp("writer", "status", w2)
     assert _rows(report)[w2]["state"] == "writer_leasable", report
 
