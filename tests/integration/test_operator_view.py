@@ -204,7 +204,14 @@ def test_a_new_collection_moves_the_ref_it_overwrites_aside_and_keeps_the_others
     code, plan = wp("writer", "refs", writer, "--prune")
     assert code == 0 and codes(plan) == ["review_refs_listed", "review_refs_pruned"], plan
     assert git_out(repo, "rev-parse", aside) == first["topic"]
-    wp("writer", "refs", writer, "--prune", "--apply", check=True)
+    assert "1 would be left" in plan["findings"][1]["message"], plan
+    code, pruned = wp("writer", "refs", writer, "--prune", "--apply", check=True)
+    assert codes(pruned) == ["review_refs_pruned", "review_refs_listed"], pruned
+    # What is left, read after the deletion, and what was dropped, each with its flags.
+    assert [r["ref"] for r in pruned["data"]["refs"]] == [f"writer-{writer}/topic/sub"]
+    assert pruned["findings"][1]["message"] == f"1 review ref(s) left: writer-{writer}/topic/sub"
+    dropped = {r["ref"]: (r["movedAside"], r["merged"]) for r in pruned["data"]["dropped"]}
+    assert dropped == {f"writer-{writer}/third": (False, True), short: (True, False)}
     assert sorted(collected(repo, writer)) == ["topic/sub"]
     assert run_git(repo, "rev-parse", "-q", "--verify", aside, check=False).returncode != 0
 

@@ -10,6 +10,7 @@ import pytest
 from writerpool.config.network import NETWORKS, describe
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.refresh import Refresh
+from writerpool.pool.review_list import ref_rows, rows_text
 from writerpool.pool.review_refs import replaced_by, staying
 from writerpool.pool.status import WriterStatus, fix_round_next
 
@@ -25,6 +26,17 @@ def test_a_collection_moves_only_what_it_overwrites_or_nests_with() -> None:
     assert staying(old, new, replaced) == [P + "feat-a"]
     overwritten = replaced_by({P + "fix": "a" * 40}, {P + "fix": "f" * 40})
     assert overwritten == {P + "fix": "a" * 40}
+
+
+def test_review_refs_are_listed_with_why_prune_would_drop_them() -> None:
+    aside = "refs/remotes/writer-demo-w1@20260101T120000Z/topic"
+    mine = {P + "third": "a" * 40, P + "topic/sub": "b" * 40, aside: "c" * 40}
+    rows = ref_rows(mine, {P + "third"}, "refs/remotes/writer-demo-w1@")
+    assert rows_text(rows) == (
+        "writer-demo-w1/third (merged), writer-demo-w1/topic/sub, "
+        "writer-demo-w1@20260101T120000Z/topic (moved aside)"
+    )
+    assert rows_text([]) == "none", "an empty list says so"
 
 
 def test_what_a_lease_does_first_in_words() -> None:
