@@ -224,6 +224,8 @@ CODES: dict[str, str] = {
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
     "image_build_failed": "Building the writer image failed",
+    "npm_registry_unreachable": "image build stopped before its slow steps: npm cannot reach "
+    "its registry (the fix is named)",
     "image_definition_missing": "The image definition is neither in the package nor a checkout",
     "image_pinned": "The pinned writer image exists locally",
     "image_outdated": "The pinned image was built from other inputs than the current definition",
@@ -231,6 +233,7 @@ CODES: dict[str, str] = {
     "image_derive_failed": "Deriving an image failed (pip download or the offline build)",
     "image_name_unknown": "No image was derived under that name",
     "image_record_invalid": "The record of images writerpool built is unreadable or invalid",
+    "image_record_missing": "This install has no record of images it built; none is removed",
     "cache_tool_missing": "The image lacks the tool a --cache option is for (uv, go)",
     # hosts (`[hosts.NAME]`: a Podman host reached over SSH)
     "host_unknown": "The host name is neither `local` nor a configured [hosts.NAME]",

@@ -141,9 +141,11 @@ def test_a_fix_round_writer_is_leasable_for_its_base(repo: Path, alias: str) -> 
     code, report = wp("writer", "reset", writer, "--base", "fix", "--apply")
     assert code == 0 and codes(report) == ["writer_reset"], report
     row = _row(writer)
-    back = f"writerpool writer reset {writer} --base main --apply"
-    assert row["leasable"] and row["base"] == "fix" and row["next"] == back, row
-    assert "leasable for sessions on base fix" in row["text"] and back in row["text"], row
+    start = f'pi_session_start {{"workspace": "{alias}", "base": "fix"}}'
+    back = f"writerpool writer finish {writer} --apply"
+    assert row["leasable"] and row["base"] == "fix" and row["next"].startswith(start), row
+    assert back in row["next"] and "--base main" not in row["next"], row
+    assert row["text"].startswith(f"leasable for sessions on base fix: {start}"), row
 
     with pytest.raises(WriterpoolError) as caught:
         _lease(alias)  # the workspace's base: this writer is on fix

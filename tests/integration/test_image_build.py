@@ -18,12 +18,18 @@ import pytest
 from tests.conftest import REAL_PATHS, REQUIRE
 from writerpool.agent.compact import install_preload, node_options
 from writerpool.agent.compile_cache import make_compile_cache
-from writerpool.agent.install import PI_VERSION, install_pi, installed_version
+from writerpool.agent.install import (
+    PI_VERSION,
+    install_pi,
+    installed_version,
+    pi_installed,
+    reach_problem,
+)
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import Completed, run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_definition, load_pin, resolve_image
-from writerpool.runtime.image_build import Progress, build_image, run_tool
+from writerpool.runtime.image_build import PiSource, Progress, build_image, run_tool
 from writerpool.runtime.image_uv import UV_VERSION
 from writerpool.runtime.podman import podman_env
 
@@ -166,8 +172,9 @@ def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Pat
         make_compile_cache(prefix)
         return prefix
 
+    pi = PiSource(lambda: pi_installed(prefix), reach_problem, pi_prefix)
     try:
-        outcome = build_image(Paths.from_env(), definition, pi_prefix, progress)
+        outcome = build_image(Paths.from_env(), definition, pi, progress)
         assert not outcome.reused and outcome.rootfs == "image"
         assert outcome.image_id != second["data"]["imageId"]
 
@@ -177,7 +184,7 @@ def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Pat
 
         # Built on the imported root file system, not on top of the other writer image.
         assert len(layers(outcome.image_id)) == len(layers(second["data"]["imageId"]))
-        again = build_image(Paths.from_env(), definition, pi_prefix, progress)
+        again = build_image(Paths.from_env(), definition, pi, progress)
         assert again.reused and again.image_id == outcome.image_id
     finally:
         _podman("rmi", "--force", definition.tag)

@@ -13,7 +13,8 @@ from tests.integration.writers_support import codes, make_checkout, podman, wp, 
 from tests.support.wheels import make_wheel, requirements_for
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
-from writerpool.state.images import load_record
+from writerpool.runtime.image import save_pin
+from writerpool.state.images import BuiltImage, load_record, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.image]
 
@@ -78,15 +79,59 @@ def test_prune_and_uninstall_touch_only_recorded_images(tmp_path: Path, image_pi
         podman("rmi", "-f", "--ignore", *own, unused, used)
 
 
-def test_without_a_record_the_images_with_writerpools_tags_are_adopted(image_pin: Path) -> None:
+def _cheap_image(pinned: str, tmp_path: Path, name: str, tag: str | None = None) -> str:
+    """A config-only image on the writer image (no layer is copied), optionally tagged."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "Containerfile").write_text(f"FROM {pinned}\nLABEL test.image={name}\n")
+    extra = ["--tag", tag] if tag else []
+    out = podman("build", "-q", "--pull=never", "--network=none", *extra, str(tmp_path / name))
+    return out.strip().splitlines()[-1].removeprefix("sha256:")
+
+
+def _use_install(monkeypatch: pytest.MonkeyPatch, home: Path) -> Paths:
+    """Point HOME and the XDG dirs at another install's home (Podman's storage stays the
+    account's: every install of an account shares it)."""
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state"),
+                     ("XDG_CACHE_HOME", ".cache"), ("XDG_DATA_HOME", ".local/share")):  # fmt: skip
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.setenv("WRITERPOOL_CONFIG", str(home / ".config" / "writerpool" / "config.toml"))
+    return Paths.from_env()
+
+
+def test_prune_of_a_second_install_leaves_the_first_installs_images(
+    tmp_path: Path, image_pin: Path, monkeypatch: pytest.MonkeyPatch, isolated_env: Path
+) -> None:
     pinned = json.loads(image_pin.read_text())["imageId"]
-    paths = Paths.from_env()
-    code, plan = wp("image", "prune")
-    assert code == 0, plan
-    record = load_record(paths).by_id()
-    rootfs = record[pinned].base
-    assert record[pinned].kind == "writer" and rootfs is not None
-    assert record[rootfs].kind == "rootfs"
-    planned = {i["id"] for i in plan["data"]["prunable"]}
-    assert pinned not in planned and rootfs not in planned, "the pin and its base stay"
-    assert all(record[i].kind in ("writer", "rootfs") for i in planned)
+    second = Paths.from_env()  # this test's home: the real image pinned, no images.json
+    tag = f"localhost/writerpool-writer:test-{tmp_path.name[-12:].lower()}"
+    first_image = _cheap_image(pinned, tmp_path, "first", tag)
+    second_own = _cheap_image(pinned, tmp_path, "second")
+    try:
+        first = _use_install(monkeypatch, tmp_path / "first-home")
+        save_pin(first, first_image, "0" * 64)
+        record_built(first, [BuiltImage(id=first_image, kind="writer", base=pinned)])
+        _use_install(monkeypatch, isolated_env)
+
+        # No record: nothing is chosen by its writerpool-* tag, and prune says why.
+        code, done = wp("image", "prune", "--apply")
+        assert code == 0 and codes(done) == ["image_record_missing"], done
+        assert done["data"]["prunable"] == []
+        assert not (second.state_dir / "images.json").exists(), "no record is made up"
+
+        # Its own record: only what it built goes; an image a build of it found and
+        # reused (another install's) stays, as does the first install's.
+        record_built(second, [BuiltImage(id=second_own, kind="derived", base=pinned, name="own"),
+                              BuiltImage(id=first_image, kind="writer", found=True)])  # fmt: skip
+        code, done = wp("image", "prune", "--apply")
+        assert code == 0 and codes(done) == ["image_removed"], done
+        assert [i["id"] for i in done["data"]["prunable"]] == [second_own]
+        present = podman("images", "-a", "-q", "--no-trunc")
+        assert second_own not in present
+        assert first_image in present and pinned in present
+
+        write_config(make_checkout(tmp_path / "repo"))
+        code, plan = wp("uninstall")
+        assert code == 0 and first_image[:12] not in json.dumps(plan), plan
+    finally:
+        podman("rmi", "-f", "--ignore", first_image, second_own)

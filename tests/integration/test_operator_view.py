@@ -19,7 +19,7 @@ from tests.integration.test_collect_helpers import (
     unique_alias,
     write_workspaces,
 )
-from tests.integration.writers_support import codes, wp
+from tests.integration.writers_support import codes, wp, wp_err
 from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
@@ -104,9 +104,13 @@ def test_status_names_work_collection_and_the_next_command(repo: Path, alias: st
         code, report = wp("writer", "status", w2)
         row = _rows(report)[w2]
         assert row["state"] == "writer_busy" and row["heldBy"]["pid"] > 0, row
-        code, busy = wp("writer", "collect", w2)
+        code, busy, said = wp_err("writer", "collect", w2)
         assert code == 1 and codes(busy) == ["writer_busy"], busy
         assert f"pid {os.getpid()}" in busy["findings"][0]["message"], busy
+        # Before the wait, not after it: for whom and how long ([pool] lease_wait_seconds).
+        assert said.startswith(f"writerpool: writer {w2} is held by pid {os.getpid()}: "), said
+        wait = load_config(paths).config.pool.lease_wait_seconds
+        assert f"waiting up to {wait:g} s for it" in said, said
     code, report = wp("writer", "status", w2)
     assert _rows(report)[w2]["state"] == "writer_leasable", report
 
@@ -200,7 +204,14 @@ def test_a_new_collection_moves_the_ref_it_overwrites_aside_and_keeps_the_others
     code, plan = wp("writer", "refs", writer, "--prune")
     assert code == 0 and codes(plan) == ["review_refs_listed", "review_refs_pruned"], plan
     assert git_out(repo, "rev-parse", aside) == first["topic"]
-    wp("writer", "refs", writer, "--prune", "--apply", check=True)
+    assert "1 would be left" in plan["findings"][1]["message"], plan
+    code, pruned = wp("writer", "refs", writer, "--prune", "--apply", check=True)
+    assert codes(pruned) == ["review_refs_pruned", "review_refs_listed"], pruned
+    # What is left, read after the deletion, and what was dropped, each with its flags.
+    assert [r["ref"] for r in pruned["data"]["refs"]] == [f"writer-{writer}/topic/sub"]
+    assert pruned["findings"][1]["message"] == f"1 review ref(s) left: writer-{writer}/topic/sub"
+    dropped = {r["ref"]: (r["movedAside"], r["merged"]) for r in pruned["data"]["dropped"]}
+    assert dropped == {f"writer-{writer}/third": (False, True), short: (True, False)}
     assert sorted(collected(repo, writer)) == ["topic/sub"]
     assert run_git(repo, "rev-parse", "-q", "--verify", aside, check=False).returncode != 0
 

@@ -67,6 +67,14 @@ def write_config(repo: Path, wait: float = 1.0) -> Path:
 
 def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict[str, Any]]:
     """Run the writerpool CLI as a real process with --json; return (exit code, report)."""
+    code, report, _ = wp_err(*args, check=check, timeout=timeout)
+    return code, report
+
+
+def wp_err(
+    *args: str, check: bool = False, timeout: float = 600
+) -> tuple[int, dict[str, Any], str]:
+    """wp, with what the command said on stderr."""
     done = subprocess.run(
         [sys.executable, "-m", "writerpool", *args, "--json"],
         capture_output=True,
@@ -80,7 +88,7 @@ def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict
         raise AssertionError(message) from exc
     if check and done.returncode != 0:
         raise AssertionError(f"exit {done.returncode}: {done.stdout}\n{done.stderr}")
-    return done.returncode, report
+    return done.returncode, report, done.stderr
 
 
 def codes(report: dict[str, Any]) -> list[str]:

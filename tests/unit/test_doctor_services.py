@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from writerpool.agent.install import install_pi, registry_problem
+from writerpool.agent.install import install_pi, pi_installed, reach_problem, registry_problem
 from writerpool.config.paths import Paths
 from writerpool.doctor.model import CheckContext
 from writerpool.doctor.services import npm_registry, podman_api
@@ -44,6 +44,19 @@ def test_an_unreachable_registry_names_npm_and_the_ca_variables(tmp_path: Path) 
     # The remedy survives path redaction (it once read `<path><path>`).
     assert "<path>" not in sanitize(result.remedy) and "npm config get registry" in result.remedy
     assert problem.startswith("code ECONNREFUSED"), problem
+
+
+def test_image_builds_check_names_the_cause_the_ca_variables_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (Path.home() / ".npmrc").write_text("registry=http://127.0.0.1:9/\nfetch-retries=0\n")
+    monkeypatch.setenv("NODE_EXTRA_CA_CERTS", str(tmp_path / "proxy-ca.pem"))
+    assert not pi_installed(tmp_path / "prefix"), "an empty prefix needs npm"
+    problem = reach_problem(timeout=60)
+    assert problem is not None and problem.startswith("npm cannot reach its registry: code ")
+    assert "(CA variables set: NODE_EXTRA_CA_CERTS)" in problem
+    assert "export NODE_EXTRA_CA_CERTS" in problem and "npm config get registry" in problem
+    assert "/tmp" not in problem
 
 
 def test_a_failing_npm_install_shows_npms_own_error(tmp_path: Path) -> None:

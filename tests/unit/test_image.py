@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -22,7 +24,14 @@ from writerpool.runtime.image import (
     resolve_image,
     save_pin,
 )
-from writerpool.runtime.image_build import Progress, mmdebstrap_argv, podman_build_argv
+from writerpool.runtime.image_build import (
+    PiSource,
+    Progress,
+    build_image,
+    check_pi_source,
+    mmdebstrap_argv,
+    podman_build_argv,
+)
 
 ID_A = "f04682e6090c03454ad0a156747ca6e377b944027f610553639e3126f9f77422"
 ID_B = "74bb4afecc01" + "0" * 52
@@ -301,3 +310,44 @@ def test_progress_shows_tool_output_only_when_verbose() -> None:
         progress.output(b"I: downloading\n")
     assert quiet.text == "image: importing\n"
     assert loud.text == "image: importing\nI: downloading\n"
+
+
+# ------------------------------------------------------------- npm before the slow steps
+
+PROXY_CERT = (
+    "npm cannot reach its registry: code SELF_SIGNED_CERT_IN_CHAIN (CA variables set: "
+    "none); behind an intercepting proxy, export NODE_EXTRA_CA_CERTS"
+)
+
+
+def _no_install() -> Path:
+    raise AssertionError("pi is never installed when npm cannot reach its registry")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="image build refuses root before any step")
+def test_an_unreachable_registry_stops_the_build_before_mmdebstrap(images_dir: Path) -> None:
+    sink = io.StringIO()
+    pi = PiSource(lambda: False, lambda: PROXY_CERT, _no_install)
+    paths = Paths.from_env()
+    # --force: no image is reused, so mmdebstrap would be the next step.
+    with pytest.raises(WriterpoolError) as caught:
+        build_image(paths, _definition(images_dir), pi, Progress(sink, verbose=False), force=True)
+    assert caught.value.code == "npm_registry_unreachable"
+    assert "NODE_EXTRA_CA_CERTS" in caught.value.message
+    assert caught.value.message.endswith("nothing was built")
+    assert (
+        sink.getvalue()
+        == "image: checking that npm reaches its registry (pi is installed from it)\n"
+    )
+    assert not list(paths.image_cache_dir.glob("rootfs-*")), "no root file system was begun"
+    assert not (paths.state_dir / "images.json").exists()
+
+
+def test_an_installed_pi_needs_no_registry() -> None:
+    sink = io.StringIO()
+    check_pi_source(PiSource(lambda: True, lambda: PROXY_CERT, _no_install),
+                    Progress(sink, verbose=False))  # fmt: skip
+    assert sink.getvalue() == ""
+    check_pi_source(PiSource(lambda: False, lambda: None, _no_install),
+                    Progress(sink, verbose=False))  # fmt: skip
+    assert sink.getvalue().startswith("image: checking that npm reaches its registry")

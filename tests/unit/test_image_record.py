@@ -57,6 +57,18 @@ def test_the_newest_image_of_a_name_is_the_one_a_name_means() -> None:
         image_setting(paths, "-rf")
 
 
+def test_an_image_found_by_tag_is_this_installs_only_once_it_built_it() -> None:
+    paths = Paths.from_env()
+    record_built(paths, [BuiltImage(id=WRITER, kind="writer", found=True)])
+    assert load_record(paths).found_ids() == {WRITER}, "reused: maybe another install's"
+    record_built(paths, [BuiltImage(id=WRITER, kind="writer", base=ROOTFS)])
+    record_built(paths, [BuiltImage(id=WRITER, kind="writer", found=True)])  # reused again
+    assert load_record(paths).found_ids() == set(), "built here once: this install's"
+    assert load_record(paths).by_id()[WRITER].base == ROOTFS
+    text = (paths.state_dir / "images.json").read_text()
+    assert '"found"' not in text, "a built image's entry is written as before"
+
+
 def test_forget_drops_only_the_named_ids() -> None:
     paths = Paths.from_env()
     record_built(paths, CHAIN)

@@ -10,7 +10,9 @@ import pytest
 from writerpool.config.network import NETWORKS, describe
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.refresh import Refresh
+from writerpool.pool.review_list import ref_rows, rows_text
 from writerpool.pool.review_refs import replaced_by, staying
+from writerpool.pool.status import WriterStatus, fix_round_next
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 P = "refs/remotes/writer-demo-w1/"
@@ -26,6 +28,17 @@ def test_a_collection_moves_only_what_it_overwrites_or_nests_with() -> None:
     assert overwritten == {P + "fix": "a" * 40}
 
 
+def test_review_refs_are_listed_with_why_prune_would_drop_them() -> None:
+    aside = "refs/remotes/writer-demo-w1@20260101T120000Z/topic"
+    mine = {P + "third": "a" * 40, P + "topic/sub": "b" * 40, aside: "c" * 40}
+    rows = ref_rows(mine, {P + "third"}, "refs/remotes/writer-demo-w1@")
+    assert rows_text(rows) == (
+        "writer-demo-w1/third (merged), writer-demo-w1/topic/sub, "
+        "writer-demo-w1@20260101T120000Z/topic (moved aside)"
+    )
+    assert rows_text([]) == "none", "an empty list says so"
+
+
 def test_what_a_lease_does_first_in_words() -> None:
     base = BaseRef("main", "refs/heads/main", "1" * 40)
     assert not Refresh((), base, "1" * 40, 0).needed
@@ -35,6 +48,24 @@ def test_what_a_lease_does_first_in_words() -> None:
     assert both.text().startswith("at lease: removes leftovers (2 ignored file(s)")
     assert both.to_json() == {"leftovers": ["2 ignored file(s): a, b"], "behind": 3,
                               "moveTo": "1" * 40}  # fmt: skip
+
+
+def test_a_fix_round_says_how_to_use_it_and_how_it_ends_not_how_to_undo_it() -> None:
+    advice = fix_round_next("demo", "demo-w1", "fix", "main")
+    assert advice.startswith('pi_session_start {"workspace": "demo", "base": "fix"} gets it')
+    assert "writerpool writer finish demo-w1 --apply" in advice and "to main" in advice
+    assert "--base main" not in advice, "the remedy must not move the writer back at once"
+    row = WriterStatus(
+        name="demo-w1", workspace="demo", phase="ready", base="fix", workspace_base="main",
+        lifecycle="persistent", network="none", code="writer_leasable", reason="",
+        next=advice,
+    )  # fmt: skip
+    assert row.text().startswith(f"leasable for sessions on base fix: {advice}; phase ready")
+    on_main = WriterStatus(
+        name="demo-w1", workspace="demo", phase="ready", base="main", workspace_base="main",
+        lifecycle="persistent", network="none", code="writer_leasable", reason="",
+    )  # fmt: skip
+    assert on_main.text().startswith("leasable: phase ready, base main")
 
 
 @pytest.mark.parametrize("kind", sorted(NETWORKS))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from writerpool.agent.project_files import disable_project_files, project_files_disabled
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.proc import CA_VARIABLES, CommandFailed, clean_env, run
 from writerpool.report import sanitize
 from writerpool.state.atomic import write_atomic
 
@@ -236,6 +236,36 @@ def npm_error(exc: CommandFailed, lines: int = 3) -> str:
 
 _NPM_ERROR = re.compile(r"^npm (?:error|ERR!) ?(.*)$")
 _NPM_NOISE = re.compile(r"^(?:[{}]|syscall |errno |A complete log)")
+
+
+NPM_REACH_REMEDY = (
+    "behind an intercepting proxy, export NODE_EXTRA_CA_CERTS (and SSL_CERT_FILE) naming "
+    "its CA bundle; check npm's registry setting (`npm config get registry`) and the "
+    "proxy variables"
+)
+# What `image build` waits, at most, to learn whether npm reaches its registry.
+REACH_SECONDS = 45.0
+
+
+def pi_installed(prefix: Path) -> bool:
+    """Whether the pinned pi (and Node.js build) is in prefix: installing needs no npm."""
+    return _packages_complete(prefix, node_package())
+
+
+def ca_variables_set() -> tuple[str, ...]:
+    return tuple(name for name in CA_VARIABLES if os.environ.get(name))
+
+
+def reach_problem(timeout: float = REACH_SECONDS) -> str | None:
+    """Why npm cannot reach its registry, with the CA variables given and the fix; None
+    when it can."""
+    problem = registry_problem(timeout)
+    if problem is None:
+        return None
+    given = ", ".join(ca_variables_set()) or "none"
+    return f"npm cannot reach its registry: {problem} (CA variables set: {given}); " + (
+        NPM_REACH_REMEDY
+    )
 
 
 def registry_problem(timeout: float = 60.0) -> str | None:

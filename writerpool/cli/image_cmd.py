@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from writerpool.agent.compile_cache import make_compile_cache
-from writerpool.agent.install import PI_VERSION, install_pi
+from writerpool.agent.install import PI_VERSION, install_pi, pi_installed, reach_problem
 from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -17,7 +17,7 @@ from writerpool.pool.image_prune import prune_images
 from writerpool.pool.remote_image import prune_host, transfer_to_host
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
-from writerpool.runtime.image_build import Progress, build_image
+from writerpool.runtime.image_build import PiSource, Progress, build_image
 
 TARGET = "image/writer"
 
@@ -41,8 +41,9 @@ def build(force: bool, mirror: str | None, as_json: bool) -> None:
         make_compile_cache(paths.pi_prefix)  # the image copies it beside pi
         return paths.pi_prefix
 
+    pi = PiSource(lambda: pi_installed(paths.pi_prefix), reach_problem, pi_prefix)
     progress = Progress(sys.stderr, verbose=sys.stderr.isatty())
-    outcome = build_image(paths, definition, pi_prefix, progress, force=force)
+    outcome = build_image(paths, definition, pi, progress, force=force)
     report = Report(
         "image build",
         data={

@@ -11,7 +11,7 @@ import click
 
 from writerpool import __version__
 from writerpool.audit import audit
-from writerpool.cli.output import Emitted
+from writerpool.cli.output import Emitted, notices_on_stderr
 from writerpool.config.paths import Paths
 from writerpool.errors import CODES, WriterpoolError, is_disk_full
 from writerpool.report import Report, sanitize
@@ -175,6 +175,7 @@ def main() -> None:
 
 def run(argv: list[str]) -> tuple[str, int]:
     """Run the command line; (audit outcome, exit status)."""
+    notices_on_stderr()
     try:
         cli.main(args=argv, prog_name="writerpool", standalone_mode=False)
     except Emitted as exc:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from writerpool.report import Report
+from writerpool.report import Report, sanitize
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,3 +44,23 @@ def terminal_steps(line: str) -> None:
     """Progress lines on stderr, only when a person watches it."""
     if sys.stderr.isatty():
         click.echo(f"writerpool: {line}", err=True)
+
+
+# Pool modules whose notices an operator must see at once, tty or not (a lease wait).
+NOTICE_LOGGERS = ("writerpool.pool.lease",)
+
+
+class _Notice(logging.Handler):
+    """A notice as a `writerpool: …` line on the stderr of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"writerpool: {sanitize(record.getMessage())}", err=True)
+
+
+def notices_on_stderr() -> None:
+    """Show the pool's notices (what a command waits for) on stderr, once per process."""
+    for name in NOTICE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, _Notice) for h in logger.handlers):
+            logger.addHandler(_Notice(logging.WARNING))
+            logger.propagate = False

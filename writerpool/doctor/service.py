@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from writerpool.agent.install import ca_variables_set
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
@@ -16,7 +16,6 @@ from writerpool.doctor.registry import run_checks
 from writerpool.doctor.remote import remote_hosts
 from writerpool.doctor.services import npm_registry
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CA_VARIABLES
 from writerpool.runtime.info import gather_host_facts
 
 
@@ -56,6 +55,5 @@ def diagnose(
         extra = (*extra, remote_hosts)
     results = run_checks(paths, facts, extra)
     if registry_probe is not None:
-        ca_set = tuple(name for name in CA_VARIABLES if os.environ.get(name))
-        results.append(npm_registry(registry_probe(), ca_set))
+        results.append(npm_registry(registry_probe(), ca_variables_set()))
     return results

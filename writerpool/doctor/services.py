@@ -3,6 +3,7 @@ removals use it) and, on request, the npm registry that `image build` installs p
 
 from __future__ import annotations
 
+from writerpool.agent.install import NPM_REACH_REMEDY
 from writerpool.doctor.model import CheckContext, CheckResult
 from writerpool.runtime.podman import API_REMEDY
 
@@ -31,7 +32,5 @@ def npm_registry(problem: str | None, ca_set: tuple[str, ...]) -> CheckResult:
         "error",
         "npm",
         f"npm cannot reach its registry: {problem} (CA variables set: {given})",
-        "behind an intercepting proxy, export NODE_EXTRA_CA_CERTS (and SSL_CERT_FILE) naming "
-        "its CA bundle; check npm's registry setting (`npm config get registry`) and the "
-        "proxy variables",
+        NPM_REACH_REMEDY,
     )

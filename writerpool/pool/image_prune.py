@@ -1,9 +1,13 @@
-"""`writerpool image prune [--apply]`: plan, or remove, images writerpool built that
+"""`writerpool image prune [--apply]`: plan, or remove, images this install built that
 nothing uses.
 
-Only the IDs images.json recorded at build and derive are candidates. Kept: the pinned
-image, every image a writer's state or a stored mode names, and the images those were
-built on (a rebuild reuses the root file system; a derived image needs its writer image).
+Only the IDs this install's images.json recorded at build and derive are candidates,
+never images selected by tag or label: every install of an account shares Podman's
+storage, and another install's pinned image carries the same tags. Without a record,
+nothing is removed. Kept: the pinned image, every image a writer's state or a stored
+mode names, the images a build found and reused rather than built, and the images those
+were built on (a rebuild reuses the root file system; a derived image needs its writer
+image).
 """
 
 from __future__ import annotations
@@ -19,9 +23,8 @@ from writerpool.runtime.image_prune import (
     prunable,
     recorded_images,
     remove_image,
-    tagged_by_writerpool,
 )
-from writerpool.state.images import forget, load_record, record_built, record_file
+from writerpool.state.images import forget, load_record, record_file
 from writerpool.state.writer import load_state
 
 TARGET = "image/writer"
@@ -46,17 +49,29 @@ def images_in_use(paths: Paths) -> set[str]:
     return keep
 
 
-def owned_images(paths: Paths) -> list[LocalImage]:
-    """The recorded images still in local storage; IDs gone meanwhile leave the record.
+NO_RECORD = (
+    "this install has no record of images it built ({file}), so {what} removes none: "
+    "images are chosen only by the IDs `image build` and `image derive` record, never by "
+    "tag (other installs of this account share Podman's storage and its tags)"
+)
+NO_RECORD_REMEDY = (
+    "remove an image you know no install uses with `podman rmi ID`; builds from now on are recorded"
+)
 
-    Without a record (builds made before it existed), it is started once from the images
-    carrying writerpool's own tags.
-    """
+
+def owned_images(paths: Paths) -> list[LocalImage] | None:
+    """The recorded images still in local storage (None: this install has no record);
+    IDs gone meanwhile leave the record."""
     if not record_file(paths).exists():
-        record_built(paths, tagged_by_writerpool())
+        return None
     found, gone = recorded_images(load_record(paths))
     forget(paths, gone)
     return found
+
+
+def built_here(images: list[LocalImage]) -> list[LocalImage]:
+    """The images this install built (not those a build found by tag and reused)."""
+    return [i for i in images if not i.built.found]
 
 
 def remove_owned(paths: Paths, images: list[LocalImage], report: Report) -> int:
@@ -80,6 +95,13 @@ def prune_images(paths: Paths, apply: bool) -> Report:
     report = Report("image prune")
     keep = images_in_use(paths)
     found = owned_images(paths)
+    if found is None:
+        report.add("image_record_missing", "warning", TARGET,
+                   NO_RECORD.format(file=record_file(paths).name, what="prune"),
+                   remedy=NO_RECORD_REMEDY)  # fmt: skip
+        report.data.update(kept=sorted(keep), prunable=[], freedBytes=0)
+        return report
+    keep |= {i.id for i in found if i.built.found}
     old = prunable(found, keep)
     freed = 0
     if apply:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import sys
 import threading
@@ -16,6 +17,10 @@ from pathlib import Path
 from writerpool.errors import WriterpoolError
 from writerpool.pool.verdicts import advance
 from writerpool.state.atomic import ensure_private_dir
+
+# Notices of a wait: the CLI prints them on stderr at once (cli/output.py), so a command
+# that waits for a busy writer says for whom and how long before it answers writer_busy.
+log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05
 # A warm writer's holder (the pool service) yields it when an operator command asks:
@@ -41,13 +46,17 @@ class Lease:
         the holder only judges the writer (`judging`: it changes nothing in the clone),
         the guard's recorded verdict stops being current (pool/verdicts.py). Bounded by
         wait / POLL_SECONDS rounds."""
-        deadline = time.monotonic() + wait
-        asked = False
+        start = time.monotonic()
+        deadline = start + wait
+        asked = told = False
         try:
             while not self.try_acquire(judging=judging):
                 if ask_warm and not asked and ask_to_yield(self.path.parent):
                     asked = True
                     deadline = max(deadline, time.monotonic() + YIELD_WAIT_SECONDS)
+                if not told and deadline > time.monotonic():
+                    told = True
+                    log.warning(waiting_for(self.path.parent, deadline - start))
                 if time.monotonic() >= deadline:
                     raise self.busy()
                 time.sleep(POLL_SECONDS)
@@ -181,6 +190,26 @@ def read_holder(writer_dir: Path) -> Holder | None:
     return Holder(pid=pid, command=clean, warm=record.get("warm") is True)
 
 
+def holder_text(writer_dir: Path) -> str:
+    """Who holds the writer's lease, as far as the lease file tells."""
+    holder = read_holder(writer_dir)
+    if holder is None:
+        return "another process (the lease file names none)"
+    kept = "kept warm by the pool service, asked to yield it, " if holder.warm else ""
+    return f"{kept}{holder.describe()}"
+
+
+def waiting_for(writer_dir: Path, seconds: float) -> str:
+    return (
+        f"writer {writer_dir.name} is held by {holder_text(writer_dir)}; waiting up to "
+        f"{_seconds(seconds)} for it ([pool] lease_wait_seconds), then writer_busy"
+    )
+
+
+def _seconds(seconds: float) -> str:
+    return f"{round(seconds, 1):g} s"
+
+
 def ask_to_yield(writer_dir: Path) -> bool:
     """Ask a warm writer's holder to yield it; False when the holder is no warm pool."""
     holder = read_holder(writer_dir)
@@ -245,8 +274,10 @@ class LeaseBatch:
 
     def acquire(self, wait: float) -> None:
         """Bounded by len(writers) tries per round and wait / POLL_SECONDS rounds."""
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
+        deadline = start + wait
         asked: set[str] = set()
+        told = False
         while True:
             waiting = 0
             for name, lease in self._leases.items():
@@ -269,7 +300,19 @@ class LeaseBatch:
                 for name in asked:  # the writers still held by someone else
                     withdraw_yield(self._leases[name].path.parent)
                 return
+            if not told:
+                told = True
+                log.warning(self._waiting_for(deadline - start))
             time.sleep(POLL_SECONDS)
+
+    def _waiting_for(self, seconds: float) -> str:
+        names = [name for name in self.busy() if name not in self._failed]
+        held = "; ".join(f"{name} by {holder_text(self._dir_of(name))}" for name in names[:8])
+        more = f"; and {len(names) - 8} more" if len(names) > 8 else ""
+        return (
+            f"{len(names)} writer(s) held ({held}{more}); waiting up to {_seconds(seconds)} "
+            "for them once ([pool] lease_wait_seconds), then writer_busy for each still held"
+        )
 
     def take(self, name: str) -> Lease:
         """The writer's held lease (the batch releases it), or why it is not held."""

@@ -58,8 +58,9 @@ def transfer_to_host(paths: Paths, name: str, say: Callable[[str], None]) -> Rep
 def prune_host(paths: Paths, name: str, apply: bool) -> Report:
     """Plan (or remove) the images writerpool built that host `name` holds and nothing uses."""
     host = configured_host(paths, name)
-    keep = images_in_use(paths)
-    recorded = sorted(load_record(paths).images, key=lambda b: KIND_ORDER[b.kind])
+    record = load_record(paths)
+    keep = images_in_use(paths) | record.found_ids()  # found ones: maybe another install's
+    recorded = sorted(record.images, key=lambda b: KIND_ORDER[b.kind])
     report = Report("image prune", data={"host": name})
     target = f"host/{name}"
     with connect(name, host) as remote:

@@ -51,42 +51,67 @@ def _base_commit(paths: Paths, repo: Path, alias: str) -> str:
     return resolve_base(repo, name or default_base_name(repo)).commit
 
 
+def ref_rows(mine: dict[str, str], merged: set[str], aside: str) -> list[dict[str, str | bool]]:
+    """The review refs as rows, with whether each was moved aside and is merged."""
+    return [
+        {"ref": r.removeprefix("refs/remotes/"), "commit": c, "movedAside": r.startswith(aside),
+         "merged": r in merged}
+        for r, c in sorted(mine.items())
+    ]  # fmt: skip
+
+
+def rows_text(rows: list[dict[str, str | bool]]) -> str:
+    shown = ", ".join(
+        f"{row['ref']}" + (" (moved aside)" if row["movedAside"] else "")
+        + (" (merged)" if row["merged"] else "") for row in rows
+    )  # fmt: skip
+    return shown[:900] or "none"
+
+
 def writer_refs(paths: Paths, loaded: LoadedConfig, name: str, prune: bool, apply: bool) -> Report:
     report = Report("writer refs")
     alias = _alias_of(paths, loaded, name)
     target = f"writer/{alias}/{name}"
     repo = loaded.config.workspaces[alias]
     current, aside = f"refs/remotes/writer-{name}/", f"refs/remotes/writer-{name}@"
-    mine = {r: c for r, c in _refs(repo).items() if r.startswith((current, aside))}
-    merged = set(_refs(repo, f"--merged={_base_commit(paths, repo, alias)}")) & set(mine)
-    rows: list[dict[str, str | bool]] = [
-        {"ref": r.removeprefix("refs/remotes/"), "commit": c, "movedAside": r.startswith(aside),
-         "merged": r in merged}
-        for r, c in sorted(mine.items())
-    ]  # fmt: skip
+    base = _base_commit(paths, repo, alias)
+
+    def read() -> tuple[dict[str, str], set[str]]:
+        mine = {r: c for r, c in _refs(repo).items() if r.startswith((current, aside))}
+        return mine, set(_refs(repo, f"--merged={base}")) & set(mine)
+
+    mine, merged = read()
+    drop = {r: c for r, c in mine.items() if r.startswith(aside) or r in merged}
+    if prune and apply:
+        # What is left is read again from the checkout, after the deletion.
+        _delete(repo, drop)
+        dropped = ref_rows(drop, merged & set(drop), aside)
+        deleted = f"deleted {len(drop)} moved-aside or merged ref(s): {rows_text(dropped)}"
+        report.add("review_refs_pruned", "ok", target, deleted)
+        mine, merged = read()
+        rows = ref_rows(mine, merged, aside)
+        report.add("review_refs_listed", "ok", target,
+                   f"{len(rows)} review ref(s) left: {rows_text(rows)}")  # fmt: skip
+        report.data.update(refs=rows, dropped=dropped)
+        return report
+    rows = ref_rows(mine, merged, aside)
+    report.add("review_refs_listed", "ok", target, f"{len(rows)} review ref(s): {rows_text(rows)}")
     report.data["refs"] = rows
-    shown = ", ".join(
-        r.removeprefix("refs/remotes/") + (" (moved aside)" if r.startswith(aside) else "")
-        + (" (merged)" if r in merged else "") for r in sorted(mine)
-    )  # fmt: skip
-    report.add("review_refs_listed", "ok", target, f"{len(rows)} review ref(s): {shown[:900]}")
     if prune:
-        drop = {r: c for r, c in mine.items() if r.startswith(aside) or r in merged}
-        _prune(repo, report, target, drop, apply)
+        planned = ref_rows(drop, merged & set(drop), aside)
+        report.add("review_refs_pruned", "planned", target,
+                   f"would delete {len(drop)} moved-aside or merged ref(s): {rows_text(planned)}; "
+                   f"{len(rows) - len(drop)} would be left")  # fmt: skip
+        report.data["dropped"] = planned
     return report
 
 
-def _prune(repo: Path, report: Report, target: str, drop: dict[str, str], apply: bool) -> None:
-    shown = ", ".join(r.removeprefix("refs/remotes/") for r in sorted(drop)) or "none"
-    if not apply:
-        message = f"would delete {len(drop)} moved-aside or merged ref(s): {shown[:900]}"
-        report.add("review_refs_pruned", "planned", target, message)
+def _delete(repo: Path, drop: dict[str, str]) -> None:
+    """Delete the refs in one transaction, each only if it still names its commit."""
+    if not drop:
         return
-    if drop:
-        lines = "".join(f"delete {ref} {commit}\n" for ref, commit in sorted(drop.items()))
-        try:
-            git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
-        except CommandFailed as exc:
-            raise WriterpoolError("writer_collect_failed", "deleting review refs failed") from exc
-    report.add("review_refs_pruned", "ok", target,
-               f"deleted {len(drop)} moved-aside or merged ref(s): {shown[:900]}")  # fmt: skip
+    lines = "".join(f"delete {ref} {commit}\n" for ref, commit in sorted(drop.items()))
+    try:
+        git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
+    except CommandFailed as exc:
+        raise WriterpoolError("writer_collect_failed", "deleting review refs failed") from exc

@@ -6,7 +6,7 @@ a busy lease, what work the clone holds, and the next command for each reason.
 
 from __future__ import annotations
 
-import shlex
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -83,15 +83,29 @@ class WriterStatus:
         if self.leasable:
             line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
             if self.workspace_base and self.base != self.workspace_base:
-                line = f"leasable for sessions on base {self.base} (the workspace's is "
-                line += f"{self.workspace_base}; {self.next} returns it): phase {self.phase}, "
-                line += f"{self.lifecycle}, {network}"
+                line = f"leasable for sessions on base {self.base}: {self.next}; "
+                line += f"phase {self.phase}, {self.lifecycle}, {network}"
             line += behind
             return line + (f"; {self.refresh.text()}" if self.refresh else "")
         line = f"not leasable: {self.reason}; phase {self.phase}, base {self.base}, {network}"
         if self.work:
             line += "; " + work_text(self.work)
         return line + behind
+
+
+def session_on(workspace: str, base: str) -> str:
+    """The tool call that starts a coding session on `base` (the words a client types)."""
+    return f"pi_session_start {json.dumps({'workspace': workspace, 'base': base})}"
+
+
+def fix_round_next(workspace: str, name: str, base: str, workspace_base: str) -> str:
+    """What serves a fix round (a writer reset onto another base than the workspace's):
+    a session on its base gets it; once the round is over, finish ends it."""
+    return (
+        f"{session_on(workspace, base)} gets it; when the {base} round is over, "
+        f"writerpool writer finish {name} --apply collects its work and returns it to "
+        f"{workspace_base}, the workspace's base"
+    )
 
 
 def work_summary(inspection: Inspection, state: WriterState) -> dict[str, Any] | None:
@@ -223,8 +237,8 @@ def status_of(
     work = work_summary(verdict.inspection, state) if verdict.inspection else None
     following = next_command(paths, state, code, wbase)
     if code == LEASABLE and wbase and state.base.name != wbase:
-        # A fix round: leasable for sessions that ask for its base; this returns it.
-        following = f"writerpool writer reset {state.name} --base {shlex.quote(wbase)} --apply"
+        # A fix round: leasable for sessions that ask for its base; finish ends the round.
+        following = fix_round_next(state.alias, state.name, state.base.name, wbase)
     if code == "writer_holds_work" and work and work["uncommitted"] and not work["changedBranches"]:
         # Only uncommitted edits: the plain diff compares branches and would show nothing.
         following = (

@@ -21,7 +21,13 @@ from writerpool.clients.ownership import load_record
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.image_prune import owned_images, remove_owned
+from writerpool.pool.image_prune import (
+    NO_RECORD,
+    NO_RECORD_REMEDY,
+    built_here,
+    owned_images,
+    remove_owned,
+)
 from writerpool.pool.lease import LeaseBatch, leased_all
 from writerpool.pool.lifecycle import guard
 from writerpool.pool.listing import writer_names
@@ -77,8 +83,15 @@ def _registrations(paths: Paths, apply: bool, report: Report) -> None:
 
 
 def _images(paths: Paths, apply: bool, report: Report) -> None:
-    """The images writerpool built (recorded by ID), never others built on them."""
-    owned = owned_images(paths)
+    """The images this install built (recorded by ID), never others built on them nor
+    the ones its builds found and reused."""
+    recorded = owned_images(paths)
+    if recorded is None:
+        report.add("image_record_missing", "warning", "image/writer",
+                   NO_RECORD.format(file="images.json", what="uninstall"),
+                   remedy=NO_RECORD_REMEDY)  # fmt: skip
+        return
+    owned = built_here(recorded)
     if apply:
         remove_owned(paths, owned, report)
         return

@@ -63,6 +63,17 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class PiSource:
+    """Where the build gets pi. `installed`: pi is in the npm prefix already, so no
+    network is needed; `reach`: why npm cannot reach its registry now (None: it can),
+    asked, bounded, before anything slow starts; `install`: install pi, return the prefix."""
+
+    installed: Callable[[], bool]
+    reach: Callable[[], str | None]
+    install: Callable[[], Path]
+
+
+@dataclass(frozen=True)
 class BuildOutcome:
     image_id: str
     inputs_digest: str
@@ -286,18 +297,30 @@ def _build_lock(paths: Paths, progress: Progress) -> Iterator[None]:
         lock.release()
 
 
+def check_pi_source(pi: PiSource, progress: Progress) -> None:
+    """Before mmdebstrap's minutes: when pi must be installed, npm must reach its
+    registry (a proxy's certificate the host's CA variables miss fails here, not later)."""
+    if pi.installed():
+        return
+    progress.step("checking that npm reaches its registry (pi is installed from it)")
+    problem = pi.reach()
+    if problem is not None:
+        raise WriterpoolError("npm_registry_unreachable", f"{problem}; nothing was built")
+
+
 def build_image(
     paths: Paths,
     definition: ImageDefinition,
-    install_pi: Callable[[], Path],
+    pi: PiSource,
     progress: Progress,
     *,
     force: bool = False,
 ) -> BuildOutcome:
     """Build (or reuse) the writer image for definition, tag it and record it as the pin.
 
-    install_pi installs the pinned pi into an npm prefix on the host and returns that prefix;
-    it runs only when the pi layer has to be built.
+    pi.install installs the pinned pi into an npm prefix on the host and returns that
+    prefix; it runs only when the pi layer has to be built, and then npm's reach of its
+    registry is checked first, before any slow step.
     """
     if os.geteuid() == 0:
         raise WriterpoolError(
@@ -313,12 +336,17 @@ def build_image(
         if existing is not None:
             progress.step(f"an image built from the same inputs exists: {existing[:12]}")
             image_id = existing
-            record_built(paths, [BuiltImage(id=image_id, kind="writer")])
+            # Found by its tag: maybe another install's build (one Podman storage per account).
+            record_built(paths, [BuiltImage(id=image_id, kind="writer", found=True)])
         else:
+            check_pi_source(pi, progress)
             base_id, rootfs = ensure_rootfs(paths, definition, progress, force=force)
-            record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
+            if rootfs == "image":  # found by its tag: maybe another install's import
+                record_built(paths, [BuiltImage(id=base_id, kind="rootfs", found=True)])
+            else:
+                record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
             progress.step(f"pi {definition.pi_version}: installing with npm unless present")
-            prefix = _install_pi(install_pi)
+            prefix = _install_pi(pi.install)
             image_id = _build(paths, definition, base_id, prefix, progress, force=force)
             record_built(paths, [BuiltImage(id=image_id, kind="writer", base=base_id)])
         save_pin(paths, image_id, inputs, definition.writerpool_version)

@@ -1,8 +1,9 @@
 """Local images writerpool built (by the IDs images.json records), and their removal.
 
-Labels are not asked: an image built `FROM` the writer image inherits every label, so an
-operator's own image would look like writerpool's. Podman refuses to remove an image a
-container or a child image uses; that is reported, never forced.
+Neither labels nor tags are asked: an image built `FROM` the writer image inherits every
+label, so an operator's own image would look like writerpool's, and another install of
+the same account carries the same tags. Podman refuses to remove an image a container or
+a child image uses; that is reported, never forced.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
-from writerpool.runtime.image import HEX64, IMAGE_REPO, LABEL_ROOTFS, ROOTFS_REPO
+from writerpool.runtime.image import HEX64
 from writerpool.runtime.podman import podman_env
 from writerpool.state.images import BuiltImage, ImageRecord
 
@@ -28,8 +29,6 @@ class _Listed(BaseModel):
 
     id: str = Field(alias="Id", pattern=HEX64.pattern)
     size: int = Field(default=0, alias="Size")
-    names: list[str] | None = Field(default=None, alias="Names")
-    labels: dict[str, str] | None = Field(default=None, alias="Labels")
 
 
 @dataclass(frozen=True)
@@ -65,27 +64,6 @@ def _local() -> list[_Listed]:
     except (ValueError, ValidationError) as exc:
         raise WriterpoolError("podman_unavailable", "podman printed unexpected image JSON") from exc
     return listed
-
-
-def tagged_by_writerpool() -> list[BuiltImage]:
-    """Images carrying writerpool's own tags (a tag, unlike a label, is not inherited):
-    what builds made before images.json existed are recognised by."""
-    listed = _local()
-    rootfs_by_digest = {
-        name.rsplit(":", 1)[1]: i.id
-        for i in listed
-        for name in i.names or []
-        if name.startswith(ROOTFS_REPO + ":")
-    }
-    found: dict[str, BuiltImage] = {}
-    for i in listed:
-        names = i.names or []
-        if any(n.startswith(ROOTFS_REPO + ":") for n in names):
-            found[i.id] = BuiltImage(id=i.id, kind="rootfs")
-        elif any(n.startswith(IMAGE_REPO + ":") for n in names):
-            digest = (i.labels or {}).get(LABEL_ROOTFS, "")[:16]
-            found[i.id] = BuiltImage(id=i.id, kind="writer", base=rootfs_by_digest.get(digest))
-    return list(found.values())
 
 
 def recorded_images(record: ImageRecord) -> tuple[list[LocalImage], list[str]]:

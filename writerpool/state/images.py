@@ -1,7 +1,11 @@
-"""images.json: the IDs of the images writerpool itself built, recorded at build time.
+"""images.json: the IDs of the images this install of writerpool built, recorded at build
+time.
 
 Prune and uninstall remove only these. Labels cannot say which images writerpool made:
-an image built `FROM` the writer image inherits every label of it.
+an image built `FROM` the writer image inherits every label of it. Nor can tags say which
+install made one: every install of one account shares Podman's storage, so an image a
+build reused (found by its tag, made by another install) is recorded as `found` and is
+never removed from here.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class BuiltImage(BaseModel):
     # writer image); prune keeps the base of every image it keeps.
     base: str | None = Field(default=None, pattern=HEX64)
     name: DerivedName | None = None
+    # Reused, not built, by this install: another install of the account may pin it.
+    found: Literal[True] | None = None
 
 
 class ImageRecord(BaseModel):
@@ -46,6 +52,10 @@ class ImageRecord(BaseModel):
 
     def by_id(self) -> dict[str, BuiltImage]:
         return {i.id: i for i in self.images}
+
+    def found_ids(self) -> set[str]:
+        """Images this install reused but did not build: never removed from here."""
+        return {i.id for i in self.images if i.found}
 
     def named(self, name: str) -> BuiltImage | None:
         """The newest image derived under name (the record keeps build order)."""
@@ -82,19 +92,23 @@ def _save(paths: Paths, record: ImageRecord) -> None:
 
 
 def record_built(paths: Paths, built: Iterable[BuiltImage]) -> None:
-    """Add images (an ID recorded again moves to the end: the newest of its name)."""
+    """Add images (an ID recorded again moves to the end: the newest of its name). An
+    image this install built stays built when a later build finds and reuses it."""
     ensure_private_dir(paths.state_dir)
     with FileLock(_file(paths) + ".lock"):
         old = load_record(paths).by_id()
         # A reused image is recorded again without its base: keep the base known before.
-        new = [i.model_copy(update={"base": i.base or _base(old.get(i.id))}) for i in built]
+        new = [_merged(i, old.get(i.id)) for i in built]
         ids = {i.id for i in new}
         kept = [i for i in old.values() if i.id not in ids]
         _save(paths, ImageRecord(images=(*kept, *new)))
 
 
-def _base(image: BuiltImage | None) -> str | None:
-    return image.base if image is not None else None
+def _merged(new: BuiltImage, old: BuiltImage | None) -> BuiltImage:
+    if old is None:
+        return new
+    found = True if new.found and old.found else None
+    return new.model_copy(update={"base": new.base or old.base, "found": found})
 
 
 def forget(paths: Paths, image_ids: Iterable[str]) -> None:
