@@ -66,10 +66,10 @@ def test_a_file_that_would_build_a_package_is_refused_before_pip_runs(
     monkeypatch.setenv("PIP_INDEX_URL", index_url)  # where pip would find the sdist
 
     code, report = wp("image", "derive", "trap", "--requirements", str(requirements))
+    assert not marker.exists(), "the package's setup.py ran on the host"
     assert code == 2 and codes(report) == ["image_requirement_refused"], report
     message = report["findings"][0]["message"]
     assert REFUSED_LINE[case] in message and "before pip ran" in message, message
-    assert not marker.exists(), "the package's setup.py ran on the host"
     assert index.requests == [], "pip never started, so it asked nothing"
     paths = Paths.from_env()
     assert not (paths.state_dir / "images.json").exists(), "nothing recorded"

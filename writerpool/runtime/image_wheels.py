@@ -47,30 +47,35 @@ PIP_FETCH_SETTINGS = frozenset({
 # The exit status of pip once the guard refused a process start.
 GUARD_EXIT = 86
 # Run as `python -P -c PIP_GUARD download …`: the hook cannot be removed once added.
-# pip probes `rustc --version` for its user agent and ignores a failure: refused quietly.
+# pip's user agent asks `lsb_release -a`, `uname -rs` and `rustc --version` and does
+# without their answers: refused too, but quietly. Any other refusal that ends pip with
+# an error ends it with GUARD_EXIT instead.
 PIP_GUARD = """\
 import os, runpy, sys
 STARTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
           "os.fork", "os.forkpty"}
+PROBES = {("lsb_release", "-a"), ("uname", "-rs"), ("rustc", "--version")}
 refused = []
 def guard(event, args):
     if event not in STARTS:
         return
-    if event == "subprocess.Popen" and list(args[1] or []) == ["rustc", "--version"]:
-        raise PermissionError("writerpool: no rustc probe")
-    refused.append(event)
-    os.write(2, b"writerpool: pip was about to start a program (a build); refused\\n")
+    argv = args[1] if event == "subprocess.Popen" else ()
+    if (tuple(argv) if isinstance(argv, (list, tuple)) else (argv,)) not in PROBES:
+        refused.append(event)
+        os.write(2, b"writerpool: pip was about to start a program (a build); refused\\n")
     raise PermissionError("writerpool: pip may start no program while it fetches wheels")
 sys.addaudithook(guard)
 try:
     runpy.run_module("pip", run_name="__main__", alter_sys=True)
-finally:
-    if refused:
+except SystemExit as end:
+    if end.code not in (None, 0) and refused:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT)
+    raise
 """.replace("EXIT", str(GUARD_EXIT))
 
+_LAST_PART = re.compile(r"(?<!\S)(?:file://)?/(?:[^\s/]+/)*([^\s/]+)")
 # A wheel's file name as it may appear in the manifest and in the build step's shell.
 _WHEEL_FILE = re.compile(r"^[A-Za-z0-9_.+!-]{1,200}\.whl$")
 
@@ -114,10 +119,11 @@ def pip_argv(target_args: list[str], requirements: Path, dest: Path) -> list[str
 
 
 def _collecting(out: bytes) -> str:
-    """pip's last `Collecting …`/`Processing …` line: what it was about to build."""
+    """pip's last `Collecting …`/`Processing …` line: what it was about to build (a path
+    shortened to its last part, which names the package)."""
     lines = [ln.strip() for ln in out.decode(errors="replace").splitlines()]
     found = [ln for ln in lines if ln.startswith(("Collecting ", "Processing "))]
-    return found[-1][:200] if found else "(pip named nothing)"
+    return _LAST_PART.sub(r"\1", found[-1])[:200] if found else "(pip named nothing)"
 
 
 def download_wheels(requirements: Requirements, target_args: list[str], work: Path,
