@@ -101,6 +101,13 @@ def test_every_refused_line_is_named_with_its_number_and_escaped_text() -> None:
     assert "line 6 `./" + "y" * 77 + "…`" in message
 
 
+def test_a_refused_url_is_shown_without_its_user_and_password() -> None:
+    message = _refusal("-i https://user:s3cret@mirror.test/simple\nx @ https://tok@h.test/x.whl\n")
+    assert "s3cret" not in message and "tok" not in message
+    assert "line 1 `-i https://mirror.test/simple`" in message
+    assert "line 2 `x @ https://h.test/x.whl`" in message
+
+
 def test_a_file_that_names_no_requirement_is_refused() -> None:
     assert "names no requirement" in _refusal("# only a comment\n\n")
 

@@ -30,6 +30,7 @@ _HASH = re.compile(r"^(sha256|sha384|sha512):([0-9a-fA-F]+)$")
 _REREAD = re.compile(r"[#$\\]|[^\x21-\x7e ]")
 # pip reads a name ending like an archive or a wheel as a file to build or install.
 _FILE_LIKE = re.compile(r"\.(whl|zip|tar|tgz|tbz|txz|tlz|gz|bz2|xz|lz|lzma)$", re.IGNORECASE)
+_USERINFO = re.compile(r"(://)[^/\s@]*@")
 MAX_REQUIREMENTS = 2000
 SHOWN_REFUSALS = 5
 SHOWN_CHARS = 80
@@ -114,7 +115,8 @@ def render_line(line: str) -> str:
 
 
 def shown(text: str) -> str:
-    """A refused line for a message: printable, and short."""
+    """A refused line for a message: printable, short, without a URL's user and password."""
+    text = _USERINFO.sub(r"\1", text)
     text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
