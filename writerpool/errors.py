@@ -231,6 +231,17 @@ CODES: dict[str, str] = {
     "image_outdated": "The pinned image was built from other inputs than the current definition",
     "image_derived": "An image was derived from the pinned writer image and recorded",
     "image_derive_failed": "Deriving an image failed (pip download or the offline build)",
+    "image_derive_reused": (
+        "The newest image derived under that name holds the same wheels on the same base; kept"
+    ),
+    "image_requirement_refused": (
+        "A requirements line is not a name with versions, markers and --hash; refused before "
+        "pip ran (each such line named)"
+    ),
+    "image_derive_build_refused": (
+        "pip was about to start a program (a package's build: not a wheel) on the host; "
+        "refused before it started"
+    ),
     "image_name_unknown": "No image was derived under that name",
     "image_record_invalid": "The record of images writerpool built is unreadable or invalid",
     "image_record_missing": "This install has no record of images it built; none is removed",

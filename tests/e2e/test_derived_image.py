@@ -17,7 +17,7 @@ from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS
 from tests.e2e.harness import ServerEnv, connect
 from tests.e2e.pool_support import _config_text, result_value, unique_alias
 from tests.integration.writers_support import codes, podman, wp
-from tests.support.wheels import make_project, make_wheel, requirements_for
+from tests.support.wheels import find_links_env, make_project, make_wheel, requirements_for
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
@@ -53,17 +53,18 @@ def provider() -> Iterator[ScriptedProvider]:
 
 
 def test_a_session_on_a_derived_image_runs_the_projects_suite_offline(
-    tmp_path: Path, provider: ScriptedProvider, image_pin: Path
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alias = unique_alias("drv")
     name = f"deps{secrets.token_hex(3)}"
-    wheels = make_wheel(tmp_path / "wheels").parent
+    for key, value in find_links_env(make_wheel(tmp_path / "wheels").parent).items():
+        monkeypatch.setenv(key, value)  # the operator's pip settings: no index, these wheels
     checkout = make_project(tmp_path / "checkout")
     paths = Paths.from_env()
     paths.config_file.parent.mkdir(parents=True, exist_ok=True)
     paths.config_file.write_text(_config_text(alias, checkout, provider.port))
     code, derived = wp("image", "derive", name, "--requirements",
-                       str(requirements_for(wheels, tmp_path / "requirements.txt")))  # fmt: skip
+                       str(requirements_for(tmp_path / "requirements.txt")))  # fmt: skip
     assert code == 0, derived
     image_id = derived["data"]["imageId"]
     try:

@@ -1,18 +1,24 @@
 """`writerpool image derive` for real: the host's pip fills a wheelhouse from a local wheel
 (no index is asked), `podman build --network=none` installs it FROM the pinned image;
-a Containerfile's first FROM becomes the pinned image; `--cache` options need their tool.
-Every image a test derives is removed by the test."""
+other wheels under the same name make a new image holding them (never a cached layer of
+the old ones), the same wheels keep the image; a wheel whose dependency pip would build
+is stopped before the build runs; a Containerfile's first FROM becomes the pinned image;
+`--cache` options need their tool. Every image a test derives is removed by the test."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.writers_support import codes, make_checkout, podman, wp, write_config
-from tests.support.wheels import make_wheel, requirements_for
+from tests.support.packages import index_routes, make_marker_package, plain_pip_download
+from tests.support.registry import registry
+from tests.support.wheels import find_links_env, make_wheel, requirements_for
 from writerpool.config.paths import Paths
 from writerpool.proc import run
 from writerpool.runtime.podman import podman_env
@@ -38,11 +44,12 @@ def _in_image(image_id: str, script: str) -> str:
 
 
 def test_derive_from_requirements_installs_the_wheel_with_no_network(
-    tmp_path: Path, image_pin: Path, derived: list[str]
+    tmp_path: Path, image_pin: Path, derived: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pinned = json.loads(image_pin.read_text())["imageId"]
-    requirements = requirements_for(make_wheel(tmp_path / "wheels").parent,
-                                    tmp_path / "requirements.txt")  # fmt: skip
+    for key, value in find_links_env(make_wheel(tmp_path / "wheels").parent).items():
+        monkeypatch.setenv(key, value)
+    requirements = requirements_for(tmp_path / "requirements.txt")
     derived.append("calcdeps")
     code, report = wp("image", "derive", "calcdeps", "--requirements", str(requirements))
     assert code == 0 and codes(report) == ["image_derived"], report
@@ -60,6 +67,90 @@ def test_derive_from_requirements_installs_the_wheel_with_no_network(
     assert missing.strip() == "absent", "the pinned image itself is unchanged"
     record = load_record(Paths.from_env()).named("calcdeps")
     assert record is not None and (record.id, record.base) == (image_id, pinned)
+
+
+def _derive_ok(name: str, requirements: Path) -> dict[str, Any]:
+    code, report = wp("image", "derive", name, "--requirements", str(requirements))
+    assert code == 0, report
+    return report
+
+
+def _tinycalc(image_id: str) -> list[str]:
+    """The module's version/note and the dist-info folders the image's venv holds."""
+    return _in_image(image_id, "python3 -c 'import tinycalc as t; print(t.VERSION + \"/\" + "
+                               "t.NOTE)'; ls /opt/venv/lib/python3*/site-packages | "
+                               "grep ^tinycalc-").splitlines()  # fmt: skip
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, url: str, ca: Path) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", f"{url}/simple/")
+    monkeypatch.setenv("PIP_CERT", str(ca))
+
+
+def test_other_wheels_under_one_name_build_a_new_image_and_the_same_wheels_keep_it(
+    tmp_path: Path, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = (make_wheel(tmp_path / "wheels", version) for version in ("0.1", "0.2"))
+    # The same file name as `new`, other bytes: only its hash tells them apart.
+    rebuilt = make_wheel(tmp_path / "rebuilt", "0.2", note="rebuilt")
+    made: list[str] = []
+    try:
+        with registry(tmp_path / "index", index_routes(
+                {w.name: w.read_bytes() for w in (old, new)})) as index:  # fmt: skip
+            _serve(monkeypatch, index.loopback, index.ca)
+            first = _derive_ok("twice", requirements_for(tmp_path / "r1.txt", "0.1"))
+            made.append(first["data"]["imageId"])
+            second = _derive_ok("twice", requirements_for(tmp_path / "r2.txt", "0.2"))
+            made.append(second["data"]["imageId"])
+            again = _derive_ok("twice", tmp_path / "r2.txt")
+        with registry(
+            tmp_path / "index2", index_routes({rebuilt.name: rebuilt.read_bytes()})
+        ) as index:
+            _serve(monkeypatch, index.loopback, index.ca)
+            third = _derive_ok("twice", tmp_path / "r2.txt")
+            made.append(third["data"]["imageId"])
+        assert codes(first) == codes(second) == codes(third) == ["image_derived"]
+        assert len(set(made)) == 3, "each other set of wheels is a new image"
+        assert _tinycalc(made[0]) == ["0.1/", "tinycalc-0.1.dist-info"]
+        assert _tinycalc(made[1]) == ["0.2/", "tinycalc-0.2.dist-info"], "new wheel, not old"
+        assert _tinycalc(made[2]) == ["0.2/rebuilt", "tinycalc-0.2.dist-info"]
+        assert third["data"]["wheels"] == [
+            {"file": rebuilt.name, "sha256": hashlib.sha256(rebuilt.read_bytes()).hexdigest()}
+        ]
+        assert codes(again) == ["image_derive_reused"] and again["data"]["reused"] is True
+        assert again["data"]["imageId"] == made[1] and again["data"]["key"] == second["data"]["key"]
+        assert again["findings"][0]["message"].startswith(f"reused {made[1][:12]}")
+        tagged = podman(
+            "image", "inspect", "--format", "{{.Id}}", "localhost/writerpool-derived:twice"
+        )
+        record = load_record(Paths.from_env()).named("twice")
+        assert tagged.strip() == made[2] and record is not None and record.id == made[2]
+    finally:
+        if made:
+            podman("rmi", "-f", "--ignore", *made)
+
+
+def test_a_wheel_whose_dependency_pip_would_build_is_stopped_before_the_build(
+    tmp_path: Path, image_pin: Path, derived: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plain name passes every check; the wheel pip finds for it depends on a directory.
+    marker = tmp_path / "MARKER"
+    package = make_marker_package(tmp_path / "src", marker)
+    wheel = make_wheel(tmp_path / "wheels", "0.3", requires=(f"evil @ {package.as_uri()}",))
+    for key, value in find_links_env(wheel.parent).items():
+        monkeypatch.setenv(key, value)
+    derived.append("urldep")
+    code, report = wp("image", "derive", "urldep", "--requirements",
+                      str(requirements_for(tmp_path / "r.txt", "0.3")))  # fmt: skip
+    assert not marker.exists(), "the dependency's setup.py ran on the host"
+    assert code == 1 and codes(report) == ["image_derive_build_refused"], report
+    message = report["findings"][0]["message"]
+    assert "Processing evil (from tinycalc==0.3" in message, report
+    assert load_record(Paths.from_env()).named("urldep") is None
+    # The control: pip as the unguarded derive ran it builds the dependency.
+    plain_pip_download(tmp_path / "plain", "--no-index", "--find-links", str(wheel.parent),
+                       "tinycalc==0.3")  # fmt: skip
+    assert marker.read_text() == "setup.py ran", "the trap is live: plain pip built it"
 
 
 def test_derive_from_a_containerfile_replaces_its_first_from(

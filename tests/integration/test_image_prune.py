@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.writers_support import codes, make_checkout, podman, wp, write_config
-from tests.support.wheels import make_wheel, requirements_for
+from tests.support.wheels import find_links_env, make_wheel, requirements_for
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
 from writerpool.runtime.image import save_pin
@@ -36,9 +36,11 @@ def _operator_images(pinned: str, tmp_path: Path) -> list[str]:
     return ids
 
 
-def _derive(name: str, tmp_path: Path) -> str:
+def _derive(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     wheels = make_wheel(tmp_path / f"wheels-{name}").parent
-    req = requirements_for(wheels, tmp_path / f"req-{name}.txt")
+    for key, value in find_links_env(wheels).items():
+        monkeypatch.setenv(key, value)
+    req = requirements_for(tmp_path / f"req-{name}.txt")
     code, report = wp("image", "derive", name, "--requirements", str(req))
     assert code == 0, report
     return str(report["data"]["imageId"])
@@ -48,12 +50,14 @@ def _ids(report: dict[str, object]) -> str:
     return json.dumps(report)
 
 
-def test_prune_and_uninstall_touch_only_recorded_images(tmp_path: Path, image_pin: Path) -> None:
+def test_prune_and_uninstall_touch_only_recorded_images(
+    tmp_path: Path, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pinned = json.loads(image_pin.read_text())["imageId"]
     write_config(make_checkout(tmp_path / "repo"))
     own = _operator_images(pinned, tmp_path)
-    unused = _derive("prunedeps", tmp_path)
-    used = _derive("modedeps", tmp_path)
+    unused = _derive("prunedeps", tmp_path, monkeypatch)
+    used = _derive("modedeps", tmp_path, monkeypatch)
     paths = Paths.from_env()
     settings = ContainerSettings(profiles=("code",), image=used, base="main")
     store_entry(paths, "demo", ModeEntry(mode="container", container=settings))

@@ -72,10 +72,16 @@ class Registry:
     port: int
     ca: Path  # the test CA's certificate
     requests: list[str]  # paths asked for, in order
+    scheme: str = "https"
 
     @property
     def index_url(self) -> str:
         return f"https://{NAME}:{self.port}/simple/"
+
+    @property
+    def loopback(self) -> str:
+        """The base URL by address, for the host's own tools (its certificate names it)."""
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def npm_url(self) -> str:
@@ -131,9 +137,10 @@ def tool_routes() -> dict[str, tuple[str, bytes]]:
 
 @contextmanager
 def registry(
-    directory: Path, extra: dict[str, tuple[str, bytes]] | None = None
+    directory: Path, extra: dict[str, tuple[str, bytes]] | None = None, *, tls: bool = True
 ) -> Iterator[Registry]:
-    """The test host, serving until the block ends (`extra`: more paths to serve)."""
+    """The test host, serving until the block ends (`extra`: more paths to serve; plain
+    HTTP without `tls`)."""
     ca, cert, key = make_ca(directory, "registry", names=(NAME,))
     asked: list[str] = []
     routes: dict[str, tuple[str, bytes]] = {}
@@ -157,15 +164,16 @@ def registry(
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context: ssl.SSLContext = server_context(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    if tls:
+        context: ssl.SSLContext = server_context(cert, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     port = server.server_address[1]
     routes.update(_routes(port))
     routes.update(extra or {})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Registry(port=port, ca=ca, requests=asked)
+        yield Registry(port=port, ca=ca, requests=asked, scheme="https" if tls else "http")
     finally:
         server.shutdown()
         server.server_close()

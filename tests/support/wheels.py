@@ -20,15 +20,20 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def make_wheel(folder: Path) -> Path:
-    """folder/tinycalc-0.1-py3-none-any.whl: a module with add() and its version."""
-    info = f"{WHEEL_NAME}-{WHEEL_VERSION}.dist-info"
+def make_wheel(
+    folder: Path, version: str = WHEEL_VERSION, note: str = "", requires: tuple[str, ...] = ()
+) -> Path:
+    """folder/tinycalc-VERSION-py3-none-any.whl: a module with add(), its version and a
+    note (other bytes under the same file name), depending on `requires`."""
+    info = f"{WHEEL_NAME}-{version}.dist-info"
+    depends = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{WHEEL_NAME}/__init__.py": (
-            f'VERSION = "{WHEEL_VERSION}"\n\n\ndef add(a: int, b: int) -> int:\n    return a + b\n'
+            f'VERSION = "{version}"\nNOTE = "{note}"\n\n\n'
+            "def add(a: int, b: int) -> int:\n    return a + b\n"
         ).encode(),
         f"{info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {WHEEL_NAME}\nVersion: {WHEEL_VERSION}\n"
+            f"Metadata-Version: 2.1\nName: {WHEEL_NAME}\nVersion: {version}\n{depends}"
         ).encode(),
         f"{info}/WHEEL": (
             b"Wheel-Version: 1.0\nGenerator: writerpool-tests\nRoot-Is-Purelib: true\n"
@@ -37,7 +42,7 @@ def make_wheel(folder: Path) -> Path:
     }
     record = [_record_line(name, data) for name, data in files.items()] + [f"{info}/RECORD,,"]
     folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / WHEEL_FILE
+    wheel = folder / f"{WHEEL_NAME}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in files.items():
             zf.writestr(name, data)
@@ -45,10 +50,16 @@ def make_wheel(folder: Path) -> Path:
     return wheel
 
 
-def requirements_for(wheel_dir: Path, path: Path) -> Path:
-    """A requirements file that pins the tiny wheel and keeps pip off every index."""
-    path.write_text(f"--no-index\n--find-links {wheel_dir}\n{WHEEL_NAME}=={WHEEL_VERSION}\n")
+def requirements_for(path: Path, version: str = WHEEL_VERSION) -> Path:
+    """A requirements file that pins the tiny wheel (where pip finds it is pip's setting,
+    as `find_links_env` gives it: a requirements file may not say)."""
+    path.write_text(f"{WHEEL_NAME}=={version}\n")
     return path
+
+
+def find_links_env(wheel_dir: Path) -> dict[str, str]:
+    """An operator's pip settings that keep pip off every index and on wheel_dir."""
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheel_dir)}
 
 
 # A project whose suite imports the wheel's module: it passes only where tinycalc is

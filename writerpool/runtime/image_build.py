@@ -100,12 +100,28 @@ def _stop(proc_pid: int, poll: Callable[[], int | None]) -> None:
             time.sleep(0.1)
 
 
+class ToolFailed(WriterpoolError):
+    """A build tool exited non-zero: its code and what it printed, for callers that tell
+    one failure from another."""
+
+    def __init__(self, message: str, returncode: int, out: bytes) -> None:
+        super().__init__("image_build_failed", message)
+        self.returncode = returncode
+        self.out = out
+
+
 def run_tool(
-    argv: Sequence[str], *, env: dict[str, str], timeout: float, progress: Progress, what: str
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    timeout: float,
+    progress: Progress,
+    what: str,
+    cwd: Path | None = None,
 ) -> bytes:
     """Run a build tool, echoing its output when verbose; return its stdout."""
     try:
-        proc = spawn(argv, env=env, stdin_pipe=False)
+        proc = spawn(argv, cwd=cwd, env=env, stdin_pipe=False)
     except FileNotFoundError as exc:
         raise WriterpoolError("image_build_failed", f"{argv[0]} is not installed") from exc
     out, err = bytearray(), bytearray()
@@ -118,9 +134,8 @@ def run_tool(
             raise
     returncode = proc.returncode
     if returncode != 0:
-        raise WriterpoolError(
-            "image_build_failed", sanitize(f"{what} exited {returncode}: {_cause(err)[-300:]}")
-        )
+        message = sanitize(f"{what} exited {returncode}: {_cause(err)[-300:]}")
+        raise ToolFailed(message, returncode, bytes(out))
     return bytes(out)
 
 
