@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from writerpool import tree_removal
 from writerpool.config.paths import Paths
 from writerpool.pool import writers
-from writerpool.pool.clonetool import removal
-from writerpool.pool.clonetool.removal import remove_path
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import open_host
+from writerpool.tree_removal import remove_path
 
 
 def _hostile_tree(top: Path) -> None:
@@ -84,7 +84,7 @@ def test_a_failed_removal_keeps_the_state_file(
     def fail(path: Path) -> None:
         raise PermissionError(13, "denied")
 
-    monkeypatch.setattr(removal, "remove_path", fail)  # the host's storage removal
+    monkeypatch.setattr(tree_removal, "remove_path", fail)  # the host's storage removal
     with pytest.raises(OSError):
         writers.delete_writer_files(paths, open_host(), name)
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"

@@ -16,11 +16,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.paths import Paths
-from writerpool.pool import harness
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.pool.probes import canary_here
 from writerpool.report import Report
 from writerpool.runtime.host import LOCAL
+from writerpool.runtime.image_tools import HARNESS_SOURCE
 from writerpool.runtime.probe import run_harness_on_host
 from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import now
@@ -84,7 +84,7 @@ def host_listener() -> Iterator[int]:
 
 
 def harness_path() -> Path:
-    return Path(harness.__file__)
+    return HARNESS_SOURCE
 
 
 def harness_digest(path: Path | None = None) -> str:

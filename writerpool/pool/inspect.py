@@ -21,7 +21,6 @@ from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
 from writerpool.gitops.verify import probe, verify_snapshot
-from writerpool.pool.clonetool.storage import ROOT as STORAGE_ROOT
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
@@ -40,6 +39,9 @@ from writerpool.runtime.spec import (
 from writerpool.state.writer import Baseline, WriterState
 
 TOOL_TIMEOUT = 1800.0
+# Where a tool is given the writer's other storage, /storage/PART (the payload's
+# clonetool/storage.py ROOT; tests/unit/test_payload_agreement.py checks they agree).
+STORAGE_ROOT = "/storage"
 OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 # The role of an operator view's throwaway container (writer status, diff, log).
 VIEW = "view"

@@ -23,7 +23,6 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
 from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
-from writerpool.pool.clonetool.provision import REQUEST_VAR
 from writerpool.pool.inspect import tool_spec
 from writerpool.proc import CommandFailed, Completed
 from writerpool.report import Report, sanitize
@@ -32,6 +31,9 @@ from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import Baseline, WriterState
 
 PROVISION_TIMEOUT = 3600.0
+# The variable that carries the request to clonetool `provision` and `reset` (the
+# payload's REQUEST_VAR; tests/unit/test_payload_agreement.py checks they agree).
+REQUEST_VAR = "WRITERPOOL_REQUEST"
 # The answer lists the clone's refs: the base branch and its merged tags.
 MAX_ANSWER = 8 * 1024 * 1024
 OID = r"^([0-9a-f]{40}|[0-9a-f]{64})$"

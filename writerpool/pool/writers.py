@@ -16,7 +16,6 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.acceptance import accept, readiness
-from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, LeaseBatch, leased
@@ -26,6 +25,7 @@ from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import WriterState, load_state, save_state
+from writerpool.tree_removal import remove_path
 
 
 @dataclass

@@ -4,7 +4,7 @@ harness. They are copied in at build from the installed package, so a container 
 host runs the code of the image it was given and nothing of the controller is mounted;
 their bytes are part of the image's inputs digest, so a change to them rebuilds it.
 
-The sources are read as files (not imported): runtime/ does not import pool/.
+The sources are read as files (not imported): no host module imports writerpool/payload/.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-CLONETOOL_SOURCE = PACKAGE_DIR / "pool" / "clonetool"
-HARNESS_SOURCE = PACKAGE_DIR / "pool" / "harness.py"
+CLONETOOL_SOURCE = PACKAGE_DIR / "payload" / "clonetool"
+HARNESS_SOURCE = PACKAGE_DIR / "payload" / "harness.py"
 
 IN_IMAGE = "/usr/local/lib/writerpool"
 # On PYTHONPATH of a throwaway container: `python3 -m clonetool COMMAND`.

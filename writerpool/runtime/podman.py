@@ -258,7 +258,7 @@ class PodmanHost:
 
     def remove_storage(self, writer: Writer) -> None:
         # The one removal of agent-made trees, shared with the throwaway container.
-        from writerpool.pool.clonetool.removal import remove_path  # noqa: PLC0415
+        from writerpool.tree_removal import remove_path  # noqa: PLC0415
 
         for name in (*STORAGE, *SCRATCH):
             remove_path(writer.storage / name)

@@ -1,12 +1,13 @@
 """Removing any tree an agent can make: no recursion, no path-length limit, links unfollowed.
 
-Standard library only: the host (writer removal and recreation) imports this module as
-well as the throwaway container. Directories are entered by descriptor relative to
-their parent with O_NOFOLLOW and left through "..", so depth costs neither stack nor
-descriptors (at most three are open) and no full path is ever formed; each directory is
-given u+rwx first, so read-only or unreadable directories go too. Nothing else may
-change the tree meanwhile (the caller holds the writer's lease, and the fence proved
-that no container of the writer runs).
+The host's copy of the payload's clonetool/removal.py, which the throwaway containers
+use: no host module imports the payload, so the code is kept twice, identical, and
+tests/unit/test_payload_agreement.py checks that the two agree (change both).
+Directories are entered by descriptor relative to their parent with O_NOFOLLOW and
+left through "..", so depth costs neither stack nor descriptors (at most three are open)
+and no full path is ever formed; each directory is given u+rwx first, so read-only or
+unreadable directories go too. Nothing else may change the tree meanwhile (the caller
+holds the writer's lease, and the fence proved that no container of the writer runs).
 """
 
 from __future__ import annotations
