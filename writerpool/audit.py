@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from filelock import FileLock
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
-from writerpool.state.atomic import ensure_private_dir
 
 log = logging.getLogger(__name__)
 _R = TypeVar("_R")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from writerpool.state.atomic import write_atomic
+from writerpool.atomic import write_atomic
 
 PRELOAD_NAME = "rpc-compact.cjs"
 

@@ -20,10 +20,10 @@ from importlib import metadata
 from pathlib import Path
 
 from writerpool.agent.project_files import disable_project_files, project_files_disabled
+from writerpool.atomic import write_atomic
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CA_VARIABLES, CommandFailed, clean_env, run
 from writerpool.report import sanitize
-from writerpool.state.atomic import write_atomic
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"

@@ -29,11 +29,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from writerpool.agent.compact import install_preload
+from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.providers import PLACEHOLDER_KEY, ResolvedProvider, usable_key
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
-from writerpool.state.atomic import write_atomic
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
 CODING_TOOLS = "read,bash,edit,write,grep,find,ls"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from writerpool.state.atomic import write_atomic
+from writerpool.atomic import write_atomic
 
 # Node's path.join clamps ".." at the root: any cwd up to 64 levels deep lands here.
 PROJECT_DIR = "../" * 64 + "nonexistent/writerpool-no-pi-project"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from writerpool.atomic import write_atomic
 from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.config.starter import STARTER
 from writerpool.report import Report
-from writerpool.state.atomic import write_atomic
 
 
 @click.group()

@@ -19,9 +19,9 @@ import tomlkit
 from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.items import Table
 
+from writerpool.atomic import write_atomic
 from writerpool.clients.model import SERVER_NAME
 from writerpool.errors import WriterpoolError
-from writerpool.state.atomic import write_atomic
 
 # Keys writerpool owns in [mcp_servers.writerpool] besides what `codex mcp add` writes.
 # `tools` only when the operator chose --approve-prompts (PROMPT_APPROVAL).

@@ -18,10 +18,10 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from writerpool import __version__
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.clients.model import Registration, Target
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 
 LOCK_TIMEOUT = 10.0
 

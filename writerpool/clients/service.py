@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.audit import audit
 from writerpool.clients.adapters import ClientAdapter, Observed, adapter_for
 from writerpool.clients.model import SERVER_NAME, Registration, Target, desired_registration
@@ -28,7 +29,6 @@ from writerpool.clients.ownership import (
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report
-from writerpool.state.atomic import ensure_private_dir
 
 Action = Literal["plan", "apply", "verify", "remove"]
 

@@ -9,10 +9,10 @@ from typing import Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from writerpool.atomic import write_atomic
 from writerpool.config.network import DEFAULT_NETWORK, NetworkKind
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.state.atomic import write_atomic
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 MODES_SCHEMA_VERSION = 1

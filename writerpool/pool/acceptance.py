@@ -12,6 +12,7 @@ from typing import Any
 
 from writerpool import __version__
 from writerpool.agent.egress import EgressRequest, grant_key
+from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Egress, Pool, Provider
 from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe, network_info
@@ -33,7 +34,6 @@ from writerpool.report import Finding
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.remote import RemotePodman
-from writerpool.state.atomic import write_atomic
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
 ACCEPTANCE_PROVIDER = "acceptance"

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
@@ -56,7 +57,6 @@ from writerpool.pool.writer_ref import WriterRef, find_writer, findings_for, wor
 from writerpool.pool.writers import operate
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import Collection, WriterState, now, save_state
 
 Outcome = Literal["collected", "nothing", "incomplete"]

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.pool.probes import canary_here
@@ -22,7 +23,6 @@ from writerpool.report import Report
 from writerpool.runtime.host import LOCAL
 from writerpool.runtime.image_tools import HARNESS_SOURCE
 from writerpool.runtime.probe import run_harness_on_host
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.state.writer import now
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.report import Report
@@ -20,7 +21,6 @@ from writerpool.runtime.image_derive import (
     image_has_command,
 )
 from writerpool.runtime.requirements import Requirements, RequirementsRefused, parse_requirements
-from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.images import NAME_RE, BuiltImage, check_name, load_record, record_built
 from writerpool.untrusted import DocumentRefused, read_regular
 

@@ -14,9 +14,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.errors import WriterpoolError
 from writerpool.pool.verdicts import advance
-from writerpool.state.atomic import ensure_private_dir
 
 # Notices of a wait: the CLI prints them on stderr at once (cli/output.py), so a command
 # that waits for a busy writer says for whom and how long before it answers writer_busy.

@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
@@ -17,7 +18,6 @@ from writerpool.pool.provision_stream import clone_on_host
 from writerpool.pool.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
-from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.writer import BaseRecord, WriterState, load_state, save_state
 
 MAX_WRITERS = 16

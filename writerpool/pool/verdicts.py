@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from writerpool.state.atomic import write_atomic
+from writerpool.atomic import write_atomic
 
 COUNT = "lease-count"
 VERDICT = "verdict.json"

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from writerpool import __version__
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.proc import CommandFailed, run
@@ -21,7 +22,6 @@ from writerpool.report import sanitize
 from writerpool.runtime.image_tools import tools_digest
 from writerpool.runtime.image_uv import UV_VERSION, uv_wheel
 from writerpool.runtime.podman import podman_env
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 IMAGE_REPO = "localhost/writerpool-writer"

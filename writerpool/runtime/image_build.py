@@ -15,6 +15,7 @@ from typing import IO, Literal, TextIO
 
 import filelock
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import clean_env, spawn
@@ -33,7 +34,6 @@ from writerpool.runtime.image_tools import CONTEXT as TOOLS_CONTEXT
 from writerpool.runtime.image_tools import stage_tools
 from writerpool.runtime.image_uv import fetch_uv
 from writerpool.runtime.podman import podman_env
-from writerpool.state.atomic import ensure_private_dir
 from writerpool.state.images import BuiltImage, record_built
 
 MMDEBSTRAP_TIMEOUT = 1800.0

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
@@ -36,7 +37,6 @@ from writerpool.runtime.image_wheels import (
 )
 from writerpool.runtime.podman import podman_env
 from writerpool.runtime.requirements import Requirements
-from writerpool.state.atomic import ensure_private_dir
 
 DERIVED_REPO = "localhost/writerpool-derived"
 LABEL_DERIVED = "io.writerpool.derived"

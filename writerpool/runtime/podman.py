@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.errors import WriterpoolError
 from writerpool.proc import (
     CommandFailed,
@@ -27,7 +28,6 @@ from writerpool.proc import (
 from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
-from writerpool.state.atomic import ensure_private_dir
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30

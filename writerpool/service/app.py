@@ -18,11 +18,11 @@ from typing import Any
 import anyio
 import platformdirs
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import APP, Paths
 from writerpool.errors import WriterpoolError
 from writerpool.service.guard import ENDPOINT, Guard
 from writerpool.service.tokens import service_dir
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 
 log = logging.getLogger(__name__)
 

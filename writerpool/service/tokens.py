@@ -17,9 +17,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.untrusted import DocumentRefused, loads_json
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")

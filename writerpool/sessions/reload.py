@@ -11,12 +11,12 @@ import logging
 import os
 from pathlib import Path
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.models import LoadedConfig, load_config
 from writerpool.config.modes import ExecutionModes, load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.report import sanitize
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from writerpool.state.atomic import ensure_private_dir
+from writerpool.atomic import ensure_private_dir
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Annotated, Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.state.atomic import ensure_private_dir, write_atomic
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 HEX64 = r"^[0-9a-f]{64}$"

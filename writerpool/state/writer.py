@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from writerpool.atomic import write_atomic
 from writerpool.errors import WriterpoolError
-from writerpool.state.atomic import write_atomic
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
 STATE_SCHEMA_VERSION = 1

@@ -1,4 +1,5 @@
-"""Atomic file replacement: temp file in the same directory, fsync, rename."""
+"""Atomic file replacement: temp file in the same directory, fsync, rename (every state
+file, the modes file and the service's records are written this way)."""
 
 from __future__ import annotations
 
