@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from writerpool.config.allow_entry import parse_entry
 from writerpool.config.models import Config, parse_config
-from writerpool.egress.allowlist import Allowlist, address_refusal, expand, parse_entry
+from writerpool.egress.allowlist import Allowlist, address_refusal, expand
 from writerpool.egress.connect_model import refusal_head
 from writerpool.egress.derived import derived_sets, resolve_allowlist, url_entry
 from writerpool.errors import WriterpoolError

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from writerpool.cli.output import emit, json_option, terminal_steps
+from writerpool.config.allow_entry import split_words
 from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
-from writerpool.egress.allowlist import split_words
 from writerpool.pool.image_derive import image_setting, require_cache_tool
 from writerpool.pool.mode_set import ModeRequest, set_mode
 from writerpool.pool.mode_show import show_modes

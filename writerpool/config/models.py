@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from writerpool.config.allow_entry import DERIVED_SETS, normalize_host, parse_address, parse_entry
 from writerpool.config.hosts import LOCAL, Host
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -120,8 +121,6 @@ class EgressSet(Strict):
 
     @model_validator(mode="after")
     def _entries(self) -> EgressSet:
-        from writerpool.egress.allowlist import parse_entry  # noqa: PLC0415 - light, pure
-
         for host in self.hosts:
             try:
                 parse_entry(host)
@@ -150,8 +149,6 @@ class Egress(Strict):
 
     @model_validator(mode="after")
     def _names(self) -> Egress:
-        from writerpool.egress.allowlist import DERIVED_SETS, normalize_host, parse_address  # noqa: PLC0415
-
         for name in self.sets:
             if name in DERIVED_SETS:
                 raise ValueError(f"set {name} is derived from this host; choose another name")

@@ -28,16 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from writerpool.config.allow_entry import Address, normalize_host, parse_address
 from writerpool.egress import connect_model as cm
-from writerpool.egress.allowlist import (
-    Address,
-    Allowlist,
-    Decision,
-    address_refusal,
-    expand,
-    normalize_host,
-    parse_address,
-)
+from writerpool.egress.allowlist import Allowlist, Decision, address_refusal, expand
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.head import BadRequest, head_end, parse_request
 from writerpool.egress.sockets import listening_socket, unlink_socket

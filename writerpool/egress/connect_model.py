@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from writerpool.egress.allowlist import Scheme
+from writerpool.config.allow_entry import Scheme
 
 # Reasons beyond the allowlist's own (allowlist.py) and the address judgements.
 OK = "allowed"

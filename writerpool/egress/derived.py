@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from writerpool.config.allow_entry import DERIVED_SETS, Entry, parse_entry
 from writerpool.config.models import Config
-from writerpool.egress.allowlist import DERIVED_SETS, Entry, expand, parse_entry
+from writerpool.egress.allowlist import expand
 from writerpool.errors import WriterpoolError
 
 MAX_CONFIG_BYTES = 256 * 1024

@@ -15,7 +15,7 @@ import re
 
 import h11
 
-from writerpool.egress.allowlist import normalize_host, parse_address
+from writerpool.config.allow_entry import normalize_host, parse_address
 from writerpool.egress.connect_model import Request, split_authority, split_target
 
 # A head ends at its first blank line as the most lenient reader sees it (h11 and many

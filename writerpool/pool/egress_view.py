@@ -7,16 +7,11 @@ import json
 import os
 from typing import Any
 
+from writerpool.config.allow_entry import Scheme, normalize_host, parse_address
 from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.egress.allowlist import (
-    Allowlist,
-    Scheme,
-    address_refusal,
-    normalize_host,
-    parse_address,
-)
+from writerpool.egress.allowlist import Allowlist, address_refusal
 from writerpool.egress.connect_model import split_target
 from writerpool.egress.derived import resolve_allowlist
 from writerpool.errors import UsageError
