@@ -8,11 +8,11 @@ import os
 import re
 from pathlib import Path
 
+from writerpool.agent.environment import CONNECT_SOCKET, EGRESS_CA
 from writerpool.atomic import write_atomic
 from writerpool.config.models import Config
 from writerpool.egress.derived import resolve_allowlist
 from writerpool.egress.spec import ConnectListenerSpec
-from writerpool.pool.container import CONNECT_SOCKET, EGRESS_CA
 
 SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 MAX_BUNDLE_BYTES = 4 * 1024 * 1024
