@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.harness import Client, ServerEnv
 from writerpool.proc import Process, spawn, wait
-from writerpool.service import control
+from writerpool.state.service_record import running
 
 RUN_ARGV = [sys.executable, "-m", "writerpool", "service", "run", "-v"]
 UP_SECONDS = 60.0
@@ -42,12 +42,12 @@ def running_service(server: ServerEnv) -> Iterator[Service]:
         proc = spawn(RUN_ARGV, env=env, cwd=server.root, stdin_pipe=False, stderr_to=log.fileno())
     try:
         deadline = time.monotonic() + UP_SECONDS
-        record = control.running(server.paths)
+        record = running(server.paths)
         while record is None or record["pid"] != proc.pid:  # bounded by UP_SECONDS
             assert proc.poll() is None, (server.root / "service.log").read_text()
             assert time.monotonic() < deadline, "the service did not come up"
             time.sleep(0.1)
-            record = control.running(server.paths)
+            record = running(server.paths)
         yield Service(proc, str(record["url"]), int(record["port"]), record)
     finally:
         if proc.poll() is None:

@@ -13,8 +13,9 @@ import pytest
 from tests.e2e.conftest import HELLO_TEXT, MakeServer
 from tests.e2e.harness import assert_no_process_in, connect, files_holding
 from tests.e2e.service_support import http_client, post, running_service, tool_call
-from writerpool.service import control, tokens
-from writerpool.service.app import MAX_BODY_BYTES
+from writerpool.mcp.http import MAX_BODY_BYTES
+from writerpool.state import tokens
+from writerpool.state.service_record import running
 
 pytestmark = pytest.mark.pi
 
@@ -67,7 +68,7 @@ def test_hostile_requests_are_refused_and_start_nothing(
     sessions = server.paths.state_dir / "sessions"
     assert not sessions.exists() or not any(sessions.iterdir())
     assert_no_process_in(server.root / "ws")
-    assert control.running(server.paths) is None
+    assert running(server.paths) is None
 
 
 def test_a_session_belongs_to_the_client_that_started_it(
@@ -126,7 +127,7 @@ def test_a_killed_service_leaves_what_a_killed_serve_leaves(
     # pi exits when its stdin (a pipe from the dead service) closes.
     assert_no_process_in(server.root / "ws")
     assert files_holding(server.paths.state_dir, key) != []  # nobody could clean up
-    assert control.running(server.paths) is None  # its record names a dead process
+    assert running(server.paths) is None  # its record names a dead process
 
     async def next_server() -> None:
         async with connect(server) as client:

@@ -22,10 +22,10 @@ import pytest
 from tests.e2e.conftest import MakeServer
 from tests.e2e.harness import RawServer, ServerEnv, processes_in
 from tests.e2e.service_support import post, running_service, tool_call
-from writerpool.service import tokens
-from writerpool.service.app import MAX_BODY_BYTES
+from writerpool.mcp.http import MAX_BODY_BYTES
 from writerpool.service.conns import MAX_WAITING
 from writerpool.sessions.calls import CLIENT_CALLS
+from writerpool.state import tokens
 
 pytestmark = pytest.mark.pi
 

@@ -9,9 +9,9 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.service import tokens
 from writerpool.service.guard import host_is_loopback, origin_is_loopback
 from writerpool.sessions.reload import SettingsWatch, refused_file
+from writerpool.state import tokens
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,12 @@ from dataclasses import replace
 import click
 
 from writerpool.cli.output import json_option, leave
-from writerpool.clients import apply, parse_target, plan, remove, verify
+from writerpool.clients import apply, http, parse_target, plan, remove, verify
 from writerpool.clients.model import Target
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.report import Report
+from writerpool.service import control
 
 
 @click.command()
@@ -88,12 +89,10 @@ def register(
 
 
 def _http(paths: Paths, chosen: Target, do_apply: bool, do_verify: bool, do_remove: bool) -> Report:
-    from writerpool.clients import http  # noqa: PLC0415
-
     if do_verify:
         raise UsageError("--http takes --apply or --remove; `service status` checks the service")
     if do_apply:
-        return http.apply(paths, chosen)
+        return http.apply(paths, chosen, lambda: str(control.start(paths).data["url"]))
     if do_remove:
         return http.remove(paths, chosen)
     return http.plan(paths, chosen)

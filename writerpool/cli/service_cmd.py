@@ -10,7 +10,8 @@ from writerpool.cli.server_process import prepare_server_process
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.report import Report
-from writerpool.service import control, tokens
+from writerpool.service import control
+from writerpool.state import tokens
 
 
 @click.group()

@@ -9,6 +9,7 @@ variable in the environment Codex starts from (the report says how, once).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from writerpool.clients.adapters import ClientAdapter, adapter_for
 from writerpool.clients.model import SERVER_NAME, Target
 from writerpool.config.paths import Paths
 from writerpool.report import Report
-from writerpool.service import control, tokens
+from writerpool.state import tokens
+from writerpool.state.service_record import running
 
 TOKEN_ENV = "WRITERPOOL_SERVICE_TOKEN"  # noqa: S105 - a variable name
 HIDDEN = "<token>"
@@ -51,7 +53,7 @@ def _cwd(target: Target) -> Path:
 
 def plan(paths: Paths, target: Target) -> Report:
     report = Report(f"register {target.name} --http")
-    record = control.running(paths)
+    record = running(paths)
     url = str(record["url"]) if record else "http://127.0.0.1:<port>/mcp"
     report.add(
         "registration_planned", "planned", target.report_target,
@@ -62,7 +64,9 @@ def plan(paths: Paths, target: Target) -> Report:
     return report
 
 
-def apply(paths: Paths, target: Target) -> Report:
+def apply(paths: Paths, target: Target, service_url: Callable[[], str]) -> Report:
+    """`service_url` starts the pool service unless it runs, and returns its URL (the
+    service is above the clients: its caller passes it in)."""
     report = Report(f"register {target.name} --http --apply")
     adapter: ClientAdapter = adapter_for(target)
     adapter.cli.require()
@@ -73,7 +77,7 @@ def apply(paths: Paths, target: Target) -> Report:
             remedy=f"remove it first (`writerpool register {target.name} --remove`)",
         )  # fmt: skip
         return report
-    url = str(control.start(paths).data["url"])
+    url = service_url()
     token = tokens.create(paths, client_name(target))
     args = add_args(target, url, token)
     done = adapter.cli.run(args, _cwd(target))

@@ -49,6 +49,18 @@ class Paths:
         return self.state_dir / "image.json"
 
     @property
+    def service_dir(self) -> Path:
+        """The pool service's files: its record, its port, the clients' tokens and a
+        refused settings change."""
+        return self.state_dir / "service"
+
+    @property
+    def settings_refused_file(self) -> Path:
+        """Why the service refused the last settings change (sessions/reload.py); doctor
+        reports it while it exists."""
+        return self.service_dir / "settings-refused.json"
+
+    @property
     def audit_log(self) -> Path:
         return self.state_dir / "audit.log"
 

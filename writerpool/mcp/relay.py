@@ -26,13 +26,15 @@ from mcp.shared.message import SessionMessage
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.mcp.http import ENDPOINT
 from writerpool.mcp.stdio import checked_stdio_server
-from writerpool.service import control, tokens
+from writerpool.state import tokens
+from writerpool.state.service_record import running
 
 log = logging.getLogger(__name__)
 
 # The socket's requests carry this Host (a loopback name, as the service requires).
-SOCKET_URL = "http://localhost/mcp"
+SOCKET_URL = f"http://localhost{ENDPOINT}"
 # After the client's stdin closes, answers to requests already relayed are still written
 # for up to this long (a session start takes seconds; a turn is not awaited by a call).
 DRAIN_SECONDS = 120.0
@@ -241,5 +243,5 @@ async def _relay(
 
 
 def _same_service(paths: Paths, pid: int) -> bool:
-    record = control.running(paths)
+    record = running(paths)
     return record is not None and record.get("pid") == pid

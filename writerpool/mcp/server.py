@@ -22,11 +22,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from writerpool import __version__
 from writerpool.config.paths import Paths
+from writerpool.mcp.http import client_of
+from writerpool.mcp.relay import relay
 from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.mcp.tools import GLOSSARY, TOOLS, annotations_for
-from writerpool.service.guard import CLIENT_KEY
 from writerpool.sessions.calls import ToolService
 from writerpool.sessions.progress import Progress, report_while_running
+from writerpool.state.service_record import running
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +95,7 @@ def failure_line(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
 
 def _client(ctx: ServerRequestContext[Any]) -> str | None:
     """The service's authenticated client of an HTTP request (None over stdio)."""
-    scope = getattr(ctx.request, "scope", None)
-    client = scope.get(CLIENT_KEY) if isinstance(scope, dict) else None
-    return client if isinstance(client, str) else None
+    return client_of(getattr(ctx.request, "scope", None))
 
 
 def build_server(service: ToolService) -> Server[Any]:
@@ -164,12 +164,8 @@ async def _exit_on_signal(service: ToolService) -> None:
 async def serve(paths: Paths) -> None:
     """Serve one client over stdio until stdin closes or a signal arrives; while the
     pool service runs, relay to it instead (mcp/relay.py)."""
-    from writerpool.service.control import running  # noqa: PLC0415
-
     record = running(paths)
     if record is not None:
-        from writerpool.mcp.relay import relay  # noqa: PLC0415
-
         log.info("relaying to the pool service")
         await relay(paths, str(record["socket"]), int(record["pid"]))
         return

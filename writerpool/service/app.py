@@ -1,6 +1,6 @@
-"""`writerpool service run`: the service process. MCP streamable HTTP (the SDK's
-transport, stateless: writerpool's own session ids carry all state) on 127.0.0.1 and
-on a Unix socket in the user's runtime directory, behind the Guard."""
+"""`writerpool service run`: the service process. The session core with its settings
+reloaded and its warm writers kept, served over MCP streamable HTTP (mcp/http.py) on
+127.0.0.1 and on a Unix socket in the user's runtime directory, behind the Guard."""
 
 from __future__ import annotations
 
@@ -17,23 +17,23 @@ from typing import Any
 
 import anyio
 import platformdirs
+import uvicorn
 
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import APP, Paths
 from writerpool.errors import WriterpoolError
-from writerpool.service.guard import ENDPOINT, Guard
-from writerpool.service.tokens import service_dir
+from writerpool.mcp.http import ENDPOINT, streamable_http
+from writerpool.mcp.server import build_server
+from writerpool.service.conns import BoundedH11
+from writerpool.service.guard import Guard
+from writerpool.sessions import reload
+from writerpool.sessions.calls import ToolService
+from writerpool.state.service_record import record_file
 
 log = logging.getLogger(__name__)
 
-# The largest request body the service reads (a prompt is capped well below this).
-MAX_BODY_BYTES = 1024 * 1024
 # How long a stop waits for open streams before it closes them.
 GRACEFUL_SECONDS = 5.0
-
-
-def record_file(paths: Paths) -> Path:
-    return service_dir(paths) / "service.json"
 
 
 def socket_path(paths: Paths) -> Path:
@@ -63,7 +63,7 @@ def _tcp_socket(port: int) -> socket.socket:
 
 
 def port_file(paths: Paths) -> Path:
-    return service_dir(paths) / "port"
+    return paths.service_dir / "port"
 
 
 def _listen(paths: Paths, port: int) -> socket.socket:
@@ -80,7 +80,7 @@ def _listen(paths: Paths, port: int) -> socket.socket:
     except WriterpoolError:
         log.warning("the port chosen before is taken: a new one is chosen; register again")
         sock = _tcp_socket(0)
-    ensure_private_dir(service_dir(paths))
+    ensure_private_dir(paths.service_dir)
     write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
     return sock
 
@@ -99,7 +99,7 @@ def _unix_socket(path: Path) -> socket.socket:
 @contextlib.contextmanager
 def _recorded(paths: Paths, port: int, unix: Path) -> Iterator[None]:
     """The 0600 record `service status` and `start` read, removed when the service ends."""
-    ensure_private_dir(service_dir(paths))
+    ensure_private_dir(paths.service_dir)
     record = {"schema_version": 1, "pid": os.getpid(), "port": port,
               "url": url_of(port), "socket": str(unix)}  # fmt: skip
     write_atomic(record_file(paths), json.dumps(record, sort_keys=True).encode(), mode=0o600)
@@ -141,21 +141,11 @@ async def _serve(server: Any, sockets: list[socket.socket], early: _Signals) -> 
 
 async def run_service(paths: Paths, port: int) -> None:
     """Serve until SIGTERM or SIGINT; then close every session, as `serve` does."""
-    import uvicorn  # noqa: PLC0415 - the SDK's dependency, loaded only here
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: PLC0415
-
-    from writerpool.mcp.server import build_server  # noqa: PLC0415
-    from writerpool.service.conns import BoundedH11  # noqa: PLC0415 - imports uvicorn
-    from writerpool.sessions import reload  # noqa: PLC0415
-    from writerpool.sessions.calls import ToolService  # noqa: PLC0415
-
     tcp, unix_path = _listen(paths, port), socket_path(paths)
     unix = _unix_socket(unix_path)
     reload.clear(paths)
     service = ToolService(paths, reload=True)
-    transport = StreamableHTTPSessionManager(
-        build_server(service), stateless=True, max_request_body_size=MAX_BODY_BYTES
-    )
+    transport = streamable_http(build_server(service))
     app: Any = Guard(transport.handle_request, paths)
     # BoundedH11: a deadline on each request head and a cap on connections waiting for one.
     config = uvicorn.Config(

@@ -12,33 +12,12 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import start_daemon
 from writerpool.report import Report
-from writerpool.service.app import record_file
-from writerpool.untrusted import DocumentRefused, loads_json
+from writerpool.state.service_record import running
 
 # How long `start` waits for the new process to record its address, and `stop` for it to end.
 START_SECONDS = 30.0
 STOP_SECONDS = 60.0
 POLL_SECONDS = 0.1
-
-
-def running(paths: Paths) -> dict[str, Any] | None:
-    """The live service's record (pid, port, url, socket), or None."""
-    try:
-        record = loads_json(record_file(paths).read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, DocumentRefused):
-        return None
-    pid = record.get("pid") if isinstance(record, dict) else None
-    if not isinstance(pid, int) or pid <= 1:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # a killed service left its record
-    except PermissionError:
-        return None
-    return dict(record)
 
 
 def _view(report: Report, record: dict[str, Any]) -> Report:

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.service import tokens
+from writerpool.mcp.http import CLIENT_KEY, ENDPOINT
+from writerpool.state import tokens
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +26,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-ENDPOINT = "/mcp"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-# Where the ASGI scope carries the authenticated client's name to the tool handlers.
-CLIENT_KEY = "writerpool.client"
 
 
 def host_is_loopback(host: str) -> bool:

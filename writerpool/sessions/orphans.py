@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.service import tokens
+from writerpool.state import tokens
 
 if TYPE_CHECKING:
     from writerpool.sessions.manager import SessionManager

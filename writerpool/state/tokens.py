@@ -1,4 +1,7 @@
-"""Per-client bearer tokens of the service: shown once, stored as SHA-256 digests (0600).
+"""Per-client bearer tokens of the pool service: shown once, stored as SHA-256 digests
+(0600, in the service's directory). The service's Guard checks requests against them;
+`service token`, `register --http` and a relay of `serve` make and revoke them; the
+service closes the sessions of a client whose token is gone.
 
 A token is 32 random bytes, so an unsalted digest is as strong as the token itself.
 """
@@ -32,12 +35,8 @@ CORRUPT = "the service token file is corrupt"
 RELAY_PREFIX = "serve-"
 
 
-def service_dir(paths: Paths) -> Path:
-    return paths.state_dir / "service"
-
-
 def tokens_file(paths: Paths) -> Path:
-    return service_dir(paths) / "tokens.json"
+    return paths.service_dir / "tokens.json"
 
 
 def _digest(token: str) -> str:
@@ -63,7 +62,7 @@ def load(paths: Paths) -> dict[str, str]:
 
 
 def _store(paths: Paths, clients: dict[str, str]) -> None:
-    ensure_private_dir(service_dir(paths))
+    ensure_private_dir(paths.service_dir)
     data = json.dumps({"schema_version": 1, "clients": clients}, sort_keys=True).encode()
     write_atomic(tokens_file(paths), data, mode=0o600)
 
@@ -80,7 +79,7 @@ def _checked_name(name: str) -> str:
 def _editing(paths: Paths, name: str) -> Iterator[dict[str, str]]:
     """The clients under the file's lock, stored again when the block ends without error."""
     _checked_name(name)
-    ensure_private_dir(service_dir(paths))
+    ensure_private_dir(paths.service_dir)
     with FileLock(str(tokens_file(paths)) + ".lock"):
         clients = load(paths)
         yield clients
