@@ -10,7 +10,7 @@ import pytest
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.service.guard import host_is_loopback, origin_is_loopback
-from writerpool.sessions.reload import SettingsWatch, refused_file
+from writerpool.sessions.reload import SettingsWatch
 from writerpool.state import tokens
 
 
@@ -102,7 +102,7 @@ def test_an_invalid_settings_change_is_refused_and_recorded_then_a_valid_one_loa
     now = watch.changed()
     assert now is not None
     assert watch.load(now) is None
-    assert "config_invalid" in refused_file(paths).read_text()
+    assert "config_invalid" in paths.settings_refused_file.read_text()
     assert watch.changed() is None  # the same bad change is not read again
     paths.config_file.write_text(CONFIG.format(ws="/srv/two-and-more"))
     now = watch.changed()
@@ -110,4 +110,4 @@ def test_an_invalid_settings_change_is_refused_and_recorded_then_a_valid_one_loa
     fresh = watch.load(now)
     assert fresh is not None
     assert str(fresh[0].config.workspaces["demo"]) == "/srv/two-and-more"
-    assert not refused_file(paths).exists()
+    assert not paths.settings_refused_file.exists()

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 from writerpool.doctor.model import CheckContext, CheckResult
-from writerpool.sessions.reload import refused_file
 
 
 def service_settings(ctx: CheckContext) -> list[CheckResult]:
     """Reported only while a refused change is recorded: the service runs on the last
     valid settings, not on the files as they are."""
     try:
-        record = json.loads(refused_file(ctx.paths).read_bytes())
+        record = json.loads(ctx.paths.settings_refused_file.read_bytes())
     except FileNotFoundError:
         return []
     except (OSError, ValueError):

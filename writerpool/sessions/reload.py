@@ -23,10 +23,6 @@ log = logging.getLogger(__name__)
 Signature = tuple[tuple[int, int, int] | None, ...]
 
 
-def refused_file(paths: Paths) -> Path:
-    return paths.state_dir / "service" / "settings-refused.json"
-
-
 def _stat(path: Path) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
@@ -58,12 +54,12 @@ class SettingsWatch:
             modes = load_modes(self._paths)
         except WriterpoolError as exc:
             log.error("a settings change was refused (%s): %s", exc.code, sanitize(exc.message))
-            ensure_private_dir(refused_file(self._paths).parent)
+            ensure_private_dir(self._paths.settings_refused_file.parent)
             record = {"code": exc.code, "message": sanitize(exc.message)}
-            write_atomic(refused_file(self._paths), json.dumps(record).encode(), mode=0o600)
+            write_atomic(self._paths.settings_refused_file, json.dumps(record).encode(), mode=0o600)
             return None
         with contextlib.suppress(FileNotFoundError):
-            refused_file(self._paths).unlink()
+            self._paths.settings_refused_file.unlink()
         log.info("settings reloaded: %s", loaded.fingerprint)
         return loaded, modes
 
@@ -71,4 +67,4 @@ class SettingsWatch:
 def clear(paths: Paths) -> None:
     """At start, and when the service ends: no refusal outlives the service."""
     with contextlib.suppress(FileNotFoundError):
-        refused_file(paths).unlink()
+        paths.settings_refused_file.unlink()
