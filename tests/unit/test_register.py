@@ -25,10 +25,12 @@ from writerpool.clients.ownership import (
     record_file,
     store_record,
 )
+from writerpool.clients.uninstall import remove_registrations
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.mcp.handshake import EXPECTED_TOOLS
 from writerpool.mcp.tools import TOOLS
+from writerpool.report import Report
 
 # Recorded from `claude mcp get writerpool` of @anthropic-ai/claude-code 2.1.332, with
 # servers added by `claude mcp add` in a throwaway HOME (health-check lines included).
@@ -256,6 +258,28 @@ def test_unreadable_ownership_record_refuses(tmp_path: Path) -> None:
     record_file(paths).symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(WriterpoolError):
         load_record(paths)
+
+
+def test_uninstall_plans_each_recorded_registration_and_warns_on_an_unreadable_record(
+    tmp_path: Path,
+) -> None:
+    paths = Paths.from_env()
+    wanted = Registration("/venv/bin/python", SERVE, {"WRITERPOOL_CONFIG": "/c"})
+    ours = Target("claude-code", "local", tmp_path / "ours")
+    store_record(
+        paths, OwnershipRecord().with_entry(entry_for(ours, "writerpool", wanted, "applied"))
+    )
+    plan = Report("uninstall")
+    remove_registrations(paths, False, plan)
+    assert [(f.code, f.target) for f in plan.findings] == [
+        ("uninstall_planned", "client/claude-code:local")
+    ]
+    record_file(paths).write_text("{not json")
+    unreadable = Report("uninstall")
+    remove_registrations(paths, True, unreadable)
+    assert [(f.code, f.status) for f in unreadable.findings] == [
+        ("ownership_unavailable", "warning")
+    ]
 
 
 def test_handshake_expects_exactly_the_served_tools() -> None:

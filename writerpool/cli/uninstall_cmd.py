@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from writerpool.cli.output import emit, json_option
+from writerpool.clients.uninstall import remove_registrations
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.uninstall import uninstall
@@ -19,5 +20,7 @@ from writerpool.runtime.hosts import open_host
 def uninstall_cmd(discard: bool, keep_images: bool, apply: bool, as_json: bool) -> None:
     """Remove writers, registrations, images, state and caches (config.toml is kept)."""
     paths = Paths.from_env()
-    report = uninstall(paths, open_host(), load_config(paths), discard, keep_images, apply)
+    report = uninstall(
+        paths, open_host(), load_config(paths), discard, keep_images, apply, remove_registrations
+    )
     emit(report, as_json)

@@ -13,11 +13,9 @@ collected into the checkouts (`refs/remotes/writer-*`).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from writerpool.clients import parse_target
-from writerpool.clients import remove as remove_registration
-from writerpool.clients.ownership import load_record
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -39,6 +37,10 @@ from writerpool.runtime.hosts import HostSet
 from writerpool.state.writer import load_state
 
 TARGET = "writerpool"
+# Removes, or plans to remove, what writerpool added outside its own directories (the
+# clients' registrations, clients/uninstall.py); it runs before the state directory,
+# which holds the record of them, goes. The caller passes it: the pool is below clients.
+Registrations = Callable[[Paths, bool, Report], None]
 
 
 def _writers_may_go(paths: Paths, hosts: HostSet, loaded: LoadedConfig,
@@ -61,25 +63,6 @@ def _writers_may_go(paths: Paths, hosts: HostSet, loaded: LoadedConfig,
             report.add(exc.code, "error", f"writer/{alias}/{name}", exc.message)
             ok = False
     return ok
-
-
-def _registrations(paths: Paths, apply: bool, report: Report) -> None:
-    try:
-        owned = load_record(paths).registrations
-    except WriterpoolError as exc:
-        report.add(exc.code, "warning", TARGET, f"the ownership record: {exc.message}")
-        return
-    for entry in owned:
-        where = f"client/{entry.target}"
-        if not apply:
-            report.add("uninstall_planned", "planned", where,
-                       "would remove the registration writerpool added")  # fmt: skip
-            continue
-        try:
-            target = parse_target(entry.target, entry.project)
-            report.findings.extend(remove_registration(paths, target).findings)
-        except WriterpoolError as exc:
-            report.add(exc.code, "warning", where, f"left registered: {exc.message}")
 
 
 def _images(paths: Paths, apply: bool, report: Report) -> None:
@@ -115,7 +98,7 @@ def _remove_tree(path: Path, label: str, apply: bool, report: Report) -> None:
 
 def uninstall(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, discard: bool, keep_images: bool,
-    apply: bool,
+    apply: bool, registrations: Registrations,
 ) -> Report:  # fmt: skip
     report = Report("uninstall")
     names = [name for _, name in writer_names(paths)]
@@ -125,13 +108,14 @@ def uninstall(
         HostSet(loaded.config.hosts, host) as hosts,
         leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases,
     ):
-        _uninstall(paths, hosts, loaded, (discard, keep_images, apply), report, leases)
+        flags = (discard, keep_images, apply)
+        _uninstall(paths, hosts, loaded, flags, report, leases, registrations)
     return report
 
 
 def _uninstall(
     paths: Paths, hosts: HostSet, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
-    report: Report, leases: LeaseBatch,
+    report: Report, leases: LeaseBatch, registrations: Registrations,
 ) -> None:  # fmt: skip
     discard, keep_images, apply = flags
     if not _writers_may_go(paths, hosts, loaded, (discard, apply), report, leases):
@@ -152,7 +136,7 @@ def _uninstall(
         with operate(paths, host, 0, name, leases):
             delete_writer_files(paths, host, name)
         report.add("writer_removed", "ok", f"writer/{alias}/{name}", "writer removed")
-    _registrations(paths, apply, report)
+    registrations(paths, apply, report)
     if not keep_images:
         _images(paths, apply, report)
     _remove_tree(paths.modes_file, "stored execution modes", apply, report)
