@@ -16,7 +16,7 @@ from writerpool.clients.adapters import (
     parse_claude_get,
     parse_codex_list,
 )
-from writerpool.clients.model import Registration, Target, desired_registration, parse_target
+from writerpool.clients.model import Registration, Target, parse_target
 from writerpool.clients.ownership import (
     OwnershipRecord,
     entry_for,
@@ -25,6 +25,7 @@ from writerpool.clients.ownership import (
     record_file,
     store_record,
 )
+from writerpool.clients.registration import desired_registration
 from writerpool.clients.uninstall import remove_registrations
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError

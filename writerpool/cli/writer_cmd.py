@@ -10,7 +10,7 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.pool.gate import doctor_gate
-from writerpool.pool.listing import list_writers, verify_writer
+from writerpool.pool.listing import verify_writer
 from writerpool.pool.review import writer_diff, writer_log
 from writerpool.pool.review_list import writer_refs
 from writerpool.pool.status import writer_statuses
@@ -29,7 +29,8 @@ def writer() -> None:
 def list_cmd(as_json: bool) -> None:
     """Each writer with its phase, readiness and reason."""
     paths = Paths.from_env()
-    emit(list_writers(paths, open_host(), load_config(paths)), as_json)
+    # Every writer in the words of `writer status` (the session guard's judgement).
+    emit(writer_statuses(paths, open_host(), load_config(paths), "writer list", None), as_json)
 
 
 @writer.command("status")

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 from writerpool.atomic import ensure_private_dir
 from writerpool.audit import audit
 from writerpool.clients.adapters import ClientAdapter, Observed, adapter_for
-from writerpool.clients.model import SERVER_NAME, Registration, Target, desired_registration
+from writerpool.clients.model import SERVER_NAME, Registration, Target
 from writerpool.clients.ownership import (
     OwnedRegistration,
     OwnershipRecord,
@@ -26,6 +26,7 @@ from writerpool.clients.ownership import (
     locked,
     store_record,
 )
+from writerpool.clients.registration import desired_registration
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report

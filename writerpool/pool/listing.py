@@ -41,13 +41,6 @@ def unknown_writer(paths: Paths, name: str) -> UsageError:
     return UsageError(f"no writer named {shown!r} (writers: {known})", code="writer_unknown")
 
 
-def list_writers(paths: Paths, host: WriterHost, loaded: LoadedConfig) -> Report:
-    """Every writer in the words of `writer status` (the session guard's judgement)."""
-    from writerpool.pool.status import writer_statuses  # noqa: PLC0415
-
-    return writer_statuses(paths, host, loaded, "writer list", None)
-
-
 def verify_writer(paths: Paths, host: WriterHost, loaded: LoadedConfig, name: str) -> Report:
     report = Report("writer verify")
     alias = name.rsplit("-w", 1)[0]

@@ -22,6 +22,7 @@ from writerpool.pool.admission import LEASABLE, REASONS, Admission, admit
 from writerpool.pool.control import control_command
 from writerpool.pool.inspect import VIEW, Inspection
 from writerpool.pool.lease import lease_taken, read_holder
+from writerpool.pool.listing import unknown_writer, writer_names
 from writerpool.pool.mode_show import reproduce_for
 from writerpool.pool.refresh import Refresh, behind_by, checkout_of, plan_refresh
 from writerpool.pool.verdicts import Verdict, lease_count, remember
@@ -294,9 +295,6 @@ def writer_statuses(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, command: str, name: str | None
 ) -> Report:
     """`writer status [NAME]` (and `writer list`): one finding and one row per writer."""
-    # Imported here: listing imports this module for `writer list`.
-    from writerpool.pool.listing import unknown_writer, writer_names  # noqa: PLC0415
-
     report = Report(command)
     known = writer_names(paths)
     if name is not None and name not in {n for _, n in known}:

@@ -5,17 +5,45 @@ exists)."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from writerpool.errors import WriterpoolError
 from writerpool.sessions.progress import Progress
 
-if TYPE_CHECKING:
-    from writerpool.sessions.manager import SessionManager
+
+class Manager(Protocol):
+    """What a client's view needs of the session manager (sessions/manager.py, which
+    hands out these views: a Protocol, so this module need not import it)."""
+
+    def owner_of(self, session_id: str) -> str | None: ...
+    def capabilities(self) -> dict[str, Any]: ...
+    def list(self, owner: str | None) -> dict[str, Any]: ...
+    def start(
+        self,
+        workspace: str,
+        profile: str | None,
+        base: str | None,
+        progress: Progress,
+        cancel: threading.Event,
+        owner: str | None,
+    ) -> dict[str, Any]: ...
+    def get(self, session_id: str) -> dict[str, Any]: ...
+    def prompt(self, session_id: str, message: str) -> dict[str, Any]: ...
+    def turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        wait_seconds: float,
+        offset: int,
+        limit: int,
+        progress: Progress,
+    ) -> dict[str, Any]: ...
+    def abort(self, session_id: str) -> dict[str, Any]: ...
+    def close(self, session_id: str) -> dict[str, Any]: ...
 
 
 class OwnedSessions:
-    def __init__(self, manager: SessionManager, client: str | None) -> None:
+    def __init__(self, manager: Manager, client: str | None) -> None:
         self._m = manager
         self._client = client
 
