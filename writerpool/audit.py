@@ -26,7 +26,7 @@ from writerpool.config.paths import Paths
 log = logging.getLogger(__name__)
 _R = TypeVar("_R")
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: every command loads this module, and these load pydantic
     from writerpool.egress.connect_model import ConnectRecord
     from writerpool.egress.model import EgressRecord
 

@@ -25,7 +25,7 @@ from writerpool.config.providers import ResolvedProvider, provider_key, resolve_
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the egress process's host side loads when a session needs it
     from writerpool.egress.host import EgressHost, EgressSession
 
 

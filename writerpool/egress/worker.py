@@ -72,7 +72,7 @@ def _provider(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
 
 
 def _connect(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
-    from writerpool.egress.connect import ConnectSession  # noqa: PLC0415
+    from writerpool.egress.connect import ConnectSession  # noqa: PLC0415 - allowlist sessions only
 
     assert isinstance(spec, ConnectListenerSpec)
     return ConnectSession.from_spec(spec, session=worker.session, writer=worker.writer,

@@ -21,6 +21,7 @@ from writerpool.config.network import DEFAULT_NETWORK, check_remote_network, des
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
+from writerpool.egress.derived import resolve_allowlist
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
@@ -98,8 +99,6 @@ def check_profiles(config: Config, names: tuple[str, ...]) -> None:
 
 def check_allow(config: Config, req: ModeRequest) -> None:
     """Every --allow word is a valid entry or a known, non-empty set (nothing stored else)."""
-    from writerpool.egress.derived import resolve_allowlist  # noqa: PLC0415
-
     if req.network != "provider":
         raise WriterpoolError(
             "allow_network_unsupported",

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.sessions.manager import SessionManager
 from writerpool.state import tokens
-
-if TYPE_CHECKING:
-    from writerpool.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
 

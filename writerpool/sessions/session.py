@@ -15,7 +15,7 @@ from writerpool.sessions.placement import SessionPlan
 from writerpool.sessions.turns import Snapshot
 from writerpool.sessions.work import CloneRefs, clone_work, other_work
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: `serve` starts without the inspection's code (pool/inspect.py)
     from writerpool.pool.inspect import Inspection
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,8 @@ class Session:
             if self.state() != "idle":
                 earlier = _split(self.checked[1])[0] if self.checked else self.start_refs
                 return earlier, None
-            from writerpool.pool.inspect import VIEW  # noqa: PLC0415 - pool code on use
+            # Loaded on first use: `serve` answers its client's handshake sooner without it.
+            from writerpool.pool.inspect import VIEW  # noqa: PLC0415
 
             self.checked = (last, launched.slot.look(VIEW))
         return _split(self.checked[1])

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from writerpool.gitops.limits import LIMITS
+from writerpool.state.writer import Baseline
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: `serve` starts without the inspection's code (pool/inspect.py)
     from writerpool.pool.inspect import Inspection
-    from writerpool.state.writer import Baseline
 
 UNCOMMITTED_NOTE = " It also holds uncommitted or untracked changes, collected as <branch>-wip."
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."
