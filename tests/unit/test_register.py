@@ -4,6 +4,7 @@ parsers fed outputs recorded from the real CLIs, and the ownership record."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import stat
 import sys
@@ -11,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from writerpool.clients import http
 from writerpool.clients.adapters import (
     ClaudeCode,
     Codex,
     parse_claude_get,
     parse_codex_list,
 )
-from writerpool.clients import http
 from writerpool.clients.model import (
     Registration,
     Target,
@@ -37,6 +38,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.mcp.handshake import EXPECTED_TOOLS
 from writerpool.mcp.tools import TOOLS
+from writerpool.service import header
 
 # Recorded from `claude mcp get writerpool` of @anthropic-ai/claude-code 2.1.332, with
 # servers added by `claude mcp add` in a throwaway HOME (health-check lines included).
@@ -223,7 +225,7 @@ def test_http_registrations_put_no_secret_on_the_command_line(tmp_path: Path) ->
     assert entry == {"type": "http", "url": url, "headersHelper": wanted.helper}
     # The helper names the service's directory, the client and the URL: no token.
     assert shlex.split(str(wanted.helper)) == [
-        server_command()[0], "-m", "writerpool.service.header",
+        server_command()[0], "-I", os.path.abspath(header.__file__),
         str(paths.state_dir / "service"), "claude-code", url,
     ]  # fmt: skip
     wanted = http.desired(paths, codex, url)

@@ -36,6 +36,9 @@ class Observed:
     scope: str
     registration: Registration | None
     kind: str = "stdio"
+    # Claude Code's own health check of the entry, when it failed ("Issue: …" of `mcp
+    # get`): for a URL, what it shows of the entry omits the header helper.
+    failed: str | None = None
 
 
 class ClientAdapter(Protocol):
@@ -65,6 +68,7 @@ CLAUDE_SETTINGS = {
     "MCP_TIMEOUT": "15000",
 }
 _CLAUDE_ABSENT = ("No MCP server named", "No MCP server found")
+_CLAUDE_FIELDS = ("Scope", "Status", "Issue", "Type", "Command", "Args", "URL", "Environment")
 
 
 def parse_claude_get(text: str) -> Observed:
@@ -81,7 +85,7 @@ def parse_claude_get(text: str) -> Observed:
             continue
         in_env = False
         key, sep, value = line.partition(":")
-        if not sep or key not in ("Scope", "Type", "Command", "Args", "URL", "Environment"):
+        if not sep or key not in _CLAUDE_FIELDS:
             continue
         fields.setdefault(key, value.strip())
         in_env = key == "Environment"
@@ -90,8 +94,11 @@ def parse_claude_get(text: str) -> Observed:
     scope = fields["Scope"].split(" ", 1)[0].lower() or "unknown"
     kind = fields["Type"].lower()
     if kind == "http" and fields.get("URL"):
-        # The header helper is not shown: the health check above ran it.
-        return Observed(scope, Registration(url=fields["URL"]), kind)
+        # The header helper is not shown; the health check ran it and says how it went.
+        failed = None
+        if "Failed" in fields.get("Status", ""):
+            failed = fields.get("Issue") or fields["Status"]
+        return Observed(scope, Registration(url=fields["URL"]), kind, failed)
     if kind != "stdio" or not fields.get("Command"):
         return Observed(scope, None, kind)
     args = tuple(fields.get("Args", "").split(" ")) if fields.get("Args") else ()

@@ -15,6 +15,7 @@ The ownership record, `--verify` and `--remove` treat it as any registration
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Any
 
@@ -24,7 +25,7 @@ from writerpool.clients.ownership import OwnershipRecord
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report
-from writerpool.service import tokens
+from writerpool.service import header, tokens
 from writerpool.service.app import url_of
 
 # What a plan shows while the service has never chosen its port.
@@ -38,10 +39,10 @@ def client_name(target: Target) -> str:
 
 
 def helper_command(paths: Paths, target: Target, url: str) -> str:
-    """The shell command line the client runs for its header: this interpreter, the
-    service's directory and the URL given explicitly (Codex runs it with HOME and PATH
-    only). Paths and a URL: nothing secret."""
-    argv = [server_command()[0], "-m", "writerpool.service.header",
+    """The shell command line the client runs for its header: this interpreter in
+    isolated mode on the helper's file, with the service's directory and the URL given
+    explicitly (Codex runs it with HOME and PATH only). Paths and a URL: nothing secret."""
+    argv = [server_command()[0], "-I", os.path.abspath(header.__file__),
             str(tokens.service_dir(paths)), client_name(target), url]  # fmt: skip
     return shlex.join(argv)
 
@@ -63,8 +64,9 @@ def exposure(report: Report, where: str, url: str) -> None:
         "listen on while the service is down; the client then cannot reach writerpool "
         "(its header helper sends no token to a port the service does not hold) and "
         "`service start` refuses until the port is free. The default registration, "
-        "without --http, has no port and no token: the client starts `writerpool serve`, "
-        "which reaches the service through a Unix socket only this account can open",
+        "without --http, has no port and needs no token (the client starts `writerpool "
+        "serve`, which reaches the service through a Unix socket only this account can "
+        "open)",
         remedy="register without --http unless the client speaks only HTTP",
     )  # fmt: skip
 
@@ -88,10 +90,10 @@ def release_token(paths: Paths, record: OwnershipRecord, target: Target) -> bool
     return True
 
 
-def describe_plan(target: Target, url: str) -> str:
+def describe_plan(target: Target, url: str, label: str) -> str:
     known = url != UNCHOSEN_URL
     where = url if known else "the URL of the port the service chooses when it first starts"
     return (
         f"would start the pool service, give client {client_name(target)} a token that only "
-        f"writerpool holds, and add {SERVER_NAME} at {where}"
+        f"writerpool holds, and add {SERVER_NAME} to {label} at {where}"
     )

@@ -154,7 +154,7 @@ def plan(
     if observed is None:
         what = f"would add {SERVER_NAME} to {ctx.label}"
         if over_http:
-            what = http.describe_plan(target, str(ctx.wanted.url)) + f" of {ctx.label}"
+            what = http.describe_plan(target, str(ctx.wanted.url), ctx.label)
         ctx.report.add(
             "registration_planned",
             "planned",

@@ -19,7 +19,7 @@ from writerpool.clients.model import SERVER_NAME, Registration, Target
 from writerpool.clients.ownership import load_record
 from writerpool.clients.service import Ctx, context, divergent, http_wanted, unchanged
 from writerpool.config.paths import Paths
-from writerpool.report import Report
+from writerpool.report import Report, sanitize
 
 
 class HandshakeOutcome(Protocol):
@@ -87,7 +87,7 @@ def verify(
         )  # fmt: skip
         return ctx.report
     unchanged(ctx, load_record(paths).find(target))
-    outcome = _handshake(ctx, observed.registration, checks, timeout)
+    outcome = _handshake(ctx, observed, checks, timeout)
     ctx.report.add(
         outcome.code,
         "ok" if outcome.code == "mcp_verified" else "error",
@@ -98,9 +98,20 @@ def verify(
     return ctx.report
 
 
-def _handshake(
-    ctx: Ctx, registered: Registration, checks: Checks, timeout: float
-) -> HandshakeOutcome:
+@dataclass(frozen=True)
+class _Outcome:
+    code: str
+    message: str
+    tools: tuple[str, ...] = ()
+
+
+def _handshake(ctx: Ctx, observed: Observed, checks: Checks, timeout: float) -> HandshakeOutcome:
+    registered = observed.registration
+    assert registered is not None  # matched above
+    if observed.failed is not None:
+        # Claude Code's own check of the entry as it stores it (helper included) failed.
+        return _Outcome("mcp_failed", f"{ctx.adapter.cli.label}'s own check failed: "
+                        + sanitize(observed.failed)[:300])  # fmt: skip
     if registered.kind == "http" and registered.url is not None:
         # Codex shows its helper (read from its file); Claude Code's `mcp get` does not,
         # and the one writerpool recorded is run instead (its health check ran the other).

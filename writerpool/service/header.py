@@ -1,5 +1,5 @@
 """The header helper a client registered over HTTP runs before it connects:
-`<python> -m writerpool.service.header SERVICE_DIR CLIENT URL` prints
+`<python> -I <this file> SERVICE_DIR CLIENT URL` prints
 `{"Authorization": "Bearer …"}` with the token writerpool holds for CLIENT, and only
 when the pool service itself listens at URL. Claude Code (`headersHelper`) and Codex
 (`http_headers_helper`) run it through a shell and read its standard output: the token
@@ -11,7 +11,9 @@ account that took the port while the service was down then gets a request withou
 token. The service directory is given explicitly: Codex runs helpers with HOME and PATH
 only, so writerpool's XDG locations cannot be found from the environment.
 
-Kept to the standard library and service/port.py: a client runs it at every connection.
+Run by its path, in isolated mode, and kept to the standard library: it works whatever
+the client's environment and however writerpool was installed, and starts fast (a
+client runs it at every connection). service/port.py reads the socket tables with it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,48 @@ import re
 import sys
 from pathlib import Path
 
-from writerpool.service.port import holders
-
+TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+LISTEN = "0A"
+# Local addresses whose listener takes 127.0.0.1:PORT: loopback itself, and the wildcard
+# of IPv4 and of IPv6 (dual stack), as the kernel's tables print them.
+COVERING = frozenset({
+    "0100007F", "00000000",
+    "00000000000000000000000000000000",
+    "0000000000000000FFFF00000100007F", "0000000000000000FFFF000000000000",
+})  # fmt: skip
 CLIENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # as service/tokens.py names clients
 
 
 class Refused(Exception):
     """Why no header is given (a line for the client's log: no path, no token)."""
+
+
+def parse_listeners(text: str, port: int) -> list[int]:
+    """The uids of the listeners on `port` that take 127.0.0.1, from one table's text
+    (/proc/net/tcp names every socket's owner, whoever it is)."""
+    found = []
+    for line in text.splitlines()[1:]:  # bounded by the table the kernel printed
+        fields = line.split()
+        if len(fields) < 8 or fields[3] != LISTEN:
+            continue
+        address, _, port_hex = fields[1].partition(":")
+        try:
+            if int(port_hex, 16) == port and address.upper() in COVERING:
+                found.append(int(fields[7]))
+        except ValueError:
+            continue
+    return found
+
+
+def listener_uids(port: int, tables: tuple[Path, ...] = TABLES) -> list[int]:
+    """The owners of every listener on 127.0.0.1:`port` this network namespace shows."""
+    found: list[int] = []
+    for table in tables:
+        try:
+            found += parse_listeners(table.read_text(), port)
+        except OSError:
+            continue  # no IPv6 on this host, say
+    return found
 
 
 def _record(directory: Path) -> dict[str, object]:
@@ -61,7 +98,7 @@ def header(directory: Path, client: str, url: str) -> dict[str, str]:
             "TARGET --http --apply` again"
         )
     port = record.get("port")
-    owners = {holder.uid for holder in holders(port)} if isinstance(port, int) else set()
+    owners = set(listener_uids(port)) if isinstance(port, int) else set()
     if owners != {os.getuid()}:
         others = ", ".join(f"uid {uid}" for uid in sorted(owners - {os.getuid()})) or "nobody"
         raise Refused(f"127.0.0.1:{port} is held by {others}, not by the pool service")
@@ -83,7 +120,7 @@ def _held(directory: Path, client: str) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m writerpool.service.header SERVICE_DIR CLIENT URL", file=sys.stderr)
+        print("usage: header.py SERVICE_DIR CLIENT URL", file=sys.stderr)
         return 2
     try:
         value = header(Path(argv[0]), argv[1], argv[2])

@@ -4,23 +4,13 @@ must never receive a client's bearer token (docs/service.md, "Who can reach it")
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
-LISTEN = "0A"
-# Local addresses whose listener takes 127.0.0.1:PORT: loopback itself, and the wildcard
-# of IPv4 and of IPv6 (dual stack), as the kernel's tables print them.
-_COVERING = frozenset({
-    "0100007F", "00000000",
-    "00000000000000000000000000000000",
-    "0000000000000000FFFF00000100007F", "0000000000000000FFFF000000000000",
-})  # fmt: skip
+from writerpool.service.header import TABLES, listener_uids
 
 
 @dataclass(frozen=True)
@@ -41,30 +31,9 @@ class Holder:
         return f"uid {self.uid} ({name})" if name else f"uid {self.uid}"
 
 
-def parse_listeners(text: str, port: int) -> list[Holder]:
-    """The listeners on `port` that take 127.0.0.1, from one table's text."""
-    found = []
-    for line in text.splitlines()[1:]:  # bounded by the table the kernel printed
-        fields = line.split()
-        if len(fields) < 8 or fields[3] != LISTEN:
-            continue
-        address, _, port_hex = fields[1].partition(":")
-        try:
-            if int(port_hex, 16) != port or address.upper() not in _COVERING:
-                continue
-            found.append(Holder(int(fields[7])))
-        except ValueError:
-            continue
-    return found
-
-
-def holders(port: int, tables: Iterable[Path] = TABLES) -> list[Holder]:
+def holders(port: int, tables: tuple[Path, ...] = TABLES) -> list[Holder]:
     """Every listener on 127.0.0.1:`port` that this network namespace shows."""
-    found: list[Holder] = []
-    for table in tables:
-        with contextlib.suppress(OSError):  # no IPv6 on this host, say
-            found += parse_listeners(table.read_text(), port)
-    return found
+    return [Holder(uid) for uid in listener_uids(port, tables)]
 
 
 def bindable(port: int) -> bool:
