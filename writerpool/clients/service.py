@@ -240,6 +240,8 @@ def apply(
                 # An earlier apply was interrupted after the client added it.
                 owned = entry_for(target, SERVER_NAME, ctx.wanted, "applied")
                 store_record(paths, record.with_entry(owned))
+            if mine and ctx.wanted.kind == "http":
+                http.hold_token(paths, target)  # a new one, if it was revoked meanwhile
             unchanged(ctx, owned)
         elif observed is not None:
             divergent(ctx, observed, "error")
