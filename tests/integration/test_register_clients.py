@@ -549,9 +549,21 @@ def test_http_registration_keeps_the_token_off_every_command_line_and_client_fil
         assert (refused.returncode, refused.stdout) == (1, b""), refused
         assert b"not running" in refused.stderr
         squatter.drain()
+        # The service does not move by itself; moved on purpose, the registration follows.
+        code, report = wp("service", "start")
+        assert (code, codes(report)) == (1, ["service_port_taken"]), report
+        code, report = wp_recorded(log, "service", "start", "--port", "0")
+        expected = ["service_running", "registration_removed", "registration_applied"]
+        assert (code, codes(report)) == (0, expected), report
+        assert report["data"]["url"] != url
+        code, report = wp_recorded(log, "register", target, "--verify")
+        assert code == 0 and codes(report) == ["registration_unchanged", "mcp_verified"], report
     finally:
         squatter.close()
     assert token.encode() not in squatter.received
+    assert held_token(client_name) == token, "moving keeps the client's token"
+    started = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(token not in " ".join(argv) for argv in started)
 
     code, report = wp_recorded(log, "register", target, "--remove")
     assert code == 0 and codes(report) == ["registration_removed"], report
