@@ -68,6 +68,9 @@ def register(
     if sum((do_apply, do_verify, do_remove)) > 1:
         raise UsageError("choose at most one of --apply, --verify, --remove")
     chosen = parse_target(target, project)
+    if over_http and chosen.scope == "project" and not (do_verify or do_remove):
+        # Its .mcp.json is shared with the repository; the helper names this account's paths.
+        raise UsageError("--http registers in the user or local scope, not the shared project")
     if approve_prompts:
         if chosen.client != "codex" or do_remove:
             raise UsageError("--approve-prompts applies to codex:user, without --remove")

@@ -277,7 +277,10 @@ def add_registration(ctx: Ctx, pending: OwnershipRecord) -> None:
         )
     applied = entry_for(ctx.target, SERVER_NAME, ctx.wanted, "applied")
     store_record(ctx.paths, pending.with_entry(applied))
-    at = f" at {ctx.wanted.url} for client {http.client_name(ctx.target)}" if ctx.wanted.url else ""
+    at = ""
+    if ctx.wanted.url is not None:
+        at = f" at {ctx.wanted.url} for client {http.client_name(ctx.target)}"
+        ctx.report.data.update(url=ctx.wanted.url, client=http.client_name(ctx.target))
     ctx.report.add(
         "registration_applied",
         "ok",
