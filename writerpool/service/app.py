@@ -56,7 +56,7 @@ def _tcp_socket(port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise WriterpoolError(
-            "service_start_failed", f"127.0.0.1:{port} is not free ({exc.strerror})"
+            "service_port_taken", f"127.0.0.1:{port} is not free ({exc.strerror})"
         ) from exc
     sock.listen(128)
     return sock
@@ -66,23 +66,38 @@ def port_file(paths: Paths) -> Path:
     return service_dir(paths) / "port"
 
 
-def _listen(paths: Paths, port: int) -> socket.socket:
-    """The configured port; else the port chosen before (clients registered its URL),
-    recorded 0600; else a free one, recorded for next time."""
-    if port:
-        return _tcp_socket(port)
+def recorded_port(paths: Paths) -> int | None:
+    """The port chosen before (the registered clients' URLs name it), if any."""
     try:
         chosen = int(port_file(paths).read_text())
     except (OSError, ValueError):
-        chosen = 0
-    try:
-        sock = _tcp_socket(chosen if 0 < chosen < 65536 else 0)
-    except WriterpoolError:
-        log.warning("the port chosen before is taken: a new one is chosen; register again")
-        sock = _tcp_socket(0)
-    ensure_private_dir(service_dir(paths))
-    write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
+        return None
+    return chosen if 0 < chosen < 65536 else None
+
+
+def failure_file(paths: Paths) -> Path:
+    """Why the last `service run` could not start (`service start` reports it)."""
+    return service_dir(paths) / "start-failure.json"
+
+
+def _listen(paths: Paths, configured: int, requested: int | None) -> socket.socket:
+    """The port asked for (`service start --port`), else the configured one, else the
+    one chosen before, else a free one; unless configured, recorded 0600 for next time.
+    A taken port is refused, never replaced by another: the clients registered with its
+    URL would go on sending their requests (and tokens, were it not for the header
+    helper's check) to whoever holds it."""
+    port = requested if requested is not None else configured or recorded_port(paths) or 0
+    sock = _tcp_socket(port)
+    if not configured:
+        ensure_private_dir(service_dir(paths))
+        write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
     return sock
+
+
+def _failed(paths: Paths, exc: WriterpoolError) -> None:
+    ensure_private_dir(service_dir(paths))
+    data = json.dumps({"code": exc.code, "message": exc.message}).encode()
+    write_atomic(failure_file(paths), data, mode=0o600)
 
 
 def _unix_socket(path: Path) -> socket.socket:
@@ -139,8 +154,9 @@ async def _serve(server: Any, sockets: list[socket.socket], early: _Signals) -> 
         tg.cancel_scope.cancel()
 
 
-async def run_service(paths: Paths, port: int) -> None:
-    """Serve until SIGTERM or SIGINT; then close every session, as `serve` does."""
+async def run_service(paths: Paths, configured: int, requested: int | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; then close every session, as `serve` does.
+    `configured`: config.toml's port (0: none); `requested`: `service start --port`."""
     import uvicorn  # noqa: PLC0415 - the SDK's dependency, loaded only here
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: PLC0415
 
@@ -149,7 +165,12 @@ async def run_service(paths: Paths, port: int) -> None:
     from writerpool.sessions import reload  # noqa: PLC0415
     from writerpool.sessions.calls import ToolService  # noqa: PLC0415
 
-    tcp, unix_path = _listen(paths, port), socket_path(paths)
+    try:
+        tcp = _listen(paths, configured, requested)
+    except WriterpoolError as exc:
+        _failed(paths, exc)
+        raise
+    unix_path = socket_path(paths)
     unix = _unix_socket(unix_path)
     reload.clear(paths)
     service = ToolService(paths, reload=True)
