@@ -123,6 +123,7 @@ CODES: dict[str, str] = {
     "mcp_timeout": "The MCP handshake exceeded its deadline",
     "registration_divergent": "A registration differs from what writerpool would write; left alone",
     "registration_planned": "A client registration change was planned only",
+    "registration_exposure": "What a registration's transport exposes to other local accounts",
     "prompt_approval": "Codex: whether pi_session_prompt runs unasked (--approve-prompts), "
     "and what that permits",
     "registration_applied": "The client registration was added",
@@ -136,7 +137,8 @@ CODES: dict[str, str] = {
     # the pool service
     "service_running": "The service runs; its URL is shown",
     "service_stopped": "The service is not running",
-    "service_start_failed": "The service could not be started (its port is taken, or it failed)",
+    "service_start_failed": "The service could not be started",
+    "service_port_taken": "Another program holds the service's port; it does not move to another",
     "service_stop_failed": "The service did not end within its bound",
     "service_token_created": "A client's token was created and shown once",
     "service_token_revoked": "A client's token was revoked",

@@ -1,6 +1,6 @@
 """Claude Code and Codex, the real clients, run the coding session of test_clients.py
 through the pool service over HTTP: registered with `register … --http`, each with a
-token of its own."""
+token of its own that writerpool holds and its header helper gives the client."""
 
 from __future__ import annotations
 
@@ -86,10 +86,9 @@ def test_codex_runs_a_coding_session_over_http(
     with ResponsesStandIn(driver) as model:
         _codex_config(Path(os.environ["HOME"]), model.base_url)
         _, done = wp("register", "codex:user", "--http", "--approve-prompts", "--apply", check=True)
-        token, variable = done["data"]["token"], done["data"]["tokenEnv"]
-        [note] = [f for f in done["findings"] if f["code"] == "service_token_created"]
-        assert variable in note["message"] and token in note["message"]
-        env = _client_env(server, **{variable: token})
+        assert "token" not in done["data"], "the token stays with writerpool"
+        # Nothing to set in Codex's environment: its header helper asks writerpool.
+        env = _client_env(server)
         env.pop(KEY_ENV)
         argv = ["codex", "exec", "--skip-git-repo-check", "--json", USER_PROMPT]
         out = _run(argv, env, tmp_path, tmp_path / "codex.log")

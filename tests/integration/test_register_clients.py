@@ -15,13 +15,17 @@ since happened in any used installation.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +35,10 @@ from filelock import FileLock
 from tests.integration.writers_support import codes as all_codes
 from tests.integration.writers_support import config_text, wp
 from writerpool.agent.install import npm_argv, npm_env, wheel_node
-from writerpool.clients.model import Registration, Target, server_command
+from writerpool.clients.model import Registration, Target, parse_target, server_command
 from writerpool.clients.ownership import entry_for, load_record, store_record
 from writerpool.config.paths import Paths
+from writerpool.state import tokens
 
 pytestmark = pytest.mark.clients
 
@@ -419,3 +424,168 @@ model = "gpt-5"  # kept
 command = "/bin/echo"
 args = ["x"]
 """
+
+
+# -- over HTTP: the pool service's URL, the token held by writerpool ---------------------
+
+# Runs the writerpool CLI with an audit hook that writes the argv of every process it
+# starts (subprocess, exec, spawn) to $WP_ARGV_LOG, one JSON list a line.
+RECORDED_CLI = """
+import json, os, runpy, sys
+LOG = os.environ["WP_ARGV_LOG"]
+ARGV_AT = {"subprocess.Popen": 1, "os.exec": 1, "os.posix_spawn": 1, "os.spawn": 2}
+def hook(event, args):
+    if event in ARGV_AT:
+        with open(LOG, "a") as f:
+            f.write(json.dumps([str(a) for a in args[ARGV_AT[event]]]) + "\\n")
+sys.addaudithook(hook)
+sys.argv = ["writerpool", *sys.argv[1:]]
+runpy.run_module("writerpool", run_name="__main__", alter_sys=True)
+"""
+
+
+def wp_recorded(log: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "WP_ARGV_LOG": str(log)}
+    done = subprocess.run([sys.executable, "-c", RECORDED_CLI, *args, "--json"], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    try:
+        return done.returncode, dict(json.loads(done.stdout))
+    except ValueError as exc:
+        raise AssertionError(f"exit {done.returncode}: {done.stdout}\n{done.stderr}") from exc
+
+
+def every_cmdline() -> list[bytes]:
+    """What every process this account can see was started with, now."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found.append((proc / "cmdline").read_bytes())
+            except OSError:
+                continue  # ended meanwhile
+    return found
+
+
+def held_token(client: str) -> str:
+    paths = Paths.from_env()
+    return (tokens.held_file(paths.service_dir, client)).read_text().strip()
+
+
+class Squatter:
+    """Another program on the service's port while it is down: it keeps every byte a
+    client sends it, and answers nothing."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.received = b""
+
+    def drain(self) -> None:
+        while True:  # bounded: each accept waits 0.2 s at most, and clients connect a few times
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                return
+            with conn:
+                conn.settimeout(0.5)
+                with contextlib.suppress(OSError):
+                    self.received += conn.recv(65536)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def service_stopped() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        wp("service", "stop", check=True)
+
+
+@pytest.mark.parametrize("target", sorted(PROGRAMS))
+def test_http_registration_keeps_the_token_off_every_command_line_and_client_file(
+    target: str, home: Path, tmp_path: Path, service_stopped: None
+) -> None:
+    program, client_name = PROGRAMS[target], target.split(":", maxsplit=1)[0]
+    log = tmp_path / "argv.jsonl"
+    code, report = wp_recorded(log, "register", target, "--http")
+    assert code == 0 and codes(report) == ["registration_planned", "registration_exposure"]
+    code, report = wp_recorded(log, "register", target, "--http", "--apply")
+    assert code == 0 and codes(report) == ["registration_applied"], report
+    url = finding(report, "registration_applied")["data"]["url"]
+    token = held_token(client_name)
+    assert token.startswith("wps_")
+    running_now = every_cmdline()
+    # The README's verify works on it: the record says it is a URL registration.
+    code, report = wp_recorded(log, "register", target, "--verify")
+    assert code == 0 and codes(report) == ["registration_unchanged", "mcp_verified"], report
+    if program == "claude":  # Claude Code's own check ran the helper and connected
+        assert "Connected" in str(read_entry("claude", "writerpool"))
+    started = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(argv[0].endswith(f"/{program}") for argv in started), started
+    assert all(token not in " ".join(argv) for argv in started)
+    assert all(token.encode() not in cmdline for cmdline in running_now)
+    for path in home.rglob("*"):  # the client's files name the helper, never the token
+        if path.is_file() and ".local/state/writerpool" not in str(path):
+            assert token.encode() not in path.read_bytes(), path
+
+    # The service stops and another program takes its port: the client's next
+    # connection reaches that program, without the token.
+    wp("service", "stop", check=True)
+    squatter = Squatter(int(url.split(":")[2].split("/")[0]))
+    try:
+        if program == "claude":
+            client("claude", "mcp", "get", "writerpool", check=False)
+        helper = load_record(Paths.from_env()).find(parse_target(target, None))
+        assert helper is not None and helper.helper is not None
+        # Run as Codex runs it: a shell, HOME and PATH only.
+        as_codex = {"HOME": str(home), "PATH": os.environ["PATH"]}
+        refused = subprocess.run(
+            ["/bin/sh", "-c", helper.helper], capture_output=True, env=as_codex, timeout=60
+        )
+        assert (refused.returncode, refused.stdout) == (1, b""), refused
+        assert b"not running" in refused.stderr
+        squatter.drain()
+        # The service does not move by itself; moved on purpose, the registration follows.
+        code, report = wp("service", "start")
+        assert (code, codes(report)) == (1, ["service_port_taken"]), report
+        code, report = wp_recorded(log, "service", "start", "--port", "0")
+        expected = ["service_running", "registration_removed", "registration_applied"]
+        assert (code, codes(report)) == (0, expected), report
+        assert report["data"]["url"] != url
+        code, report = wp_recorded(log, "register", target, "--verify")
+        assert code == 0 and codes(report) == ["registration_unchanged", "mcp_verified"], report
+    finally:
+        squatter.close()
+    assert token.encode() not in squatter.received
+    assert held_token(client_name) == token, "moving keeps the client's token"
+    started = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(token not in " ".join(argv) for argv in started)
+
+    code, report = wp_recorded(log, "register", target, "--remove")
+    assert code == 0 and codes(report) == ["registration_removed"], report
+    assert read_entry(program, "writerpool") is None
+    assert client_name not in tokens.load(Paths.from_env()), "the token is revoked"
+    assert not tokens.held_file(Paths.from_env().service_dir, client_name).exists()
+
+
+@pytest.mark.parametrize("target", sorted(PROGRAMS))
+def test_a_url_entry_writerpool_did_not_add_is_not_removed(target: str, home: Path) -> None:
+    program = PROGRAMS[target]
+    if program == "claude":
+        client("claude", "mcp", "add", "--transport", "http", "--scope", "user", "writerpool",
+               "http://127.0.0.1:9/mcp")  # fmt: skip
+    else:
+        client("codex", "mcp", "add", "writerpool", "--url", "http://127.0.0.1:9/mcp")
+    entry = read_entry(program, "writerpool")
+    for flags in (("--remove",), ("--http", "--remove")):
+        code, report = wp("register", target, *flags)
+        assert (code, codes(report)) == (1, ["ownership_unavailable"]), report
+    code, report = wp("register", target, "--verify")
+    assert (code, codes(report)) == (1, ["registration_divergent"]), report
+    if program == "codex":  # `claude mcp get` reports its health check, which varies
+        assert read_entry(program, "writerpool") == entry
+    assert read_entry(program, "writerpool") is not None

@@ -4,19 +4,22 @@ parsers fed outputs recorded from the real CLIs, and the ownership record."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import stat
 import sys
 from pathlib import Path
 
 import pytest
 
+from writerpool.clients import header, http
 from writerpool.clients.adapters import (
     ClaudeCode,
     Codex,
     parse_claude_get,
     parse_codex_list,
 )
-from writerpool.clients.model import Registration, Target, parse_target
+from writerpool.clients.model import Registration, Target, parse_target, server_command
 from writerpool.clients.ownership import (
     OwnershipRecord,
     entry_for,
@@ -139,7 +142,7 @@ def test_claude_get_outputs_parse_into_scope_command_and_environment() -> None:
     pending = parse_claude_get(CLAUDE_PROJECT_PENDING)
     assert pending.scope == "project" and pending.registration is not None
     http = parse_claude_get(CLAUDE_HTTP)
-    assert http.registration is None and http.kind == "http"
+    assert http.kind == "http" and http.registration == Registration(url="http://127.0.0.1:9/mcp")
     assert parse_claude_get(CLAUDE_NO_ARGS).registration == Registration("/bin/true", (), {})
 
 
@@ -173,7 +176,13 @@ def test_codex_list_finds_the_entry_and_ignores_others() -> None:
     entries = json.loads(CODEX_LIST)
     entries[1]["transport"] = entries[0]["transport"]
     url_server = parse_codex_list(json.dumps(entries))
-    assert url_server is not None and url_server.registration is None
+    assert url_server is not None and url_server.kind == "http"
+    assert url_server.registration == Registration(url="http://127.0.0.1:9/mcp")
+    # A URL that carries credentials of its own is not one writerpool writes.
+    entries[1]["transport"]["bearer_token_env_var"] = "SOME_TOKEN"
+    with_token = parse_codex_list(json.dumps(entries))
+    assert with_token is not None and with_token.registration is None
+    entries = json.loads(CODEX_LIST)
     entries = json.loads(CODEX_LIST)
     entries[1]["transport"]["cwd"] = "/somewhere"
     with_cwd = parse_codex_list(json.dumps(entries))
@@ -198,6 +207,28 @@ def test_client_command_lines_are_exact() -> None:
         "--", "/venv/bin/python", "-m", "writerpool", "serve",
     ]  # fmt: skip
     assert Codex().remove_args(codex) == ["mcp", "remove", "writerpool"]
+
+
+def test_http_registrations_put_no_secret_on_the_command_line(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache")
+    url = "http://127.0.0.1:41234/mcp"
+    claude, codex = Target("claude-code", "user"), Target("codex", "user")
+    wanted = http.desired(paths, claude, url)
+    assert ClaudeCode().add_args(claude, wanted) == [
+        "mcp", "add-json", "--scope", "user", "writerpool", "-",
+    ]  # fmt: skip
+    entry = json.loads(ClaudeCode().add_stdin(wanted) or b"")
+    assert entry == {"type": "http", "url": url, "headersHelper": wanted.helper}
+    # The helper names the service's directory, the client and the URL: no token.
+    assert shlex.split(str(wanted.helper)) == [
+        server_command()[0], "-I", os.path.abspath(header.__file__),
+        str(paths.state_dir / "service"), "claude-code", url,
+    ]  # fmt: skip
+    wanted = http.desired(paths, codex, url)
+    assert Codex().add_args(codex, wanted) == ["mcp", "add", "writerpool", "--url", url]
+    assert Codex().add_stdin(wanted) is None
+    assert wanted.settings["http_headers_helper"] == http.helper_command(paths, codex, url)
+    assert wanted.settings["required"] is True and "env_vars" not in wanted.settings
 
 
 def test_desired_registration_carries_the_absolute_config_location(

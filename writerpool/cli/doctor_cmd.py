@@ -11,6 +11,7 @@ from writerpool.doctor import diagnose, exit_code
 from writerpool.doctor.pool_service import service_settings
 from writerpool.doctor.render import render_json, render_text
 from writerpool.pool.checks import POOL_CHECKS
+from writerpool.service.checks import service_port
 
 
 @click.command()
@@ -25,8 +26,8 @@ def doctor(registry: bool, as_json: bool) -> None:
 
     Exit status: 0 every check ok, 1 warnings only, 2 at least one error.
     """
-    # Checks doctor does not own: the pool's, and the pool service's settings.
-    extra = (*POOL_CHECKS, service_settings)
+    # Checks doctor does not own: the pool's, and the pool service's settings and port.
+    extra = (*POOL_CHECKS, service_settings, service_port)
     results = diagnose(Paths.from_env(), registry_problem if registry else None, extra, hosts=True)
     click.echo(render_json(results) if as_json else render_text(results))
     leave(exit_code(results), [r.id for r in results if r.severity == "error"])

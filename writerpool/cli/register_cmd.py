@@ -8,8 +8,7 @@ from dataclasses import replace
 import click
 
 from writerpool.cli.output import json_option, leave
-from writerpool.clients import apply, http, parse_target, plan, remove, verify
-from writerpool.clients.model import Target
+from writerpool.clients import Checks, apply, parse_target, plan, remove, verify
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.report import Report
@@ -42,7 +41,9 @@ from writerpool.service import control
     "--http",
     "over_http",
     is_flag=True,
-    help="Register the pool service's URL with a token of the client's own (starts it).",
+    help="Plan or apply the pool service's URL instead of `writerpool serve` (starts the "
+    "service; the client's token stays with writerpool). --verify and --remove read the "
+    "transport from the record.",
 )
 @json_option
 def register(
@@ -63,39 +64,32 @@ def register(
     Codex, writerpool then sets its entry's required startup, timeouts and env_vars,
     and with --approve-prompts approves pi_session_prompt (Codex otherwise asks before
     each prompt, and `codex exec`, whose approval policy is never, refuses it).
+    With --http, the pool service's URL and writerpool's header helper instead.
     """
     if sum((do_apply, do_verify, do_remove)) > 1:
         raise UsageError("choose at most one of --apply, --verify, --remove")
     chosen = parse_target(target, project)
+    if over_http and chosen.scope == "project" and not (do_verify or do_remove):
+        # Its .mcp.json is shared with the repository; the helper names this account's paths.
+        raise UsageError("--http registers in the user or local scope, not the shared project")
     if approve_prompts:
         if chosen.client != "codex" or do_remove:
             raise UsageError("--approve-prompts applies to codex:user, without --remove")
         chosen = replace(chosen, approve_prompts=True)
     paths = Paths.from_env()
-    if over_http:
-        _emit(_http(paths, chosen, do_apply, do_verify, do_remove), as_json)
     if do_apply:
-        report = apply(paths, chosen)
+        # The service is above the clients: its start is passed in.
+        report = apply(paths, chosen, start_service=control.start if over_http else None)
     elif do_remove:
         report = remove(paths, chosen)
     elif do_verify:
         # Loaded here so the other actions do not pay for the MCP SDK.
-        from writerpool.mcp.handshake import handshake, server_env  # noqa: PLC0415
+        from writerpool.mcp.handshake import handshake, http_handshake, server_env  # noqa: PLC0415
 
-        report = verify(paths, chosen, handshake, server_env, timeout)
+        report = verify(paths, chosen, Checks(handshake, server_env, http_handshake), timeout)
     else:
-        report = plan(paths, chosen)
+        report = plan(paths, chosen, over_http=over_http)
     _emit(report, as_json)
-
-
-def _http(paths: Paths, chosen: Target, do_apply: bool, do_verify: bool, do_remove: bool) -> Report:
-    if do_verify:
-        raise UsageError("--http takes --apply or --remove; `service status` checks the service")
-    if do_apply:
-        return http.apply(paths, chosen, lambda: str(control.start(paths).data["url"]))
-    if do_remove:
-        return http.remove(paths, chosen)
-    return http.plan(paths, chosen)
 
 
 def _emit(report: Report, as_json: bool) -> None:
@@ -109,5 +103,7 @@ def _emit(report: Report, as_json: bool) -> None:
             if isinstance(argv, list):
                 where = f"   (in {finding.data['cwd']})" if "cwd" in finding.data else ""
                 lines.append(f"       $ {shlex.join(str(a) for a in argv)}{where}")
+                if "stdin" in finding.data:  # what that command reads (no secret in it)
+                    lines.append(f"         with on its standard input: {finding.data['stdin']}")
         click.echo("\n".join(lines))
     leave(report.exit_code(), [f.code for f in report.findings if f.status == "error"])

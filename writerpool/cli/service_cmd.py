@@ -20,10 +20,27 @@ def service() -> None:
 
 
 @service.command("start")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    help="Listen on this port from now on (0: any free one), and register writerpool's "
+    "HTTP clients again at the new URL. Without it: the configured or recorded port.",
+)
 @json_option
-def start_cmd(as_json: bool) -> None:
-    """Start the service unless it runs; report its URL."""
-    emit(control.start(Paths.from_env()), as_json)
+def start_cmd(port: int | None, as_json: bool) -> None:
+    """Start the service unless it runs; report its URL.
+
+    It never moves to another port by itself: a recorded port that another program
+    holds is refused (service_port_taken), naming who holds it.
+    """
+    paths = Paths.from_env()
+    report = control.start(paths, port)
+    if port is not None and not report.has_error():
+        # Loaded here: the client adapters are needed only when the URL changed.
+        from writerpool.clients.follow import follow_service  # noqa: PLC0415
+
+        follow_service(paths, report)
+    emit(report, as_json)
 
 
 @service.command("stop")
@@ -36,19 +53,24 @@ def stop_cmd(as_json: bool) -> None:
 @service.command("status")
 @json_option
 def status_cmd(as_json: bool) -> None:
-    """Whether the service runs, and its URL (`url` under --json)."""
-    emit(control.status(Paths.from_env()), as_json)
+    """Whether the service runs, and its URL (`url` under --json).
+
+    Exit status: 0 it runs, 1 it does not.
+    """
+    report = control.status(Paths.from_env())
+    emit(report, as_json, exit_code=0 if report.data.get("running") else 1)
 
 
 @service.command("run")
 @click.option("-v", "--verbose", is_flag=True, help="Log session events to stderr.")
-def run_cmd(verbose: bool) -> None:
+@click.option("--port", type=click.IntRange(0, 65535), hidden=True)
+def run_cmd(verbose: bool, port: int | None) -> None:
     """Run the service in the foreground (what `service start` runs detached)."""
     from writerpool.service.app import run_service  # noqa: PLC0415 - loads the SDK
 
     prepare_server_process("writerpool service", verbose)
     paths = Paths.from_env()
-    anyio.run(run_service, paths, load_config(paths).config.service.port)
+    anyio.run(run_service, paths, load_config(paths).config.service.port, port)
 
 
 @service.group("token")

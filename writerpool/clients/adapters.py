@@ -1,13 +1,17 @@
 """Per-client adapters: the exact add/remove command lines, and reading the current
 registration back through the client's own CLI.
 
-Claude Code: `claude mcp add --scope S NAME -e K=V -- CMD ARGS…`, `claude mcp remove
---scope S NAME`, read with `claude mcp get NAME`, which prints text and health-checks an
-approved server (it starts the registered command once; writerpool serve starts no
-session for that). There is no read that skips the check.
-Codex: `codex mcp add NAME --env K=V -- CMD ARGS…`, then the entry's settings that the
-CLI cannot write (clients/codex_config.py), `codex mcp remove NAME`, read with
-`codex mcp list --json`, which starts nothing, and the config file for `required`.
+Claude Code: `claude mcp add --scope S NAME -e K=V -- CMD ARGS…`, or for the pool
+service `claude mcp add-json --scope S NAME -` with the entry's JSON on standard input
+(its URL and header helper), `claude mcp remove --scope S NAME`, read with `claude mcp
+get NAME`, which prints text and health-checks an approved server (it starts the
+registered command, or runs the header helper and connects, once; writerpool serve
+starts no session for that). There is no read that skips the check.
+Codex: `codex mcp add NAME --env K=V -- CMD ARGS…` or `codex mcp add NAME --url URL`,
+then the entry's settings that the CLI cannot write (clients/codex_config.py), `codex
+mcp remove NAME`, read with `codex mcp list --json`, which starts nothing, and the
+config file for `required` and the header helper.
+No secret is ever an argument: a client's command line is visible to every account.
 """
 
 from __future__ import annotations
@@ -26,17 +30,23 @@ from writerpool.errors import WriterpoolError
 @dataclass(frozen=True)
 class Observed:
     """A registration named `writerpool` as the client reports it. `registration` is
-    None when it is not a stdio command (a URL server, say)."""
+    None when it is neither a stdio command nor a plain URL (an SSE server, or a URL
+    with credentials of its own, say)."""
 
     scope: str
     registration: Registration | None
     kind: str = "stdio"
+    # Claude Code's own health check of the entry, when it failed ("Issue: …" of `mcp
+    # get`): for a URL, what it shows of the entry omits the header helper.
+    failed: str | None = None
 
 
 class ClientAdapter(Protocol):
     cli: ClientCli
 
     def add_args(self, target: Target, wanted: Registration) -> list[str]: ...
+
+    def add_stdin(self, wanted: Registration) -> bytes | None: ...
 
     def remove_args(self, target: Target) -> list[str]: ...
 
@@ -58,6 +68,7 @@ CLAUDE_SETTINGS = {
     "MCP_TIMEOUT": "15000",
 }
 _CLAUDE_ABSENT = ("No MCP server named", "No MCP server found")
+_CLAUDE_FIELDS = ("Scope", "Status", "Issue", "Type", "Command", "Args", "URL", "Environment")
 
 
 def parse_claude_get(text: str) -> Observed:
@@ -74,7 +85,7 @@ def parse_claude_get(text: str) -> Observed:
             continue
         in_env = False
         key, sep, value = line.partition(":")
-        if not sep or key not in ("Scope", "Type", "Command", "Args", "URL", "Environment"):
+        if not sep or key not in _CLAUDE_FIELDS:
             continue
         fields.setdefault(key, value.strip())
         in_env = key == "Environment"
@@ -82,6 +93,12 @@ def parse_claude_get(text: str) -> Observed:
         raise WriterpoolError("client_failed", "`claude mcp get` answered in an unknown form")
     scope = fields["Scope"].split(" ", 1)[0].lower() or "unknown"
     kind = fields["Type"].lower()
+    if kind == "http" and fields.get("URL"):
+        # The header helper is not shown; the health check ran it and says how it went.
+        failed = None
+        if "Failed" in fields.get("Status", ""):
+            failed = fields.get("Issue") or fields["Status"]
+        return Observed(scope, Registration(url=fields["URL"]), kind, failed)
     if kind != "stdio" or not fields.get("Command"):
         return Observed(scope, None, kind)
     args = tuple(fields.get("Args", "").split(" ")) if fields.get("Args") else ()
@@ -93,10 +110,18 @@ class ClaudeCode:
         self.cli = ClientCli("claude", "Claude Code", CLAUDE_SETTINGS)
 
     def add_args(self, target: Target, wanted: Registration) -> list[str]:
+        scope = ["--scope", target.scope]
+        if wanted.kind == "http":
+            return ["mcp", "add-json", *scope, SERVER_NAME, "-"]  # the JSON on stdin
         # -e takes several values: it must follow the name and end at `--`.
         env = [part for key, value in wanted.env.items() for part in ("-e", f"{key}={value}")]
-        scope = ["--scope", target.scope]
         return ["mcp", "add", *scope, SERVER_NAME, *env, "--", wanted.command, *wanted.args]
+
+    def add_stdin(self, wanted: Registration) -> bytes | None:
+        if wanted.kind != "http":
+            return None
+        entry = {"type": "http", "url": wanted.url, "headersHelper": wanted.helper}
+        return json.dumps(entry).encode()
 
     def remove_args(self, target: Target) -> list[str]:
         return ["mcp", "remove", "--scope", target.scope, SERVER_NAME]
@@ -112,6 +137,10 @@ class ClaudeCode:
         return parse_claude_get(done.out)
 
     def same(self, observed: Registration, wanted: Registration) -> bool:
+        if observed.kind != wanted.kind:
+            return False
+        if wanted.kind == "http":
+            return observed.url == wanted.url
         return (
             observed.command == wanted.command
             and " ".join(observed.args) == " ".join(wanted.args)
@@ -143,11 +172,27 @@ def parse_codex_list(text: str, settings: dict[str, Any] | None = None) -> Obser
     return None
 
 
+# A URL entry's own ways of sending credentials: writerpool's entry uses none of them.
+_CODEX_CREDENTIALS = ("bearer_token_env_var", "http_headers", "env_http_headers")
+
+
+def _codex_url(entry: dict[str, object], transport: dict[str, Any], settings: dict[str, Any]
+               ) -> Observed:  # fmt: skip
+    url = transport.get("url")
+    if not isinstance(url, str) or any(transport.get(key) for key in _CODEX_CREDENTIALS):
+        return Observed("user", None, "streamable_http with credentials of its own")
+    shown = {k: entry[k] for k in ("startup_timeout_sec", "tool_timeout_sec")
+             if entry.get(k) is not None}  # fmt: skip
+    return Observed("user", Registration(url=url, settings={**settings, **shown}), "http")
+
+
 def _codex_entry(entry: dict[str, object], settings: dict[str, Any]) -> Observed:
     transport = entry.get("transport")
     if not isinstance(transport, dict):
         raise WriterpoolError("client_failed", "a codex server entry has no transport")
     kind = str(transport.get("type", "unknown"))
+    if kind == "streamable_http":
+        return _codex_url(entry, transport, settings)
     command, args, env = transport.get("command"), transport.get("args"), transport.get("env")
     if kind != "stdio" or not isinstance(command, str) or transport.get("cwd") is not None:
         return Observed("user", None, kind if kind != "stdio" else "stdio with a directory")
@@ -171,8 +216,14 @@ class Codex:
         return codex_config.config_file(self.cli.env())
 
     def add_args(self, target: Target, wanted: Registration) -> list[str]:
+        if wanted.kind == "http":
+            # The header helper follows in the file: `codex mcp add` has no option for it.
+            return ["mcp", "add", SERVER_NAME, "--url", str(wanted.url)]
         env = [part for key, value in wanted.env.items() for part in ("--env", f"{key}={value}")]
         return ["mcp", "add", SERVER_NAME, *env, "--", wanted.command, *wanted.args]
+
+    def add_stdin(self, wanted: Registration) -> bytes | None:
+        return None
 
     def remove_args(self, target: Target) -> list[str]:
         return ["mcp", "remove", SERVER_NAME]
@@ -186,8 +237,8 @@ class Codex:
 
     def same(self, observed: Registration, wanted: Registration) -> bool:
         """The entry writerpool would add; its settings are judged by problems()."""
-        return (observed.command, observed.args, observed.env) == (
-            wanted.command, wanted.args, wanted.env,
+        return (observed.kind, observed.url, observed.command, observed.args, observed.env) == (
+            wanted.kind, wanted.url, wanted.command, wanted.args, wanted.env,
         )  # fmt: skip
 
     def problems(self, observed: Registration, wanted: Registration) -> list[str]:

@@ -1,5 +1,6 @@
 """Running a client's own command line tool (claude, codex): found on PATH, run with a
-minimal environment and a timeout. writerpool never edits a client's files itself."""
+minimal environment and a timeout. writerpool edits a client's files itself only where
+the tool cannot write a setting (Codex: clients/codex_config.py)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,13 @@ class ClientCli:
             )
         return path
 
-    def run(self, args: Sequence[str], cwd: Path) -> Completed:
-        """Run the tool; its exit status is the caller's to judge."""
+    def run(self, args: Sequence[str], cwd: Path, stdin: bytes | None = None) -> Completed:
+        """Run the tool; its exit status is the caller's to judge. What goes in `args` is
+        visible to every account (/proc/PID/cmdline): anything secret goes in `stdin`."""
         argv = [self.require(), *args]
         try:
-            return run(argv, cwd=cwd, env=self.env(), timeout=CLIENT_TIMEOUT, check=False)
+            return run(argv, cwd=cwd, env=self.env(), timeout=CLIENT_TIMEOUT, check=False,
+                       input=stdin)  # fmt: skip
         except CommandFailed as exc:  # only a timeout or a vanished executable get here
             raise WriterpoolError(
                 "client_failed", f"`{self.program} {' '.join(args[:2])}` did not finish"

@@ -20,12 +20,18 @@ from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.items import Table
 
 from writerpool.atomic import write_atomic
-from writerpool.clients.model import SERVER_NAME
+from writerpool.clients.model import SERVER_NAME, Target
 from writerpool.errors import WriterpoolError
+from writerpool.report import Report
 
 # Keys writerpool owns in [mcp_servers.writerpool] besides what `codex mcp add` writes.
-# `tools` only when the operator chose --approve-prompts (PROMPT_APPROVAL).
-SETTING_KEYS = ("required", "startup_timeout_sec", "tool_timeout_sec", "env_vars", "tools")
+# `tools` only when the operator chose --approve-prompts (PROMPT_APPROVAL); `env_vars`
+# for the stdio server, `http_headers_helper` for the pool service's URL (which `codex
+# mcp add` has no option for, and `codex mcp list` shows only as "<redacted>").
+SETTING_KEYS = (
+    "required", "startup_timeout_sec", "tool_timeout_sec", "env_vars", "tools",
+    "http_headers_helper",
+)  # fmt: skip
 # The one tool Codex asks about (destructive and open-world when some coding profile
 # works in an operator's checkout); approved, `codex exec` can prompt sessions.
 PROMPT_TOOL = "pi_session_prompt"
@@ -48,6 +54,19 @@ def wanted_settings(env_vars: list[str], approve_prompts: bool = False) -> dict[
         "startup_timeout_sec": STARTUP_TIMEOUT_SEC,
         "tool_timeout_sec": TOOL_TIMEOUT_SEC,
         "env_vars": sorted(set(env_vars)),
+    }
+    if approve_prompts:
+        wanted["tools"] = PROMPT_APPROVAL
+    return wanted
+
+
+def http_settings(helper: str, approve_prompts: bool = False) -> dict[str, Any]:
+    """The pool service's entry: the server runs already, but a call may take as long."""
+    wanted: dict[str, Any] = {
+        "required": True,
+        "startup_timeout_sec": STARTUP_TIMEOUT_SEC,
+        "tool_timeout_sec": TOOL_TIMEOUT_SEC,
+        "http_headers_helper": helper,
     }
     if approve_prompts:
         wanted["tools"] = PROMPT_APPROVAL
@@ -84,10 +103,15 @@ def settings_problems(observed: Mapping[str, Any], wanted: Mapping[str, Any]) ->
         value = observed.get(key)
         if not isinstance(value, int | float) or value < wanted[key]:
             problems.append(f"{key} is below {wanted[key]}")
-    have = observed.get("env_vars")
-    missing = sorted(set(wanted["env_vars"]) - set(have if isinstance(have, list) else []))
-    if missing:
-        problems.append(f"env_vars lacks {', '.join(missing)}")
+    if "env_vars" in wanted:
+        have = observed.get("env_vars")
+        missing = sorted(set(wanted["env_vars"]) - set(have if isinstance(have, list) else []))
+        if missing:
+            problems.append(f"env_vars lacks {', '.join(missing)}")
+    if "http_headers_helper" in wanted and observed.get("http_headers_helper") != wanted.get(
+        "http_headers_helper"
+    ):
+        problems.append("http_headers_helper is not writerpool's header helper")
     if prompts_approved(wanted) and not prompts_approved(observed):
         problems.append(f"{PROMPT_TOOL} is not approved (approval_mode)")
     return problems
@@ -114,3 +138,26 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
             entry[key] = value
     mode = path.stat().st_mode & 0o777
     write_atomic(path, tomlkit.dumps(document).encode("utf-8"), mode=mode)
+
+
+def prompt_approval(report: Report, where: str, target: Target) -> None:
+    """Codex: say what the --approve-prompts choice permits, or why prompts ask without it."""
+    if target.client != "codex":
+        return
+    if target.approve_prompts:
+        report.add(
+            "prompt_approval", "ok", where,
+            "pi_session_prompt is approved (approval_mode = \"approve\"): Codex, `codex "
+            "exec` included, lets its model prompt pi sessions without asking; a coding "
+            "session's prompt changes a writer's clone (in host mode, your checkout) and "
+            "calls the profile's model provider",
+        )  # fmt: skip
+        return
+    report.add(
+        "prompt_approval", "ok", where,
+        "pi_session_prompt asks before each call (interactive Codex) and is refused under "
+        "`codex exec` (approval policy never): writerpool marks it destructive and "
+        "open-world, since a prompt makes a coding agent change files and call a model "
+        "provider",
+        remedy="to let Codex prompt sessions without asking, add --approve-prompts",
+    )  # fmt: skip

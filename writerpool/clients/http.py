@@ -1,115 +1,99 @@
-"""`register TARGET --http`: the client reaches the pool service's URL with its own token
-instead of starting `writerpool serve`.
+"""`register TARGET --http`: the client reaches the pool service's URL instead of
+starting `writerpool serve`, with a token of its own that writerpool holds.
 
-Claude Code: `claude mcp add --transport http --scope S writerpool URL --header
-"Authorization: Bearer TOKEN"`. Codex refuses inline tokens: `codex mcp add writerpool
---url URL --bearer-token-env-var WRITERPOOL_SERVICE_TOKEN`, and the user sets that
-variable in the environment Codex starts from (the report says how, once).
+The token is never given to the client, nor put on any command line: the entry names
+writerpool's header helper (clients/header.py), which the client runs before it
+connects and which prints the `Authorization` header only while the service itself
+listens at the URL. Claude Code: `claude mcp add-json --scope S writerpool -` with
+`{"type": "http", "url": URL, "headersHelper": HELPER}` on standard input. Codex:
+`codex mcp add writerpool --url URL`, then `http_headers_helper = HELPER` (and the
+entry's other settings) in its config.toml, which `codex mcp add` cannot write.
+
+The ownership record, `--verify` and `--remove` treat it as any registration
+(clients/service.py); this module says what the registration is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import os
+import shlex
 from typing import Any
 
-from writerpool.clients import codex_config
-from writerpool.clients.adapters import ClientAdapter, adapter_for
-from writerpool.clients.model import SERVER_NAME, Target
+from writerpool.clients import codex_config, header
+from writerpool.clients.model import SERVER_NAME, Registration, Target, server_command
+from writerpool.clients.ownership import OwnershipRecord
 from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
 from writerpool.report import Report
 from writerpool.state import tokens
-from writerpool.state.service_record import running
+from writerpool.state.service_record import url_of
 
-TOKEN_ENV = "WRITERPOOL_SERVICE_TOKEN"  # noqa: S105 - a variable name
-HIDDEN = "<token>"
+# What a plan shows while the service has never chosen its port.
+UNCHOSEN_URL = url_of(0).replace(":0/", ":<port>/")
 
 
 def client_name(target: Target) -> str:
-    """The service's name for the client: its tokens and sessions are its own."""
+    """The service's name for the client: its token and sessions are its own. Every
+    scope of one client shares it (and its token, revoked with the last of them)."""
     return target.client
 
 
-def add_args(target: Target, url: str, token: str) -> list[str]:
+def helper_command(paths: Paths, target: Target, url: str) -> str:
+    """The shell command line the client runs for its header: this interpreter in
+    isolated mode on the helper's file, with the service's directory and the URL given
+    explicitly (Codex runs it with HOME and PATH only). Paths and a URL: nothing secret."""
+    argv = [server_command()[0], "-I", os.path.abspath(header.__file__),
+            str(paths.service_dir), client_name(target), url]  # fmt: skip
+    return shlex.join(argv)
+
+
+def desired(paths: Paths, target: Target, url: str) -> Registration:
+    helper = helper_command(paths, target, url)
+    settings: dict[str, Any] = {}
     if target.client == "codex":
-        return ["mcp", "add", SERVER_NAME, "--url", url, "--bearer-token-env-var", TOKEN_ENV]
-    header = f"Authorization: Bearer {token}"
-    scope = ["--scope", target.scope]
-    return ["mcp", "add", "--transport", "http", *scope, SERVER_NAME, url, "--header", header]
+        settings = codex_config.http_settings(helper, target.approve_prompts)
+    return Registration(url=url, helper=helper, settings=settings)
 
 
-def _codex(target: Target) -> dict[str, Any]:
-    """Codex's entry settings `mcp add` cannot write (as for stdio, less env_vars)."""
-    settings: dict[str, Any] = {"required": True,
-                                "tool_timeout_sec": codex_config.TOOL_TIMEOUT_SEC}  # fmt: skip
-    if target.approve_prompts:
-        settings["tools"] = codex_config.PROMPT_APPROVAL
-    return settings
-
-
-def _cwd(target: Target) -> Path:
-    return target.project or Path.home()
-
-
-def plan(paths: Paths, target: Target) -> Report:
-    report = Report(f"register {target.name} --http")
-    record = running(paths)
-    url = str(record["url"]) if record else "http://127.0.0.1:<port>/mcp"
+def exposure(report: Report, where: str, url: str) -> None:
+    """What --http trades for reaching the service over TCP (docs/service.md)."""
+    port = url.rsplit(":", 1)[1].split("/", 1)[0]
     report.add(
-        "registration_planned", "planned", target.report_target,
-        f"would start the service, create the token of client {client_name(target)} and "
-        f"add {SERVER_NAME} at {url}",
-        argv=adapter_for(target).cli.argv(add_args(target, url, HIDDEN)),
+        "registration_exposure", "warning", where,
+        f"over HTTP the client connects to 127.0.0.1:{port}, a port any local account can "
+        "listen on while the service is down; the client then cannot reach writerpool "
+        "(its header helper sends no token to a port the service does not hold) and "
+        "`service start` refuses until the port is free. The default registration, "
+        "without --http, has no port and needs no token (the client starts `writerpool "
+        "serve`, which reaches the service through a Unix socket only this account can "
+        "open)",
+        remedy="register without --http unless the client speaks only HTTP",
     )  # fmt: skip
-    return report
 
 
-def apply(paths: Paths, target: Target, service_url: Callable[[], str]) -> Report:
-    """`service_url` starts the pool service unless it runs, and returns its URL (the
-    service is above the clients: its caller passes it in)."""
-    report = Report(f"register {target.name} --http --apply")
-    adapter: ClientAdapter = adapter_for(target)
-    adapter.cli.require()
-    if adapter.read(target, _cwd(target)) is not None:
-        report.add(
-            "registration_divergent", "error", target.report_target,
-            f"{SERVER_NAME} is already registered in {adapter.cli.label}; nothing was changed",
-            remedy=f"remove it first (`writerpool register {target.name} --remove`)",
-        )  # fmt: skip
-        return report
-    url = service_url()
-    token = tokens.create(paths, client_name(target))
-    args = add_args(target, url, token)
-    done = adapter.cli.run(args, _cwd(target))
-    if done.returncode != 0:
-        tokens.revoke(paths, client_name(target))
-        raise adapter.cli.fail(args, done)
-    report.data.update({"url": url, "client": client_name(target)})
-    report.add("registration_applied", "ok", target.report_target,
-               f"added {SERVER_NAME} at {url} for client {client_name(target)}",
-               argv=adapter.cli.argv(add_args(target, url, HIDDEN)))  # fmt: skip
-    if target.client == "codex":
-        codex_config.write_settings(codex_config.config_file(adapter.cli.env()), _codex(target))
-        report.data.update({"token": token, "tokenEnv": TOKEN_ENV})
-        report.add(
-            "service_token_created", "ok", target.report_target,
-            f"Codex reads its token from the variable {TOKEN_ENV}; set that variable in "
-            f"the environment Codex starts from (your shell profile, say) to this token, "
-            f"shown once: {token}",
-        )  # fmt: skip
-    return report
+def hold_token(paths: Paths, target: Target) -> None:
+    tokens.hold(paths, client_name(target))
 
 
-def remove(paths: Paths, target: Target) -> Report:
-    report = Report(f"register {target.name} --http --remove")
-    adapter = adapter_for(target)
-    args = adapter.remove_args(target)
-    if adapter.read(target, _cwd(target)) is not None:
-        done = adapter.cli.run(args, _cwd(target))
-        if done.returncode != 0:
-            raise adapter.cli.fail(args, done)
-    if client_name(target) in tokens.load(paths):
-        tokens.revoke(paths, client_name(target))
-    report.add("registration_removed", "ok", target.report_target,
-               f"removed {SERVER_NAME} and revoked the token of {client_name(target)}")  # fmt: skip
-    return report
+def release_token(paths: Paths, record: OwnershipRecord, target: Target) -> bool:
+    """Revoke the client's token unless another registration of the client still uses
+    it (`record` holds the registrations left); whether it was revoked."""
+    name = client_name(target)
+    if any(e.url and e.target.startswith(f"{target.client}:") for e in record.registrations):
+        return False
+    try:
+        tokens.revoke(paths, name)
+    except WriterpoolError as exc:  # none, or revoked meanwhile by `service token revoke`
+        if exc.code != "service_client_unknown":
+            raise
+        return False
+    return True
+
+
+def describe_plan(target: Target, url: str, label: str) -> str:
+    known = url != UNCHOSEN_URL
+    where = url if known else "the URL of the port the service chooses when it first starts"
+    return (
+        f"would start the pool service, give client {client_name(target)} a token that only "
+        f"writerpool holds, and add {SERVER_NAME} to {label} at {where}"
+    )

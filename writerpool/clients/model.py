@@ -62,14 +62,21 @@ def parse_target(text: str, project: str | None) -> Target:
 
 @dataclass(frozen=True)
 class Registration:
-    """A stdio server as a client stores it: command, arguments, extra environment, and
-    client settings of the entry that its `mcp add` cannot write (Codex: see
-    clients/codex_config.py)."""
+    """A server as a client stores it: a stdio command (command, arguments, extra
+    environment) or the pool service's URL with the header helper the client runs for
+    its token (clients/http.py); and client settings of the entry that its `mcp add`
+    cannot write (Codex: see clients/codex_config.py)."""
 
-    command: str
+    command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    url: str | None = None
+    helper: str | None = None
+
+    @property
+    def kind(self) -> Literal["stdio", "http"]:
+        return "http" if self.url is not None else "stdio"
 
     def argv(self) -> list[str]:
         return [self.command, *self.args]

@@ -1,4 +1,5 @@
-"""The ownership record: which registrations writerpool added, where, with exactly what.
+"""The ownership record: which registrations writerpool added, where, with exactly what,
+over either transport (a `serve` command line, or the pool service's URL).
 
 One file, `<state dir>/clients/registrations.json` (0600, atomic replace), guarded by a
 lock file beside it for the whole of a register command. An entry is written as
@@ -32,16 +33,21 @@ class OwnedRegistration(BaseModel):
     target: str
     project: str | None = None
     name: str
-    command: str
-    args: tuple[str, ...]
-    env: dict[str, str]
+    # A stdio registration's command line, or (url set) the pool service's URL and the
+    # header helper the client runs for its token.
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    url: str | None = None
+    helper: str | None = None
     # Client settings writerpool wrote into the entry (Codex's config.toml keys).
     settings: dict[str, Any] = {}
     status: Literal["pending", "applied"]
     writerpool_version: str
 
     def registration(self) -> Registration:
-        return Registration(self.command, self.args, dict(self.env), dict(self.settings))
+        return Registration(self.command, self.args, dict(self.env), dict(self.settings),
+                            self.url, self.helper)  # fmt: skip
 
     def key(self) -> tuple[str, str | None]:
         return (self.target, self.project)
@@ -80,6 +86,8 @@ def entry_for(
         command=registration.command,
         args=registration.args,
         env=dict(registration.env),
+        url=registration.url,
+        helper=registration.helper,
         settings=dict(registration.settings),
         status=status,
         writerpool_version=__version__,

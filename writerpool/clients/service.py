@@ -1,20 +1,25 @@
-"""`writerpool register TARGET`: plan, apply, verify or remove writerpool's one server
-registration in a client, through the client's own CLI, with an ownership record.
+"""`writerpool register TARGET`: plan, apply or remove writerpool's one server
+registration in a client, through the client's own CLI, with an ownership record
+(`--verify`: clients/verify.py). Either transport: the `serve` command line (stdio), or
+with `--http` the pool service's URL (clients/http.py).
 
-Rules: a registration named `writerpool` that differs from what writerpool would write
-is reported `registration_divergent` and never replaced or removed; `--remove` removes
-only what the ownership record proves writerpool added, still unchanged.
+Rules, for both transports alike: the record is written before the client is asked; a
+registration named `writerpool` that differs from what writerpool would write is
+reported `registration_divergent` and never replaced or removed; `--remove` removes only
+what the ownership record proves writerpool added, still unchanged, and otherwise
+refuses with `ownership_unavailable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from writerpool.atomic import ensure_private_dir
 from writerpool.audit import audit
+from writerpool.clients import codex_config, http
 from writerpool.clients.adapters import ClientAdapter, Observed, adapter_for
 from writerpool.clients.model import SERVER_NAME, Registration, Target
 from writerpool.clients.ownership import (
@@ -30,24 +35,13 @@ from writerpool.clients.registration import desired_registration
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.report import Report
+from writerpool.state.service_record import expected_url
 
 Action = Literal["plan", "apply", "verify", "remove"]
-
-
-class HandshakeOutcome(Protocol):
-    @property
-    def code(self) -> str: ...
-
-    @property
-    def message(self) -> str: ...
-
-    @property
-    def tools(self) -> tuple[str, ...]: ...
-
-
-# (command line, environment, deadline) -> outcome; writerpool.mcp.handshake provides it.
-Handshake = Callable[[Sequence[str], dict[str, str], float], HandshakeOutcome]
-ServerEnv = Callable[[dict[str, str]], dict[str, str]]
+# Starts the pool service unless it runs: its report carries the URL (`url`), or why it
+# could not start. The service sits above the clients: `register --http --apply` passes
+# its start in.
+StartService = Callable[[Paths], Report]
 
 
 @dataclass(frozen=True)
@@ -94,72 +88,85 @@ class Ctx:
         return {"settings": dict(self.wanted.settings)} if self.wanted.settings else {}
 
     def command_data(self, args: list[str]) -> dict[str, Any]:
-        """The exact client command line (the operator asked to see it: it holds paths)."""
+        """The exact client command line (the operator asked to see it: it holds paths),
+        and what goes on its standard input (no secret either)."""
         data: dict[str, Any] = {"argv": self.adapter.cli.argv(args)}
+        stdin = self.adapter.add_stdin(self.wanted) if args == self.add_args() else None
+        if stdin is not None:
+            data["stdin"] = stdin.decode()
         if self.target.project is not None:
             data["cwd"] = str(self.target.project)
+        if self.wanted.url is not None:
+            data["url"] = self.wanted.url
         return data
 
+    def add_args(self) -> list[str]:
+        return self.adapter.add_args(self.target, self.wanted)
 
-def _context(paths: Paths, target: Target, adapter: ClientAdapter | None, command: str) -> Ctx:
-    report = Report(command)
-    report.data["target"] = target.name
-    report.data["name"] = SERVER_NAME
-    wanted = desired_registration(paths, target.client, target.approve_prompts)
+
+def context(
+    paths: Paths,
+    target: Target,
+    adapter: ClientAdapter | None,
+    command: str,
+    wanted: Registration | None = None,
+    report: Report | None = None,
+) -> Ctx:
+    """`wanted`: the registration to compare with; the stdio one unless given."""
+    if report is None:
+        report = Report(command)
+        report.data["target"] = target.name
+        report.data["name"] = SERVER_NAME
+    if wanted is None:
+        wanted = desired_registration(paths, target.client, target.approve_prompts)
     return Ctx(paths, target, adapter or adapter_for(target), wanted, report)
 
 
-def _prompt_approval(ctx: Ctx) -> None:
-    """Codex: say what the --approve-prompts choice permits, or why prompts ask without it."""
-    if ctx.target.client != "codex":
-        return
-    if ctx.target.approve_prompts:
-        ctx.report.add(
-            "prompt_approval", "ok", ctx.where,
-            "pi_session_prompt is approved (approval_mode = \"approve\"): Codex, `codex "
-            "exec` included, lets its model prompt pi sessions without asking; a coding "
-            "session's prompt changes a writer's clone (in host mode, your checkout) and "
-            "calls the profile's model provider",
-        )  # fmt: skip
-        return
+def divergent(ctx: Ctx, observed: Observed, status: Literal["warning", "error"]) -> None:
+    if observed.scope != ctx.target.scope:
+        what = f"a registration named {SERVER_NAME} in the {observed.scope} scope shows first"
+    elif observed.registration is None or observed.registration.kind != ctx.wanted.kind:
+        what = f"a {observed.kind} server named {SERVER_NAME} is registered"
+    elif ctx.wanted.kind == "http":
+        what = f"{SERVER_NAME} is registered with another URL"
+    else:
+        what = f"{SERVER_NAME} is registered with another command or environment"
+    remedy = f"inspect it with the client's `mcp get {SERVER_NAME}`; remove it there if unwanted"
+    owned = load_record(ctx.paths).find(ctx.target)
+    if owned is not None and ctx.matches(observed, owned.registration()):
+        remedy = (
+            f"it is writerpool's: `writerpool register {ctx.target.name} --remove`, then --apply"
+        )
     ctx.report.add(
-        "prompt_approval", "ok", ctx.where,
-        "pi_session_prompt asks before each call (interactive Codex) and is refused under "
-        "`codex exec` (approval policy never): writerpool marks it destructive and "
-        "open-world, since a prompt makes a coding agent change files and call a model "
-        "provider",
-        remedy="to let Codex prompt sessions without asking, add --approve-prompts",
+        "registration_divergent", status, ctx.where, f"{what}; writerpool leaves it alone",
+        remedy=remedy,
     )  # fmt: skip
 
 
-def _divergent(ctx: Ctx, observed: Observed, status: Literal["warning", "error"]) -> None:
-    if observed.scope != ctx.target.scope:
-        what = f"a registration named {SERVER_NAME} in the {observed.scope} scope shows first"
-    elif observed.registration is None:
-        what = f"a {observed.kind} server named {SERVER_NAME} is registered"
-    else:
-        what = f"{SERVER_NAME} is registered with another command or environment"
-    ctx.report.add(
-        "registration_divergent",
-        status,
-        ctx.where,
-        f"{what}; writerpool leaves it alone",
-        remedy=f"inspect it with the client's `mcp get {SERVER_NAME}`; remove it there if unwanted",
-    )
+def http_wanted(paths: Paths, target: Target) -> Registration:
+    """The pool service's registration at its URL now (or the one it will choose)."""
+    return http.desired(paths, target, expected_url(paths) or http.UNCHOSEN_URL)
 
 
-def plan(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> Report:
+def plan(
+    paths: Paths, target: Target, adapter: ClientAdapter | None = None, over_http: bool = False
+) -> Report:
     """Say what --apply would run; change nothing in the client."""
-    ctx = _context(paths, target, adapter, f"register {target.name}")
+    command = f"register {target.name}" + (" --http" if over_http else "")
+    wanted = http_wanted(paths, target) if over_http else None
+    ctx = context(paths, target, adapter, command, wanted)
     cli = ctx.adapter.cli
     observed = ctx.read() if cli.path is not None else None
     if observed is None:
+        what = f"would add {SERVER_NAME} to {ctx.label}"
+        if over_http:
+            what = http.describe_plan(target, str(ctx.wanted.url), ctx.label)
         ctx.report.add(
             "registration_planned",
             "planned",
             ctx.where,
-            f"would add {SERVER_NAME} to {ctx.label}",
-            **ctx.command_data(ctx.adapter.add_args(target, ctx.wanted)),
+            what,
+            **ctx.command_data(ctx.add_args()),
             **ctx.settings_data(),
         )
     elif ctx.matches(observed, ctx.wanted) and ctx.problems(observed):
@@ -172,9 +179,9 @@ def plan(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> 
             **ctx.settings_data(),
         )
     elif ctx.matches(observed, ctx.wanted):
-        _unchanged(ctx, load_record(paths).find(target))
+        unchanged(ctx, load_record(paths).find(target))
     else:
-        _divergent(ctx, observed, "warning")
+        divergent(ctx, observed, "warning")
     if cli.path is None:
         ctx.report.add(
             "client_unavailable",
@@ -183,11 +190,13 @@ def plan(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> 
             f"{cli.label}'s `{cli.program}` command is not on PATH; nothing was read",
             remedy=f"install {cli.label} or put `{cli.program}` on PATH",
         )
-    _prompt_approval(ctx)
+    if over_http:
+        http.exposure(ctx.report, ctx.where, str(ctx.wanted.url))
+    codex_config.prompt_approval(ctx.report, ctx.where, ctx.target)
     return ctx.report
 
 
-def _unchanged(ctx: Ctx, owned: OwnedRegistration | None) -> None:
+def unchanged(ctx: Ctx, owned: OwnedRegistration | None) -> None:
     mine = owned is not None and ctx.adapter.same(owned.registration(), ctx.wanted)
     note = "" if mine else " (not added by writerpool: --remove leaves it)"
     ctx.report.add(
@@ -199,9 +208,25 @@ def _unchanged(ctx: Ctx, owned: OwnedRegistration | None) -> None:
     )
 
 
-def apply(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> Report:
-    """Add the registration through the client's CLI, unless one of that name exists."""
-    ctx = _context(paths, target, adapter, f"register {target.name} --apply")
+def apply(
+    paths: Paths,
+    target: Target,
+    adapter: ClientAdapter | None = None,
+    start_service: StartService | None = None,
+) -> Report:
+    """Add the registration through the client's CLI, unless one of that name exists.
+    With `start_service`, the pool service's URL: the service is started first."""
+    over_http = start_service is not None
+    command = f"register {target.name}" + (" --http" if over_http else "") + " --apply"
+    wanted = None
+    if start_service is not None:
+        (adapter or adapter_for(target)).cli.require()
+        started = start_service(paths)
+        if started.has_error():
+            started.command = command
+            return started
+        wanted = http.desired(paths, target, str(started.data["url"]))
+    ctx = context(paths, target, adapter, command, wanted)
     ctx.adapter.cli.require()
     with locked(paths):
         record = load_record(paths)
@@ -225,26 +250,36 @@ def apply(paths: Paths, target: Target, adapter: ClientAdapter | None = None) ->
                 # An earlier apply was interrupted after the client added it.
                 owned = entry_for(target, SERVER_NAME, ctx.wanted, "applied")
                 store_record(paths, record.with_entry(owned))
-            _unchanged(ctx, owned)
+            if mine and ctx.wanted.kind == "http":
+                http.hold_token(paths, target)  # a new one, if it was revoked meanwhile
+            unchanged(ctx, owned)
         elif observed is not None:
-            _divergent(ctx, observed, "error")
+            divergent(ctx, observed, "error")
         else:
-            _add(ctx, record.with_entry(entry_for(target, SERVER_NAME, ctx.wanted, "pending")))
-    _prompt_approval(ctx)
+            add_registration(
+                ctx, record.with_entry(entry_for(target, SERVER_NAME, ctx.wanted, "pending"))
+            )
+    codex_config.prompt_approval(ctx.report, ctx.where, ctx.target)
     _audit(ctx, "apply")
     return ctx.report
 
 
-def _add(ctx: Ctx, pending: OwnershipRecord) -> None:
+def add_registration(ctx: Ctx, pending: OwnershipRecord) -> None:
+    """Record, then ask the client; undo the record (and a token nobody else uses) when
+    the client did not take the registration as given."""
     store_record(ctx.paths, pending)
-    args = ctx.adapter.add_args(ctx.target, ctx.wanted)
-    done = ctx.adapter.cli.run(args, ctx.cwd())
+    if ctx.wanted.kind == "http":
+        http.hold_token(ctx.paths, ctx.target)
+    args = ctx.add_args()
+    done = ctx.adapter.cli.run(args, ctx.cwd(), ctx.adapter.add_stdin(ctx.wanted))
     observed = ctx.read()
     if ctx.matches(observed, ctx.wanted) and ctx.problems(observed):
         ctx.adapter.configure(ctx.target, ctx.wanted)
         observed = ctx.read()
     if not ctx.matches(observed, ctx.wanted) or ctx.problems(observed):
         store_record(ctx.paths, pending.without(ctx.target))
+        if ctx.wanted.kind == "http":
+            http.release_token(ctx.paths, pending.without(ctx.target), ctx.target)
         if done.returncode != 0:
             raise ctx.adapter.cli.fail(args[:2], done)
         raise WriterpoolError(
@@ -252,11 +287,15 @@ def _add(ctx: Ctx, pending: OwnershipRecord) -> None:
         )
     applied = entry_for(ctx.target, SERVER_NAME, ctx.wanted, "applied")
     store_record(ctx.paths, pending.with_entry(applied))
+    at = ""
+    if ctx.wanted.url is not None:
+        at = f" at {ctx.wanted.url} for client {http.client_name(ctx.target)}"
+        ctx.report.data.update(url=ctx.wanted.url, client=http.client_name(ctx.target))
     ctx.report.add(
         "registration_applied",
         "ok",
         ctx.where,
-        f"added {SERVER_NAME} to {ctx.label}",
+        f"added {SERVER_NAME} to {ctx.label}{at}",
         **ctx.command_data(args),
         **ctx.settings_data(),
     )
@@ -285,65 +324,22 @@ def _configure(ctx: Ctx, record: OwnershipRecord) -> None:
     )
 
 
-def verify(
-    paths: Paths,
-    target: Target,
-    check: Handshake,
-    server_env: ServerEnv,
-    timeout: float,
-    adapter: ClientAdapter | None = None,
-) -> Report:
-    """The registration matches exactly, and its command line completes an MCP handshake."""
-    ctx = _context(paths, target, adapter, f"register {target.name} --verify")
-    ctx.adapter.cli.require()
-    observed = ctx.read()
-    if observed is None:
-        ctx.report.add(
-            "registration_absent",
-            "error",
-            ctx.where,
-            f"{ctx.label} has no {SERVER_NAME} registration",
-            remedy=f"writerpool register {target.name} --apply",
-        )
-        return ctx.report
-    if not ctx.matches(observed, ctx.wanted) or observed.registration is None:
-        _divergent(ctx, observed, "error")
-        return ctx.report
-    problems = ctx.problems(observed)
-    if problems:
-        ctx.report.add(
-            "registration_divergent",
-            "error",
-            ctx.where,
-            f"{ctx.label} would not use {SERVER_NAME} as needed: " + "; ".join(problems),
-            remedy=f"writerpool register {target.name} --apply",
-        )
-        return ctx.report
-    _unchanged(ctx, load_record(paths).find(target))
-    # The handshake runs the registered command line, as the client would start it.
-    registered = observed.registration
-    outcome = check(registered.argv(), server_env(dict(registered.env)), timeout)
-    ctx.report.add(
-        outcome.code,
-        "ok" if outcome.code == "mcp_verified" else "error",
-        ctx.where,
-        outcome.message,
-        tools=list(outcome.tools),
-    )
-    return ctx.report
-
-
 def remove(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -> Report:
-    """Remove the registration only when the record proves writerpool added it as it is."""
-    ctx = _context(paths, target, adapter, f"register {target.name} --remove")
+    """Remove the registration only when the record proves writerpool added it as it is,
+    whichever transport the record names."""
+    ctx = context(paths, target, adapter, f"register {target.name} --remove")
     ctx.adapter.cli.require()
     with locked(paths):
         record = load_record(paths)
         owned = record.find(target)
+        if owned is not None:
+            ctx = context(paths, target, adapter, "", owned.registration(), ctx.report)
         observed = ctx.read()
         if observed is None:
             if owned is not None:
                 store_record(paths, record.without(target))
+                if owned.url is not None:
+                    http.release_token(paths, record.without(target), target)
             ctx.report.add(
                 "registration_absent", "ok", ctx.where, f"{ctx.label} has no {SERVER_NAME}"
             )
@@ -356,14 +352,17 @@ def remove(paths: Paths, target: Target, adapter: ClientAdapter | None = None) -
                 remedy="remove it with the client's own `mcp remove` if it is unwanted",
             )
         elif not ctx.matches(observed, owned.registration()):
-            _divergent(ctx, observed, "warning")
+            divergent(ctx, observed, "warning")
         else:
-            _remove(ctx, record)
+            remove_registration(ctx, record)
     _audit(ctx, "remove")
     return ctx.report
 
 
-def _remove(ctx: Ctx, record: OwnershipRecord) -> None:
+def remove_registration(ctx: Ctx, record: OwnershipRecord, revoke: bool = True) -> None:
+    """Remove writerpool's own registration; over HTTP also revoke the client's token
+    when no other registration of the client uses it (unless `revoke` is off: the
+    registration is about to be added again at a new URL)."""
     args = ctx.adapter.remove_args(ctx.target)
     done = ctx.adapter.cli.run(args, ctx.cwd())
     if ctx.read() is not None:
@@ -371,11 +370,15 @@ def _remove(ctx: Ctx, record: OwnershipRecord) -> None:
             raise ctx.adapter.cli.fail(args[:2], done)
         raise WriterpoolError("client_failed", "the client still reports the registration")
     store_record(ctx.paths, record.without(ctx.target))
+    revoked = ""
+    left = record.without(ctx.target)
+    if ctx.wanted.kind == "http" and revoke and http.release_token(ctx.paths, left, ctx.target):
+        revoked = f" and revoked client {http.client_name(ctx.target)}'s token"
     ctx.report.add(
         "registration_removed",
         "ok",
         ctx.where,
-        f"removed {SERVER_NAME} from {ctx.label}",
+        f"removed {SERVER_NAME} from {ctx.label}{revoked}",
         **ctx.command_data(args),
     )
 

@@ -1,8 +1,9 @@
-"""A bounded MCP handshake through a server command line: initialize, list the tools,
-call pi_capabilities_get. It starts no session and so never reaches a provider.
+"""A bounded MCP handshake through a server command line, or with the pool service's
+URL and a header helper: initialize, list the tools, call pi_capabilities_get. It
+starts no session and so never reaches a provider.
 
-Used by `writerpool register --verify` (the command a client registered) and by
-`writerpool writer verify` (the `writerpool serve` a session would use).
+Used by `writerpool register --verify` (the command, or the URL, a client registered)
+and by `writerpool writer verify` (the `writerpool serve` a session would use).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from writerpool.mcp.tools import TOOLS
-from writerpool.proc import clean_env
+from writerpool.proc import CommandFailed, clean_env, run
 from writerpool.report import sanitize
 
 DEFAULT_TIMEOUT = 30.0
@@ -60,7 +63,9 @@ class _Refused(Exception):
 
 
 # What ends a handshake early and is the server's fault, not writerpool's.
-_HANDLED = (OSError, MCPError, _Contract, _Refused)
+_HANDLED = (OSError, MCPError, httpx2.HTTPError, _Contract, _Refused)
+# The header helper runs as Codex runs it: through a shell, with HOME and PATH only.
+HELPER_ENV = ("HOME", "PATH")
 
 
 def server_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -105,6 +110,52 @@ async def _bounded(
         return _classify(leaf)
 
 
+def http_handshake(url: str, helper: str, timeout: float) -> HandshakeResult:
+    """The handshake a client registered over HTTP makes: its header helper run as the
+    client runs it, then the exchange at `url` with that header, within `timeout`."""
+    env = {k: os.environ[k] for k in HELPER_ENV if k in os.environ}
+    try:
+        done = run(["/bin/sh", "-c", helper], env=env, timeout=timeout, check=False)
+    except CommandFailed:
+        return HandshakeResult("mcp_timeout", f"the header helper did not answer in {timeout:g} s")
+    headers = _headers(done.stdout)
+    if done.returncode != 0 or headers is None:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        why = sanitize(said[-1])[:300] if said else f"exit {done.returncode}"
+        return HandshakeResult("mcp_failed", f"the header helper gave no header: {why}")
+    return anyio.run(_bounded_http, url, headers, timeout)
+
+
+def _headers(out: bytes) -> dict[str, str] | None:
+    try:
+        value = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return None
+    return {str(k): v for k, v in value.items()}
+
+
+async def _bounded_http(url: str, headers: dict[str, str], timeout: float) -> HandshakeResult:
+    try:
+        with anyio.fail_after(timeout):
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout)) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                return await _checks(session)
+    except TimeoutError:
+        return HandshakeResult("mcp_timeout", f"no complete handshake within {timeout:g} s")
+    except _HANDLED as exc:
+        return _classify(exc)
+    except BaseExceptionGroup as group:
+        leaf = _leaf(group)
+        if not isinstance(leaf, _HANDLED):
+            raise
+        return _classify(leaf)
+
+
 def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
@@ -119,6 +170,13 @@ def _classify(exc: BaseException) -> HandshakeResult:
     if isinstance(exc, OSError):
         reason = exc.strerror or type(exc).__name__
         return HandshakeResult("mcp_failed", f"the server could not be started ({reason})")
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return HandshakeResult("mcp_failed", f"the service answered HTTP {status}")
+    if isinstance(exc, httpx2.HTTPError):
+        return HandshakeResult(
+            "mcp_failed", f"the service cannot be reached ({type(exc).__name__})"
+        )
     return HandshakeResult(
         "mcp_failed",
         "the server closed the connection or answered with a protocol error: " + sanitize(str(exc)),
@@ -141,10 +199,14 @@ async def _exchange(
         stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write, message_handler=on_message) as session,
     ):
-        init = await session.initialize()
-        tools = await _list_tools(session)
-        _check_tools(tools)
-        body = await _probe(session)
+        return await _checks(session)
+
+
+async def _checks(session: ClientSession) -> HandshakeResult:
+    init = await session.initialize()
+    tools = await _list_tools(session)
+    _check_tools(tools)
+    body = await _probe(session)
     name = init.server_info.name
     return HandshakeResult(
         "mcp_verified",

@@ -11,8 +11,6 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-# The one path the transport serves (the Guard answers 404 to any other).
-ENDPOINT = "/mcp"
 # The largest request body the transport reads (a prompt is capped well below this).
 MAX_BODY_BYTES = 1024 * 1024
 # Where the ASGI scope carries the authenticated client's name to the tool handlers.

@@ -26,10 +26,9 @@ from mcp.shared.message import SessionMessage
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.http import ENDPOINT
 from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.state import tokens
-from writerpool.state.service_record import running
+from writerpool.state.service_record import ENDPOINT, running
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from writerpool.mcp.stdio import checked_stdio_server
 from writerpool.mcp.tools import GLOSSARY, TOOLS, annotations_for
 from writerpool.sessions.calls import ToolService
 from writerpool.sessions.progress import Progress, report_while_running
+from writerpool.state.servers import serving_alone
 from writerpool.state.service_record import running
 
 log = logging.getLogger(__name__)
@@ -169,14 +170,20 @@ async def serve(paths: Paths) -> None:
         log.info("relaying to the pool service")
         await relay(paths, str(record["socket"]), int(record["pid"]))
         return
-    service = ToolService(paths)
-    server = build_server(service)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_exit_on_signal, service)
-            async with checked_stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(service.shutdown)
+    # Marked before it loads its settings, which it keeps: `mode set` warns about it
+    # (state/servers.py).
+    with serving_alone(paths):
+        service = ToolService(paths)
+        try:
+            await _serve_stdio(build_server(service), service)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(service.shutdown)
+
+
+async def _serve_stdio(server: Server[Any], service: ToolService) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_exit_on_signal, service)
+        async with checked_stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tg.cancel_scope.cancel()

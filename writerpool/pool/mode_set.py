@@ -43,6 +43,7 @@ from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.hosts import HostSet
 from writerpool.runtime.podman import PodmanUnavailable
+from writerpool.state.servers import count_alone
 from writerpool.state.writer import WriterState
 
 
@@ -248,15 +249,25 @@ def _set_mode(
         network = f", network {describe(req.network)}" if mode == "container" else ""
         crash_point("mode_set.stored")
         report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
+        _restart_note(paths, report, target)
+    if mode == "container" and entry.container is not None:
+        apply_writers(ctx)
+    return report
+
+
+def _restart_note(paths: Paths, report: Report, target: str) -> None:
+    """Warn only about servers that keep the modes they loaded: each `serve` running
+    alone. The pool service and the `serve` relays to it pick the change up themselves."""
+    alone = count_alone(paths)
+    if alone:
         report.add(
             "controllers_restart_required",
             "warning",
             target,
-            "running servers keep the modes they loaded; restart them to apply this",
+            f"{alone} `writerpool serve` running alone keep the modes they loaded; "
+            "restart their clients' servers to apply this",
+            servers=alone,
         )
-    if mode == "container" and entry.container is not None:
-        apply_writers(ctx)
-    return report
 
 
 def apply_writers(ctx: PoolContext) -> None:

@@ -22,13 +22,19 @@ import uvicorn
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import APP, Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.http import ENDPOINT, streamable_http
+from writerpool.mcp.http import streamable_http
 from writerpool.mcp.server import build_server
 from writerpool.service.conns import BoundedH11
 from writerpool.service.guard import Guard
 from writerpool.sessions import reload
 from writerpool.sessions.calls import ToolService
-from writerpool.state.service_record import record_file
+from writerpool.state.service_record import (
+    failure_file,
+    port_file,
+    record_file,
+    recorded_port,
+    url_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +49,6 @@ def socket_path(paths: Paths) -> Path:
     return Path(platformdirs.user_runtime_dir(APP)) / f"service-{tag}.sock"
 
 
-def url_of(port: int) -> str:
-    return f"http://127.0.0.1:{port}{ENDPOINT}"
-
-
 def _tcp_socket(port: int) -> socket.socket:
     # Loopback only, by construction: there is no option for any other address.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -56,33 +58,30 @@ def _tcp_socket(port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise WriterpoolError(
-            "service_start_failed", f"127.0.0.1:{port} is not free ({exc.strerror})"
+            "service_port_taken", f"127.0.0.1:{port} is not free ({exc.strerror})"
         ) from exc
     sock.listen(128)
     return sock
 
 
-def port_file(paths: Paths) -> Path:
-    return paths.service_dir / "port"
-
-
-def _listen(paths: Paths, port: int) -> socket.socket:
-    """The configured port; else the port chosen before (clients registered its URL),
-    recorded 0600; else a free one, recorded for next time."""
-    if port:
-        return _tcp_socket(port)
-    try:
-        chosen = int(port_file(paths).read_text())
-    except (OSError, ValueError):
-        chosen = 0
-    try:
-        sock = _tcp_socket(chosen if 0 < chosen < 65536 else 0)
-    except WriterpoolError:
-        log.warning("the port chosen before is taken: a new one is chosen; register again")
-        sock = _tcp_socket(0)
-    ensure_private_dir(paths.service_dir)
-    write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
+def _listen(paths: Paths, configured: int, requested: int | None) -> socket.socket:
+    """The port asked for (`service start --port`), else the configured one, else the
+    one chosen before, else a free one; unless configured, recorded 0600 for next time.
+    A taken port is refused, never replaced by another: the clients registered with its
+    URL would go on sending their requests (and tokens, were it not for the header
+    helper's check) to whoever holds it."""
+    port = requested if requested is not None else configured or recorded_port(paths) or 0
+    sock = _tcp_socket(port)
+    if not configured:
+        ensure_private_dir(paths.service_dir)
+        write_atomic(port_file(paths), str(sock.getsockname()[1]).encode(), mode=0o600)
     return sock
+
+
+def _failed(paths: Paths, exc: WriterpoolError) -> None:
+    ensure_private_dir(paths.service_dir)
+    data = json.dumps({"code": exc.code, "message": exc.message}).encode()
+    write_atomic(failure_file(paths), data, mode=0o600)
 
 
 def _unix_socket(path: Path) -> socket.socket:
@@ -139,9 +138,15 @@ async def _serve(server: Any, sockets: list[socket.socket], early: _Signals) -> 
         tg.cancel_scope.cancel()
 
 
-async def run_service(paths: Paths, port: int) -> None:
-    """Serve until SIGTERM or SIGINT; then close every session, as `serve` does."""
-    tcp, unix_path = _listen(paths, port), socket_path(paths)
+async def run_service(paths: Paths, configured: int, requested: int | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; then close every session, as `serve` does.
+    `configured`: config.toml's port (0: none); `requested`: `service start --port`."""
+    try:
+        tcp = _listen(paths, configured, requested)
+    except WriterpoolError as exc:
+        _failed(paths, exc)
+        raise
+    unix_path = socket_path(paths)
     unix = _unix_socket(unix_path)
     reload.clear(paths)
     service = ToolService(paths, reload=True)

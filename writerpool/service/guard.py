@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.http import CLIENT_KEY, ENDPOINT
+from writerpool.mcp.http import CLIENT_KEY
 from writerpool.state import tokens
+from writerpool.state.service_record import ENDPOINT
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,9 @@
 service closes the sessions of a client whose token is gone.
 
 A token is 32 random bytes, so an unsalted digest is as strong as the token itself.
+A token writerpool registered a client with is *held* instead of shown: kept in
+`service/held/NAME` (0600, in a 0700 directory), whence only writerpool's header helper
+(clients/header.py) reads it, for the client, at each connection.
 """
 
 from __future__ import annotations
@@ -100,6 +103,24 @@ def revoke(paths: Paths, name: str) -> None:
     with _editing(paths, name) as clients:
         if clients.pop(name, None) is None:
             raise WriterpoolError("service_client_unknown", "no client of that name has a token")
+        held_file(paths.service_dir, name).unlink(missing_ok=True)
+
+
+def held_file(directory: Path, name: str) -> Path:
+    """Where a held token lies, under the service directory `directory`."""
+    return directory / "held" / _checked_name(name)
+
+
+def hold(paths: Paths, name: str) -> None:
+    """Make sure client `name` has a token that writerpool holds (never shown): a held
+    one is kept, anything else replaced by a new one."""
+    held = held_file(paths.service_dir, name)
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        if client_of(load(paths), held.read_text().strip()) == name:
+            return
+    token = create(paths, name)
+    ensure_private_dir(held.parent)
+    write_atomic(held, token.encode(), mode=0o600)
 
 
 def client_of(clients: dict[str, str], token: str) -> str | None:
