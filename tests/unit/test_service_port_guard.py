@@ -3,6 +3,7 @@ the settings they loaded: the parts that keep a client's token from another acco
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from writerpool.pool.mode_set import _restart_note
 from writerpool.report import Report
 from writerpool.state import tokens
 from writerpool.state.servers import count_alone, servers_dir
-from writerpool.state.service_record import url_of
+from writerpool.state.service_record import record_file, url_of
 
 # /proc/net/tcp and tcp6 as the kernel prints them (trimmed to the columns read): uid
 # 1002 listens on 127.0.0.1:41234 (0xA112), root on the IPv4 wildcard of 41235, uid 1003
@@ -59,7 +60,7 @@ def service_dir(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         listener.listen(1)
         port = listener.getsockname()[1]
         record = {"pid": os.getpid(), "port": port, "url": url_of(port)}
-        (paths.service_dir / "service.json").write_text(json.dumps(record))
+        record_file(paths).write_text(json.dumps(record))  # as the service writes it
         yield paths.service_dir, port
 
 
@@ -68,6 +69,17 @@ def _helper(directory: Path, client: str, url: str) -> subprocess.CompletedProce
     argv = [sys.executable, "-I", header.__file__, str(directory), client, url]
     env = {"HOME": "/nonexistent", "PATH": os.environ["PATH"]}
     return subprocess.run(argv, capture_output=True, env=env, timeout=30, check=False)
+
+
+def test_the_helper_imports_only_the_standard_library() -> None:
+    """Clients run it by its path in isolated mode, where writerpool is not importable."""
+    tree = ast.parse(Path(header.__file__).read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]  # fmt: skip
+    imported += [node.module or "" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0]  # fmt: skip
+    assert {"json", "os", "sys"} <= set(imported), "the scan no longer sees its imports"
+    assert [n for n in imported if n.split(".")[0] not in sys.stdlib_module_names] == []
 
 
 def test_the_helper_gives_the_held_token_only_to_the_service_listening_at_the_url(
@@ -109,7 +121,7 @@ def test_the_helper_refuses_a_port_nobody_of_this_account_listens_on(tmp_path: P
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     record = {"pid": os.getpid(), "port": port, "url": url_of(port)}
-    (paths.service_dir / "service.json").write_text(json.dumps(record))
+    record_file(paths).write_text(json.dumps(record))
     refused = _helper(paths.service_dir, "codex", url_of(port))
     assert (refused.returncode, refused.stdout) == (1, b""), refused
     assert b"held by nobody" in refused.stderr
