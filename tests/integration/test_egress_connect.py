@@ -4,6 +4,7 @@ the host's name end to end), refusals name the host, every connection is audited
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.egress import client_hello
 from tests.support.registry import NAME, Registry, registry
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
@@ -42,6 +44,13 @@ class Records:
     def wait(self, count: int) -> list[ConnectRecord]:
         with self._cond:
             assert self._cond.wait_for(lambda: len(self.items) >= count, timeout=20)
+            return list(self.items)
+
+    def settle(self, count: int) -> list[ConnectRecord]:
+        """The records once `count` are in, or those in at a deadline (never asserted:
+        the test asserts what the proxy then does)."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.items) >= count, timeout=10)
             return list(self.items)
 
 
@@ -298,6 +307,105 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
         proxy.stop()
         listener.close()
     assert sorted((r.bytes_up, r.bytes_down) for r in records.wait(2)) == [(0, 0), (1, 10)]
+
+
+class SilentUpstream:
+    """A loopback listener that accepts and never answers, nor closes (even at the end of
+    its input, as a server waiting on a handshake may); it records, per connection, the
+    bytes it got before the proxy ended its side."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.received: list[int] = []
+        self.held: list[socket.socket] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        got = 0
+        self.held.append(conn)  # closed only when the test ends
+        conn.settimeout(60)
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):  # until the proxy ends its side
+                got += len(chunk)
+        with self._cond:
+            self.received.append(got)
+            self._cond.notify_all()
+
+    def closed(self, count: int) -> list[int]:
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.received) >= count, timeout=10)
+            return list(self.received)
+
+
+def test_a_tunnel_the_agent_closes_stops_counting_at_once(
+    host: InProcessLoop, tmp_path: Path
+) -> None:
+    """An agent opens tunnels up to the cap to a host that accepts and never answers, and
+    closes them: the upstream halves are closed too, the connections stop counting, and
+    a CONNECT to a healthy listed host is admitted next (the idle limit is far away)."""
+    silent = SilentUpstream()
+    healthy = socket.create_server(("127.0.0.1", 0))
+    healthy_port = healthy.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = healthy.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"healthy answer")
+
+    threading.Thread(target=answer, daemon=True).start()
+    records = Records()
+    limits = ConnectLimits(concurrent=2, total=100, header_bytes=4096, header_seconds=5.0,
+                           idle_seconds=600.0)  # fmt: skip
+    words = (f"silent.test:{silent.port}", f"healthy.test:{healthy_port}", "127.0.0.1/32")
+    resolve: dict[str, tuple[str, ...]] = {
+        "silent.test": ("127.0.0.1",),
+        "healthy.test": ("127.0.0.1",),
+    }
+    proxy = open_proxy(host, tmp_path, words, records, resolve, limits)
+    try:
+        tunnels = []
+        for _ in range(2):
+            sock, head = connect(proxy, f"silent.test:{silent.port}")
+            assert head.startswith("HTTP/1.1 200 ")
+            sock.sendall(client_hello("silent.test"))
+            tunnels.append(sock)
+        with dial(proxy) as over:  # answered at once, before it says where to
+            assert "(cap_concurrent)" in head_of(over).split("\r\n")[0]  # the tunnels count
+        for sock in tunnels:
+            sock.close()
+        records.settle(3)
+        assert proxy.listener.active == 0
+        closed = silent.closed(2)  # both upstream halves saw the proxy close its side
+        assert len(closed) == 2 and all(n > 0 for n in closed)
+        sock, head = connect(proxy, f"healthy.test:{healthy_port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with sock:
+            sock.sendall(client_hello("healthy.test"))
+            assert sock.recv(64) == b"healthy answer"
+    finally:
+        proxy.stop()
+        silent.close()
+        healthy.close()
+    seen = records.wait(4)
+    tunnels_seen = [r for r in seen if r.destination == f"silent.test:{silent.port}"]
+    assert [(r.allowed, r.reason) for r in tunnels_seen] == [(True, "allowed")] * 2
+    assert all(r.bytes_up > 0 and r.bytes_down == 0 for r in tunnels_seen)
 
 
 def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(
