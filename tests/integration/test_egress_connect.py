@@ -16,42 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.connect import Records, connect, dial, head_of, open_proxy
 from tests.support.egress import client_hello
 from tests.support.registry import NAME, Registry, registry
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.allowlist import Allowlist, expand
-from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
-from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.connect import ConnectLimits
 from writerpool.egress.host import EgressHost
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.spec import ConnectListenerSpec
-
-LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
-                       idle_seconds=30.0)  # fmt: skip
-
-
-class Records:
-    def __init__(self) -> None:
-        self.items: list[ConnectRecord] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, record: ConnectRecord) -> None:
-        with self._cond:
-            self.items.append(record)
-            self._cond.notify_all()
-
-    def wait(self, count: int) -> list[ConnectRecord]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.items) >= count, timeout=20)
-            return list(self.items)
-
-    def settle(self, count: int) -> list[ConnectRecord]:
-        """The records once `count` are in, or those in at a deadline (never asserted:
-        the test asserts what the proxy then does)."""
-        with self._cond:
-            self._cond.wait_for(lambda: len(self.items) >= count, timeout=10)
-            return list(self.items)
 
 
 @pytest.fixture
@@ -65,49 +38,6 @@ def host() -> Iterator[InProcessLoop]:
 def test_host(tmp_path: Path) -> Iterator[Registry]:
     with registry(tmp_path / "registry") as served:
         yield served
-
-
-def open_proxy(
-    host: InProcessLoop, tmp_path: Path, words: tuple[str, ...], records: Records,
-    resolve: dict[str, tuple[str, ...]], limits: ConnectLimits = LIMITS,
-) -> LocalListener:  # fmt: skip
-    (tmp_path / "egress").mkdir(mode=0o700, exist_ok=True)
-    proxy = LocalListener(host, ConnectSession(
-        session="s-0123456789abcdef", writer="ws-w1",
-        socket_path=tmp_path / "egress" / "connect.sock",
-        allowlist=Allowlist(expand(words, {})[0]), resolve=resolve, limits=limits,
-        audit=records,
-    ))  # fmt: skip
-    proxy.start()
-    return proxy
-
-
-def dial(proxy: LocalListener | Path) -> socket.socket:
-    path = proxy if isinstance(proxy, Path) else proxy.listener.socket_path
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(20)
-    try:
-        sock.connect(str(path))
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def head_of(sock: socket.socket) -> str:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode("latin-1")
-
-
-def connect(proxy: LocalListener | Path, target: str) -> tuple[socket.socket, str]:
-    sock = dial(proxy)
-    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    return sock, head_of(sock)
 
 
 def fetch_over_tls(sock: socket.socket, ca: Path, name: str, path: str) -> bytes:
@@ -275,15 +205,18 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
     words = (f"idle.test:{port}", f"127.0.0.1/32:{port}")
     proxy = open_proxy(host, tmp_path, words, records, {"idle.test": ("127.0.0.1",)}, limits)
 
+    hello = client_hello("idle.test")
+
     def trickle() -> None:
         upstream, _ = listener.accept()
         with upstream:
-            upstream.recv(1)  # the client has read the proxy's answer: the bytes come after
+            read_exactly(upstream, len(hello))  # the client has read the proxy's answer
             for _ in range(10):  # 3 s, longer than the idle timeout, a byte every 0.3 s
                 upstream.sendall(b"x")
                 time.sleep(0.3)
         idle, _ = listener.accept()
         with idle:
+            read_exactly(idle, len(hello))
             idle.recv(1)  # sends nothing; returns when the proxy cuts the tunnel
 
     server = threading.Thread(target=trickle, daemon=True)
@@ -291,7 +224,7 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
     try:
         busy, head = connect(proxy, f"idle.test:{port}")
         assert head.startswith("HTTP/1.1 200 ")
-        busy.sendall(b"g")
+        busy.sendall(hello)
         with busy:
             got = b""
             while chunk := busy.recv(16):
@@ -300,13 +233,22 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
         quiet, head = connect(proxy, f"idle.test:{port}")
         assert head.startswith("HTTP/1.1 200 ")
         with quiet:
+            quiet.sendall(hello)
             assert quiet.recv(1) == b""  # cut after the idle timeout
         server.join(timeout=20)
         assert not server.is_alive()
     finally:
         proxy.stop()
         listener.close()
-    assert sorted((r.bytes_up, r.bytes_down) for r in records.wait(2)) == [(0, 0), (1, 10)]
+    traffic = sorted((r.bytes_up, r.bytes_down) for r in records.wait(2))
+    assert traffic == [(len(hello), 0), (len(hello), 10)]
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size and (chunk := sock.recv(size - len(data))):
+        data += chunk
+    return data
 
 
 class SilentUpstream:

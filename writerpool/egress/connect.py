@@ -2,13 +2,14 @@
 
 It answers `CONNECT host:port` (TLS passes through untouched: no interception) and,
 for `http://` entries only, plain HTTP requests in absolute form (one request per
-connection). A head that `egress.head` refuses (malformed, ambiguous, or followed by a
-second request) is answered 400, audited as `bad_request`, and nothing goes upstream.
+connection). A tunnel's first bytes must be a ClientHello naming the CONNECT's name
+(`egress.clienthello`), sent on unchanged; else it is refused, nothing sent upstream.
+A head `egress.head` refuses (malformed, ambiguous, or followed by a second request)
+is answered 400, audited as `bad_request`, and nothing goes upstream.
 A name is checked against the session's allowlist, resolved here (`[egress.resolve]`
 first, then DNS), every address judged (allowlist.address_refusal), and the proxy
 connects to an address it checked, so a name that resolves elsewhere later changes
-nothing. A refusal is answered with a 403 whose status line names the host. One audit
-record per connection.
+nothing. A refusal is a 403 whose status line names the host. One record per connection.
 
 A connection ends when either side ends it (`egress.relay`): an agent that closes its
 side closes the upstream half too, and stops counting against the caps at once.
@@ -26,11 +27,11 @@ import errno
 import logging
 import socket
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
 
+from writerpool.egress import clienthello as ch
 from writerpool.egress import connect_model as cm
 from writerpool.egress.allowlist import (
     Address,
@@ -43,15 +44,14 @@ from writerpool.egress.allowlist import (
 )
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.head import BadRequest, head_end, parse_request
+from writerpool.egress.loop import LocalListener as _LocalListener
 from writerpool.egress.relay import Relayed, relay
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
-from writerpool.errors import WriterpoolError
 
 __all__ = ["ConnectLimits", "ConnectSession", "LocalListener"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
@@ -63,33 +63,6 @@ ACCEPT_PAUSE = 0.1
 EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
-class LoopRunner(Protocol):
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T: ...
-
-
-class LocalListener:
-    """A ConnectSession on a loop of this process, started and stopped from any other
-    thread (the isolation control's open relay, benches, tests)."""
-
-    def __init__(self, runner: LoopRunner, listener: ConnectSession) -> None:
-        self.listener = listener
-        self._runner = runner
-        self._stopped = False
-
-    def start(self) -> None:
-        self._runner.run(self.listener.start(), STOP_TIMEOUT)
-
-    def stop(self) -> None:
-        """Stop listening, end open tunnels, remove the socket. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._runner.run(self.listener.stop(), STOP_TIMEOUT)
-        except (WriterpoolError, TimeoutError):
-            log.warning("egress: an allowlist proxy did not stop cleanly")
-
-
 @dataclass
 class _Connection:
     started: float = field(default_factory=time.monotonic)
@@ -97,6 +70,7 @@ class _Connection:
     destination: str = "<refused>"
     decision: Decision = field(default_factory=lambda: Decision(False, cm.BAD_REQUEST))
     address: str | None = None
+    sni: str | None = None
     relayed: Relayed = field(default_factory=Relayed)  # bytes each way, set by the relay
 
 
@@ -276,10 +250,12 @@ class ConnectSession:
         return data
 
     async def _refuse(self, agent: socket.socket, conn: _Connection, status: int) -> None:
-        reason = conn.decision.reason
+        self._note_denied(conn)
+        await _answer(agent, cm.refusal_head(status, conn.destination, conn.decision.reason))
+
+    def _note_denied(self, conn: _Connection) -> None:
         if conn.destination not in self._denied and len(self._denied) < DENIED_KEPT:
-            self._denied[conn.destination] = reason
-        await _answer(agent, cm.refusal_head(status, conn.destination, reason))
+            self._denied[conn.destination] = conn.decision.reason
 
     async def _addresses(self, host: str, port: int) -> list[Address]:
         literal = parse_address(host)
@@ -327,15 +303,42 @@ class ConnectSession:
     ) -> None:
         """`early` came with the head: the body's start, or the tunnel's first bytes."""
         loop = asyncio.get_running_loop()
-        conn.relayed.up.moved += len(early)
+        body: int | None = None
         if request.scheme == "https":
-            await loop.sock_sendall(agent, b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await loop.sock_sendall(upstream, early)
-            await relay(agent, upstream, self.limits.idle_seconds, None, conn.relayed)
+            await loop.sock_sendall(agent, cm.ESTABLISHED)
+            first = await self._hello(agent, early, request.host, conn)
+            if first is None:
+                return
         else:
-            await loop.sock_sendall(upstream, cm.origin_head(request) + early)
+            first = cm.origin_head(request) + early
             body = request.body - len(early)
-            await relay(agent, upstream, self.limits.idle_seconds, body, conn.relayed)
+        await loop.sock_sendall(upstream, first)
+        conn.relayed.up.moved += len(first)
+        await relay(agent, upstream, self.limits.idle_seconds, body, conn.relayed)
+
+    async def _hello(
+        self, agent: socket.socket, early: bytes, name: str, conn: _Connection
+    ) -> bytes | None:
+        """The tunnel's first bytes, once they hold a ClientHello for `name` (the name
+        checked); None once refused, with nothing sent upstream."""
+        data = bytearray(early)
+        try:
+            hello = await asyncio.wait_for(_read_hello(agent, data), self.limits.header_seconds)
+            conn.sni = hello.server_name
+            reason = ch.name_refusal(hello, name)
+        except ch.HelloRefused as refused:
+            reason = refused.reason
+        except TimeoutError:
+            reason = cm.HELLO_TIMEOUT
+        if reason is None:
+            return bytes(data)
+        conn.decision = Decision(False, reason, conn.decision.entry)
+        self._note_denied(conn)
+        if reason == ch.NOT_TLS:  # perhaps plain HTTP in the tunnel: say it in words
+            await _answer(agent, cm.refusal_head(403, conn.destination, reason))
+        else:
+            await _answer(agent, cm.ACCESS_DENIED_ALERT)
+        return None
 
     def _emit(self, conn: _Connection) -> None:
         # Past the connection cap only so many refusals are audited: an agent cannot
@@ -347,10 +350,14 @@ class ConnectSession:
             destination=conn.destination, allowed=conn.decision.allowed,
             reason=conn.decision.reason, entry=conn.decision.entry, address=conn.address,
             bytes_up=conn.relayed.up.moved, bytes_down=conn.relayed.down.moved,
-            duration_ms=int((time.monotonic() - conn.started) * 1000),
+            duration_ms=int((time.monotonic() - conn.started) * 1000), sni=conn.sni,
         )  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(None, self._audit, record)
         future.add_done_callback(_log_audit_failure)
+
+
+class LocalListener(_LocalListener[ConnectSession]):
+    """A ConnectSession on a loop of this process (`egress.loop.LocalListener`)."""
 
 
 async def _dial(address: Address, port: int) -> socket.socket | None:
@@ -366,6 +373,19 @@ async def _dial(address: Address, port: int) -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+async def _read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
+    """Read into `data` until it starts with a whole ClientHello (at most ch.MAX_READ)."""
+    loop = asyncio.get_running_loop()
+    while (hello := ch.read_hello(bytes(data))) is None:  # bounded: MAX_READ bytes
+        if len(data) >= ch.MAX_READ:
+            raise ch.HelloRefused(ch.HELLO_TOO_LARGE, "no whole ClientHello within its bytes")
+        chunk = await loop.sock_recv(agent, ch.MAX_READ - len(data))
+        if not chunk:
+            raise ch.HelloRefused(cm.HELLO_INCOMPLETE, "the agent ended before its ClientHello")
+        data += chunk
+    return hello
 
 
 async def _answer(agent: socket.socket, data: bytes) -> None:
