@@ -209,7 +209,8 @@ CODES: dict[str, str] = {
     "allow_too_many": "The allowlist has more entries than the proxy accepts (64)",
     "allow_network_unsupported": "An allowlist needs the provider network",
     "egress_check_allowed": "The destination is allowed, by the named allowlist entry",
-    "egress_check_denied": "The destination is not allowed (with the reason)",
+    "egress_check_denied": "The destination is not allowed (with the reason and the entry to add)",
+    "egress_check_unresolved": "The destination is listed but its name does not resolve here",
     "egress_log_shown": "Recent decisions of a writer's allowlist proxy",
     "egress_log_empty": "The writer's allowlist proxy has decided nothing yet",
     # image

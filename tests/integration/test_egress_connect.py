@@ -104,6 +104,71 @@ def test_refusals_name_the_host_and_reason_and_are_audited(
     assert proxy.listener.denied == cases
 
 
+class RecordingLookup:
+    """A resolver that answers from a table and records every question."""
+
+    def __init__(self, answers: dict[str, list[str]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, int]] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append((host, port))
+        if host not in self.answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self.answers[host]
+
+
+def test_names_are_decided_before_any_lookup_and_the_address_tried_is_audited(
+    host: InProcessLoop, tmp_path: Path
+) -> None:
+    """An unlisted (or malformed) name is refused without a question to the resolver; a
+    listed name is asked once per connection, every answer judged, the connection made
+    only to one that passed; the audit line names the address refused or connected to."""
+    upstream = socket.create_server(("127.0.0.1", 0))
+    port = upstream.getsockname()[1]
+    hello = client_hello("mixed.test")
+
+    def answer() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            read_exactly(conn, len(hello))
+            conn.sendall(b"reached")
+
+    threading.Thread(target=answer, daemon=True).start()
+    lookup = RecordingLookup({"inside.test": ["10.20.30.40", "fd00::7"],
+                              "mixed.test": ["10.20.30.41", "127.0.0.1"]})  # fmt: skip
+    records = Records()
+    words = ("inside.test", f"mixed.test:{port}", "gone.test", "127.0.0.1/32")
+    proxy = open_proxy(host, tmp_path, words, records, {}, lookup=lookup)
+    try:
+        for target in ("unlisted.test:443", "bad_name.test:443", "inside.test:8443"):
+            sock, head = connect(proxy, target)
+            sock.close()
+            assert " 403 " in head.split("\r\n")[0] or " 400 " in head.split("\r\n")[0]
+        assert lookup.asked == []  # refused on the name alone
+        sock, head = connect(proxy, "inside.test:443")
+        sock.close()
+        assert "(address_private)" in head.split("\r\n")[0]
+        sock, head = connect(proxy, "gone.test:443")
+        sock.close()
+        assert "(resolve_failed)" in head.split("\r\n")[0]
+        sock, head = connect(proxy, f"mixed.test:{port}")
+        with sock:
+            assert head.startswith("HTTP/1.1 200 ")
+            sock.sendall(hello)
+            assert sock.recv(16) == b"reached"
+        assert lookup.asked == [("inside.test", 443), ("gone.test", 443), ("mixed.test", port)]
+    finally:
+        proxy.stop()
+        upstream.close()
+    seen = {r.destination: (r.reason, r.address) for r in records.wait(6)}
+    assert seen["unlisted.test:443"] == ("not_listed", None)
+    assert seen["inside.test:8443"] == ("port_not_listed", None)
+    assert seen["inside.test:443"] == ("address_private", "10.20.30.40")
+    assert seen["gone.test:443"] == ("resolve_failed", None)
+    assert seen[f"mixed.test:{port}"] == ("allowed", "127.0.0.1")
+
+
 def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
     host: InProcessLoop, tmp_path: Path
 ) -> None:

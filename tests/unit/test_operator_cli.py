@@ -87,10 +87,25 @@ def test_egress_check_and_log_refuse_bad_input_and_read_only_their_writer(
         {"action": "egress", "writer": "demo-w1"},
         {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
          "destination": "x.test:443", "reason": "not_listed", "method": "CONNECT"},
+        {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
+         "destination": "mirror.test:8443", "reason": "address_private", "method": "CONNECT",
+         "entry": "mirror.test:8443", "address": "10.9.8.7"},
+        {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
+         "destination": "front.test:443", "reason": "sni_mismatch", "method": "CONNECT",
+         "entry": "front.test", "address": "192.0.2.7", "sni": "other.test"},
     ]  # fmt: skip
     paths.audit_log.parent.mkdir(parents=True, exist_ok=True)
     paths.audit_log.write_text("".join(json.dumps(x) + "\n" for x in lines) + "not json\n")
     code, report = wp("egress", "log", "demo-w1")
-    assert code == 0 and [d["destination"] for d in report["data"]["decisions"]] == ["x.test:443"]
+    decisions = report["data"]["decisions"]
+    assert code == 0 and [d["destination"] for d in decisions] == [
+        "x.test:443", "mirror.test:8443", "front.test:443"
+    ]  # fmt: skip
+    assert [d["admit"] for d in decisions] == ["x.test", "10.9.8.7/32:8443", None]
     code, text = run("egress", "log", "demo-w1")
-    assert "DENIED  CONNECT x.test:443: not_listed" in text
+    assert "DENIED  CONNECT x.test:443: not_listed; to admit it add x.test to --allow" in text
+    assert (
+        "DENIED  CONNECT mirror.test:8443: address_private 10.9.8.7 (listed as "
+        "mirror.test:8443); to admit it add 10.9.8.7/32:8443 to --allow"
+    ) in text
+    assert "sni_mismatch 192.0.2.7 tls name other.test (listed as front.test);" in text

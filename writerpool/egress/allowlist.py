@@ -222,6 +222,32 @@ def expand(
     return tuple(entries.values()), origin
 
 
+def admitting_entry(
+    host: str, port: int, scheme: Scheme, reason: str, address: str | None = None
+) -> str | None:
+    """The entry that, added to the allowlist, would admit what was refused for `reason`
+    (`address`: the answer refused); None when no entry would, and for a cloud metadata
+    address, which no fix line should suggest."""
+    if reason.startswith("address_") and reason != "address_metadata" and address:
+        target: str | None = address
+    elif reason in (NOT_LISTED, PORT_NOT_LISTED, SCHEME_NOT_LISTED):
+        target = normalize_host(host)
+    else:
+        return None
+    if target is None:
+        return None
+    literal = parse_address(target) is not None
+    word = f"[{target}]" if ":" in target else target
+    if scheme == "http" and not literal:
+        word = f"http://{word}" if port == 80 else f"http://{word}:{port}"
+    elif port != 443:
+        word = f"{word}:{port}"
+    try:
+        return parse_entry(word).text
+    except WriterpoolError:
+        return None
+
+
 def split_words(value: str) -> tuple[str, ...]:
     """`--allow a,b c` into its words (commas or spaces)."""
     return tuple(w for w in re.split(r"[,\s]+", value) if w)

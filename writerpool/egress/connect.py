@@ -6,10 +6,11 @@ connection). A tunnel's first bytes must be a ClientHello naming the CONNECT's n
 (`egress.clienthello`), sent on unchanged; else it is refused, nothing sent upstream.
 A head `egress.head` refuses (malformed, ambiguous, or followed by a second request)
 is answered 400, audited as `bad_request`, and nothing goes upstream.
-A name is checked against the session's allowlist, resolved here (`[egress.resolve]`
-first, then DNS), every address judged (allowlist.address_refusal), and the proxy
-connects to an address it checked, so a name that resolves elsewhere later changes
-nothing. A refusal is a 403 whose status line names the host. One record per connection.
+A name is checked against the session's allowlist before any lookup, then resolved
+once (`egress.resolve`, the function `egress check` uses too), every address judged,
+and the proxy connects to an address it checked (its record names that address, or
+the one refused): a name that resolves elsewhere later changes nothing. A refusal is a
+403 whose status line names the host. One record per connection.
 
 A connection ends when either side ends it (`egress.relay`): an agent that closes its
 side closes the upstream half too, and stops counting against the caps at once.
@@ -33,19 +34,12 @@ from pathlib import Path
 
 from writerpool.egress import clienthello as ch
 from writerpool.egress import connect_model as cm
-from writerpool.egress.allowlist import (
-    Address,
-    Allowlist,
-    Decision,
-    address_refusal,
-    expand,
-    normalize_host,
-    parse_address,
-)
+from writerpool.egress.allowlist import Address, Allowlist, Decision, expand, normalize_host
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.head import BadRequest, head_end, parse_request
 from writerpool.egress.loop import LocalListener as _LocalListener
 from writerpool.egress.relay import Relayed, relay
+from writerpool.egress.resolve import Lookup, Resolution, resolve, static_answers, system_lookup
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
 
@@ -87,6 +81,7 @@ class ConnectSession:
         resolve: Mapping[str, tuple[str, ...]],
         limits: ConnectLimits,
         audit: Callable[[ConnectRecord], None] | None = None,
+        lookup: Lookup = system_lookup,
     ) -> None:
         self.session = session
         self.writer = writer
@@ -94,6 +89,7 @@ class ConnectSession:
         self.allowlist = allowlist
         self.limits = limits
         self._resolve = dict(resolve)
+        self._lookup = lookup
         self._audit = audit
         self._listening: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -257,38 +253,36 @@ class ConnectSession:
         if conn.destination not in self._denied and len(self._denied) < DENIED_KEPT:
             self._denied[conn.destination] = conn.decision.reason
 
-    async def _addresses(self, host: str, port: int) -> list[Address]:
-        literal = parse_address(host)
-        if literal is not None:
-            return [literal]
-        mapped = self._resolve.get(host)
-        if mapped is not None:
-            return [a for a in map(parse_address, mapped) if a is not None]
+    async def _resolution(self, host: str, port: int) -> Resolution:
+        """The name's answers, judged; asked of the resolver (off the loop) only when
+        neither an address nor `[egress.resolve]` gives them."""
+        args = (host, port, self._resolve, self.allowlist.ranges, self._lookup)
+        if static_answers(host, self._resolve) is not None:
+            return resolve(*args)
         loop = asyncio.get_running_loop()
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
-        )
-        found = (parse_address(str(info[4][0]).partition("%")[0]) for info in infos)
-        return list(dict.fromkeys(a for a in found if a is not None))
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, resolve, *args),
+                                          RESOLVE_TIMEOUT)  # fmt: skip
+        except TimeoutError:
+            return Resolution("resolver", (), "timed out")
 
     async def _open(self, host: str, port: int, conn: _Connection) -> socket.socket | None:
+        """A connection to an address of `host` that passed, or None with the reason and
+        the address refused (or last tried) in `conn`."""
         entry = conn.decision.entry
-        try:
-            addresses = await self._addresses(host, port)
-        except (OSError, TimeoutError):
-            addresses = []
-        if not addresses:
+        resolution = await self._resolution(host, port)
+        refused = resolution.refused
+        if refused is not None:
+            conn.address = str(refused.address)
+            conn.decision = Decision(False, refused.refusal or cm.RESOLVE_FAILED, entry)
+            return None
+        if not resolution.usable:
             conn.decision = Decision(False, cm.RESOLVE_FAILED, entry)
             return None
-        refusals = [address_refusal(a, self.allowlist.ranges) for a in addresses]
-        usable = [a for a, why in zip(addresses, refusals, strict=True) if why is None]
-        if not usable:
-            conn.decision = Decision(False, next(r for r in refusals if r), entry)
-            return None
-        for address in usable:  # bounded: one resolution's answers
+        for address in resolution.usable:  # bounded: one resolution's answers
+            conn.address = str(address)
             opened = await _dial(address, port)
             if opened is not None:
-                conn.address = str(address)
                 return opened
         conn.decision = Decision(False, cm.UPSTREAM_FAILED, entry)
         return None
