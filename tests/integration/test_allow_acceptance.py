@@ -50,9 +50,11 @@ def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
 
 
 def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
-    configured: Path,
+    configured: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = Paths.from_env()
+    # npm configured only with a registry that is no http(s) URL: host-npm names no host.
+    monkeypatch.setenv("npm_config_registry", "file:///srv/npm-mirror")
     cases = {
         "localhost": "allow_set_unknown",
         "x_y.corp.test": "allow_entry_invalid",
@@ -64,6 +66,8 @@ def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
         exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                                "--allow", words, "--apply")  # fmt: skip
         assert (exit_code, codes(report)) == (1, [code]), report
+        if code == "allow_set_empty":  # it says what to do
+            assert "list your registry's host instead" in report["findings"][0]["message"]
     exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                            "--network", "none", "--allow", "a.corp.test", "--apply")  # fmt: skip
     assert (exit_code, codes(report)) == (1, ["allow_network_unsupported"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -188,11 +188,14 @@ def _range_entry(text: str, host: str, port: int, scheme: Scheme) -> Entry:
 
 
 def expand(
-    words: Iterable[str], sets: Mapping[str, tuple[str, ...]]
+    words: Iterable[str],
+    sets: Mapping[str, tuple[str, ...]],
+    why_empty: Callable[[str], str] | None = None,
 ) -> tuple[tuple[Entry, ...], dict[str, tuple[str, ...]]]:
     """Entries of `words` with sets replaced by their hosts, in order and without
     repeats, and which set each entry came from. `sets` holds every known set (those
-    of the config and the derived ones). Raises on an unknown set or a bad entry."""
+    of the config and the derived ones). Raises on an unknown set or a bad entry, and
+    on an empty set (`why_empty` says why it is empty and what to do)."""
     entries: dict[str, Entry] = {}
     origin: dict[str, tuple[str, ...]] = {}
     for word in words:
@@ -207,8 +210,9 @@ def expand(
                 )
             members = sets[name]
             if not members:
+                why = f": {why_empty(name)}" if why_empty is not None else ""
                 raise WriterpoolError(
-                    "allow_set_empty", f"set {name!r} names no host on this machine"
+                    "allow_set_empty", f"set {name!r} names no host on this machine{why}"
                 )
         else:
             name, members = "", (word,)

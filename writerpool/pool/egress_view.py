@@ -10,9 +10,15 @@ from typing import Any
 from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.egress.allowlist import Allowlist, Scheme, admitting_entry, normalize_host
+from writerpool.egress.allowlist import (
+    Allowlist,
+    Scheme,
+    admitting_entry,
+    expand,
+    normalize_host,
+)
 from writerpool.egress.connect_model import split_authority, split_target
-from writerpool.egress.derived import resolve_allowlist
+from writerpool.egress.derived import derived_sets, known_sets
 from writerpool.egress.resolve import Lookup, Resolution, resolve, system_lookup
 from writerpool.errors import UsageError
 from writerpool.pool.listing import unknown_writer, writer_names
@@ -53,7 +59,8 @@ def check(
                    remedy=f"writerpool mode set {alias} container ... --allow {host}",
                    reason="no_allowlist")  # fmt: skip
         return report
-    entries, origin = resolve_allowlist(config, words)
+    sets = known_sets(config)
+    entries, origin = expand(words, sets, sets.why_empty)
     allowlist = Allowlist(entries)
     decision = allowlist.decide(host, port, scheme)
     if not decision.allowed:
@@ -64,11 +71,12 @@ def check(
                    admit=fix)  # fmt: skip
         return report
     via = decision.entry or ""
-    sets = origin.get(via, ())
-    source = f"entry {via}" + (f" (from set {', '.join(sets)})" if sets else "")
+    named = origin.get(via, ())
+    told = [f"{n}: {sets.derived[n].source}" if n in sets.derived else n for n in named]
+    source = f"entry {via}" + (f" (from set {'; '.join(told)})" if named else "")
     found = resolve(host, port, config.egress.resolve, allowlist.ranges, lookup)
     _judged(report, where, (host, port, scheme), source, found, alias)
-    report.findings[-1].data.update(entry=via, sets=list(sets))
+    report.findings[-1].data.update(entry=via, sets=list(named))
     return report
 
 
@@ -113,6 +121,23 @@ def _add_remedy(alias: str, entry: str | None) -> str:
     if entry is None:
         return ""
     return f"add {entry} to the --allow list of workspace {alias} (writerpool mode set)"
+
+
+def set_report(config: Config) -> Report:
+    """Every set an allowlist may name: the configuration's, and the derived ones with
+    the hosts they name on this host now and where those came from."""
+    report = Report("egress sets")
+    for name, configured in config.egress.sets.items():
+        report.add("egress_set_shown", "ok", f"egress/sets/{name}",
+                   f"{name}: {', '.join(configured.hosts)} (from [egress.sets.{name}])",
+                   hosts=list(configured.hosts), source="config")  # fmt: skip
+    for name, found in derived_sets().items():
+        hosts = ", ".join(found.hosts) or "no host"
+        report.add("egress_set_shown", "ok" if found.hosts else "warning",
+                   f"egress/sets/{name}", f"{name}: {hosts} (from {found.source})",
+                   remedy=known_sets(config).why_empty(name) if not found.hosts else "",
+                   hosts=list(found.hosts), source=found.source)  # fmt: skip
+    return report
 
 
 def _tail_lines(paths: Paths) -> list[bytes]:
