@@ -217,7 +217,8 @@ class ConnectSession:
     ) -> tuple[Request, bytes] | None:
         """The request and what came with its head, or None once refused."""
         try:
-            data = await asyncio.wait_for(self._head(agent), self.limits.header_seconds)
+            async with asyncio.timeout(self.limits.header_seconds):  # no task of its own
+                data = await self._head(agent)
         except asyncio.LimitOverrunError:
             conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
             await _answer(agent, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
@@ -317,7 +318,8 @@ class ConnectSession:
         checked); None once refused, with nothing sent upstream."""
         data = bytearray(early)
         try:
-            hello = await asyncio.wait_for(_read_hello(agent, data), self.limits.header_seconds)
+            async with asyncio.timeout(self.limits.header_seconds):
+                hello = await _read_hello(agent, data)
             conn.sni = hello.server_name
             reason = ch.name_refusal(hello, name)
         except ch.HelloRefused as refused:
@@ -360,9 +362,8 @@ async def _dial(address: Address, port: int) -> socket.socket | None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
-        await asyncio.wait_for(
-            asyncio.get_running_loop().sock_connect(sock, (str(address), port)), CONNECT_TIMEOUT
-        )
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await asyncio.get_running_loop().sock_connect(sock, (str(address), port))
     except (OSError, TimeoutError):
         sock.close()
         return None
