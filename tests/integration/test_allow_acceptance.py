@@ -19,13 +19,18 @@ from writerpool.runtime.probe import run_harness_on_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
-ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp"
+ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp,10.9.9.0/24"
+# egress check resolves as the proxy does: the names it finds allowed resolve, through
+# [egress.resolve], into the listed range (the machine's resolver knows no .test name).
 EGRESS = """
 [egress.sets.corp]
 hosts = ["npm.corp.test"]
 
 [egress.resolve]
 "mirror.corp.test" = ["10.9.8.7"]
+"a.cdn.corp.test" = ["10.9.9.1"]
+"npm.corp.test" = ["10.9.9.2"]
+"plain.corp.test" = ["10.9.9.3"]
 """
 
 
@@ -45,9 +50,11 @@ def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
 
 
 def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
-    configured: Path,
+    configured: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = Paths.from_env()
+    # npm configured only with a registry that is no http(s) URL: host-npm names no host.
+    monkeypatch.setenv("npm_config_registry", "file:///srv/npm-mirror")
     cases = {
         "localhost": "allow_set_unknown",
         "x_y.corp.test": "allow_entry_invalid",
@@ -59,6 +66,8 @@ def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
         exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                                "--allow", words, "--apply")  # fmt: skip
         assert (exit_code, codes(report)) == (1, [code]), report
+        if code == "allow_set_empty":  # it says what to do
+            assert "list your registry's host instead" in report["findings"][0]["message"]
     exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                            "--network", "none", "--allow", "a.corp.test", "--apply")  # fmt: skip
     assert (exit_code, codes(report)) == (1, ["allow_network_unsupported"])
@@ -83,9 +92,7 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     assert status["data"]["writers"][0]["networkClass"] == "limited-allowlist"
     _, shown = wp("mode", "show", "demo", check=True)
     stored = finding(shown, "mode_stored")
-    assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(
-        stored["data"]["command"]
-    )
+    assert f"--allow '{ALLOW}'" in str(stored["data"]["command"])
     checks = {
         "mirror.corp.test": ("egress_check_denied", "address_private"),
         "a.cdn.corp.test:8443": ("egress_check_allowed", "*.cdn.corp.test:8443"),
