@@ -19,6 +19,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic_core import PydanticSerializationError
 
 from writerpool import __version__
 from writerpool.config.paths import Paths
@@ -68,13 +69,27 @@ def list_tools(host_coding: bool = True) -> list[types.Tool]:
     return tools
 
 
-def to_result(body: dict[str, Any]) -> types.CallToolResult:
-    """The same object as text JSON and as structuredContent; isError on failure."""
+def _result(body: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(body, sort_keys=True))],
         structured_content=body,
         is_error=not body["ok"],
     )
+
+
+def to_result(name: str, body: dict[str, Any]) -> types.CallToolResult:
+    """The same object as text JSON and as structuredContent; isError on failure.
+    Every body went through mcp/answers.py's `sendable` already; should one still not
+    encode as the transport will encode it, that call fails (answer_unencodable), not
+    the transport with every other call of its client."""
+    result = _result(body)
+    try:
+        result.model_dump_json(by_alias=True, exclude_unset=True)
+    except PydanticSerializationError:
+        log.error("tool %s: its answer cannot be encoded", name)
+        error = {"code": "answer_unencodable", "message": "the answer could not be encoded"}
+        return _result({"ok": False, "error": error})
+    return result
 
 
 def failure_line(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -126,7 +141,7 @@ def build_server(service: ToolService) -> Server[Any]:
                 )
             )
             await ctx.session.send_notification(notice, ctx.request_id)
-        return to_result(body)
+        return to_result(params.name, body)
 
     async def on_set_logging_level(
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams

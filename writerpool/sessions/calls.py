@@ -19,7 +19,7 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.answers import within_cap
+from writerpool.mcp.answers import sendable
 from writerpool.mcp.tools import SESSION_ID_PATTERN, TEXT_PAGE_DEFAULT, TOOLS_BY_NAME, ToolSpec
 from writerpool.mcp.validate import check_arguments
 from writerpool.report import sanitize
@@ -156,7 +156,10 @@ class ToolService:
         work = functools.partial(self._run, name, arguments, progress or Progress(), cancel, client)
         if client is not None:
             if not self._admit(client, name):
-                body = _error("calls_busy", f"this client has {CLIENT_CALLS} calls running already")
+                body = sendable(
+                    name,
+                    _error("calls_busy", f"this client has {CLIENT_CALLS} calls running already"),
+                )
                 self._audit(name if name in TOOLS_BY_NAME else "tool_unknown", arguments, body,
                             client=client)  # fmt: skip
                 return body
@@ -212,7 +215,7 @@ class ToolService:
             except Exception:  # the tool-call boundary: a bug must not kill the server
                 log.exception("tool %s failed", spec.name if spec else "?")
                 body = _error("internal_error", "an unexpected error inside writerpool")
-            body = within_cap(spec.name if spec else "?", body)
+            body = sendable(spec.name if spec else "tool_unknown", body)
             outcome = CANCELLED if cancel.is_set() else None
             tool = spec.name if spec else "tool_unknown"
             self._audit(tool, arguments, body, session, outcome, client)
