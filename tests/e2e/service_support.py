@@ -59,9 +59,11 @@ def running_service(server: ServerEnv) -> Iterator[Service]:
             proc.stdout.close()
 
 
-def post(port: int, body: bytes, headers: dict[str, str], path: str = "/mcp") -> tuple[int, bytes]:
+def post(
+    port: int, body: bytes, headers: dict[str, str], path: str = "/mcp", timeout: float = 60
+) -> tuple[int, bytes]:
     """One raw POST to the service, headers exactly as given (Host included)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.putrequest("POST", path, skip_host=True, skip_accept_encoding=True)
         for name, value in {"Content-Length": str(len(body)), **headers}.items():
