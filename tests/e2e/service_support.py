@@ -84,13 +84,14 @@ def tool_call(name: str, arguments: dict[str, Any]) -> bytes:
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str) -> AsyncIterator[Client]:
-    """The SDK's own client over streamable HTTP with the client's bearer token."""
+async def http_client(url: str, token: str, **session_options: Any) -> AsyncIterator[Client]:
+    """The SDK's own client over streamable HTTP with the client's bearer token;
+    `session_options` go to its ClientSession (a logging_callback, say)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, **session_options) as session,
     ):
         await session.initialize()
         yield Client(session)

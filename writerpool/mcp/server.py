@@ -134,7 +134,7 @@ def build_server(service: ToolService) -> Server[Any]:
             body = await service.call(params.name, params.arguments, progress, _client(ctx))
             tg.cancel_scope.cancel()
         line = failure_line(params.name, body)
-        if line is not None and service.log_failures:
+        if line is not None and service.logs_failures(_client(ctx)):
             notice = types.LoggingMessageNotification(
                 params=types.LoggingMessageNotificationParams(
                     level="error", logger=SERVER_NAME, data=line
@@ -147,7 +147,10 @@ def build_server(service: ToolService) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         # Failure lines are errors; a client asking for fewer than errors hears none.
-        service.log_failures = params.level in ("debug", "info", "notice", "warning", "error")
+        # Each client's own choice: over HTTP each request is an MCP session of its
+        # own, so the choice is kept for the client that made it (its token's name).
+        wanted = params.level in ("debug", "info", "notice", "warning", "error")
+        service.set_log_failures(_client(ctx), wanted)
         return types.EmptyResult()
 
     with warnings.catch_warnings():

@@ -78,7 +78,8 @@ class ToolService:
         self.paths = paths
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
-        self.log_failures = True
+        self._quiet: set[str | None] = set()  # clients that asked for no failure lines
+        self._quiet_lock = threading.Lock()
         self._calls = InFlight()
         self._seats = Seats()
         self._watch = SettingsWatch(paths) if reload else None
@@ -98,7 +99,10 @@ class ToolService:
         if self._watch is None:
             return
         if self._orphans is not None and self.manager is not None:
-            self._orphans.sweep(self.manager)
+            clients = self._orphans.sweep(self.manager)
+            if clients is not None:  # a gone client's choice of log lines goes with it
+                with self._quiet_lock:
+                    self._quiet.intersection_update(clients)
         with self._reload_lock:
             now = self._watch.changed()
             fresh = self._watch.load(now) if now is not None else None
@@ -163,6 +167,18 @@ class ToolService:
         if watch is None:
             return m.turn(sid, turn, offset, limit)
         return _Wait(watch, seconds, lambda: m.turn(sid, turn, offset, limit))
+
+    def logs_failures(self, client: str | None) -> bool:
+        """Whether `client` hears about session failures as log lines (its own choice)."""
+        with self._quiet_lock:
+            return client not in self._quiet
+
+    def set_log_failures(self, client: str | None, enabled: bool) -> None:
+        with self._quiet_lock:
+            if enabled:
+                self._quiet.discard(client)
+            else:
+                self._quiet.add(client)
 
     async def call(
         self,
