@@ -166,6 +166,8 @@ CODES: dict[str, str] = {
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
     "answer_too_large": "A tool answer would exceed the documented 256 KiB cap (a bug)",
+    "answer_unencodable": "A tool answer could not be encoded as JSON (a bug); that call "
+    "failed, the server goes on",
     # doctor checks
     "isolation_control": "Doctor: whether a passing isolation control is recorded",
     "writer_readiness": "Doctor: a writer's phase and readiness",

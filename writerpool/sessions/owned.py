@@ -11,7 +11,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.sessions.progress import Progress
 
 if TYPE_CHECKING:
-    from writerpool.sessions.manager import SessionManager
+    from writerpool.sessions.manager import SessionManager, TurnWatch
 
 
 class OwnedSessions:
@@ -46,16 +46,11 @@ class OwnedSessions:
     def prompt(self, session_id: str, message: str) -> dict[str, Any]:
         return self._m.prompt(self._mine(session_id), message)
 
-    def turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        wait_seconds: float,
-        offset: int,
-        limit: int,
-        progress: Progress,
-    ) -> dict[str, Any]:
-        return self._m.turn(self._mine(session_id), turn_id, wait_seconds, offset, limit, progress)
+    def turn(self, session_id: str, turn_id: str, offset: int, limit: int) -> dict[str, Any]:
+        return self._m.turn(self._mine(session_id), turn_id, offset, limit)
+
+    def turn_watch(self, session_id: str, turn_id: str, progress: Progress) -> TurnWatch | None:
+        return self._m.turn_watch(self._mine(session_id), turn_id, progress)
 
     def abort(self, session_id: str) -> dict[str, Any]:
         return self._m.abort(self._mine(session_id))

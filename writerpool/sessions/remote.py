@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -101,6 +102,11 @@ class RemoteAgent:
 
     def wait(self, turn_id: str, timeout: float) -> Snapshot:
         return self._why(self._agent.wait(turn_id, timeout))
+
+    def watch(self, turn_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        # The host lost ends pi's attachment, and so the turn: the watch is pi's own.
+        forget: Callable[[], None] = self._agent.watch(turn_id, wake)
+        return forget
 
     def turns(self) -> list[Snapshot]:
         return [self._why(snap) for snap in self._agent.turns()]
