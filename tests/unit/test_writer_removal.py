@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from writerpool.config.paths import Paths
+from writerpool.payload.clonetool.removal import remove_path
 from writerpool.pool import writers
-from writerpool.pool.clonetool import removal
-from writerpool.pool.clonetool.removal import remove_path
+from writerpool.runtime import podman
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import open_host
 
@@ -84,7 +84,7 @@ def test_a_failed_removal_keeps_the_state_file(
     def fail(path: Path) -> None:
         raise PermissionError(13, "denied")
 
-    monkeypatch.setattr(removal, "remove_path", fail)  # the host's storage removal
+    monkeypatch.setattr(podman, "remove_path", fail)  # the local host's storage removal
     with pytest.raises(OSError):
         writers.delete_writer_files(paths, open_host(), name)
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"

@@ -15,8 +15,8 @@ from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure, is_disk_full
 from writerpool.gitops.base import BaseRef
+from writerpool.payload.clonetool.removal import remove_path
 from writerpool.pool.acceptance import accept, readiness
-from writerpool.pool.clonetool.removal import remove_path
 from writerpool.pool.container import writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.lease import Lease, LeaseBatch, leased

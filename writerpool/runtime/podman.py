@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from writerpool.errors import WriterpoolError
+from writerpool.payload.clonetool.removal import remove_path
 from writerpool.proc import (
     CommandFailed,
     Completed,
@@ -258,8 +259,6 @@ class PodmanHost:
 
     def remove_storage(self, writer: Writer) -> None:
         # The one removal of agent-made trees, shared with the throwaway container.
-        from writerpool.pool.clonetool.removal import remove_path  # noqa: PLC0415
-
         for name in (*STORAGE, *SCRATCH):
             remove_path(writer.storage / name)
 
