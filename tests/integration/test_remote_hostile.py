@@ -28,7 +28,6 @@ from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import writer_spec
-from writerpool.pool.remote_container import remote_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
@@ -108,11 +107,11 @@ def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
     try:
         with connect("th", testhost.model_copy(update={"url": url})) as remote:
             if shared == "0777":  # this user's own, made private before any socket goes there
-                with remote.session_socket(tmp_path / "proxy.sock", "s-own"):
+                with remote.forwarded_socket(tmp_path / "proxy.sock", "s-own"):
                     mode = ssh.exec(["stat", "-c", "%a", f"{base}/writerpool"]).out.strip()
                 assert mode == "700"
             else:
-                link = remote.session_socket(tmp_path / "proxy.sock", "s-link")
+                link = remote.forwarded_socket(tmp_path / "proxy.sock", "s-link")
                 with pytest.raises(WriterpoolError) as exc, link:
                     pass
                 assert exc.value.code == "host_config_invalid"
@@ -142,7 +141,7 @@ from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.pool.probes import held_directory, planted_canary
+from writerpool.runtime.probes import held_directory, planted_canary
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost
 from writerpool.runtime.volumes import volume_name
@@ -201,7 +200,7 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind(str(local))
 listener.listen()
 with connect("th", Host(**json.loads(sys.argv[1]))) as remote, \\
-        remote.session_socket(local, "s-left") as there:
+        remote.forwarded_socket(local, "s-left") as there:
     print(there, flush=True)
     time.sleep(600)
 """
@@ -257,8 +256,8 @@ def test_an_agent_on_the_host_can_neither_redirect_the_git_guards_nor_see_a_sock
         state = provision_there(remote, paths, alias, name, repo, image_pin)
         try:
             image = str(json.loads(image_pin.read_text())["imageId"])
-            spec = writer_spec(paths, state, image, Pool(), remote.facts())
-            done = remote.run(remote_spec(remote, spec, name, None), ["sh", "-c", AGENT])
+            spec = writer_spec(paths, remote, state, image, Pool(), remote.facts())
+            done = remote.run(spec, ["sh", "-c", AGENT])
             assert done.returncode == 0, done.stderr[-1000:]
             assert done.out == "", done.out
             kinds = remote.run(_clone_reader(image, name), ["stat", "-c", "%F", ".git",

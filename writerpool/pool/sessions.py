@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from writerpool.audit import audit
 from writerpool.config.models import Config, LoadedConfig, Pool
@@ -29,7 +28,7 @@ from writerpool.pool.verdicts import (
     remember,
 )
 from writerpool.report import sanitize
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import Writer, WriterHost
 from writerpool.runtime.hosts import HostSet, open_host
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
@@ -44,11 +43,10 @@ class WriterSlot:
     name: str
     base_ref: str
     base_commit: str
-    agent_dir: Path
-    egress_dir: Path
+    writer: Writer  # its record here; its storage through `host`
     network: str  # the writer's network kind
     allow: tuple[str, ...] | None  # the workspace's allowlist words, when it has one
-    spec: ContainerSpec
+    spec: ContainerSpec  # the session's container, as it runs on `host`
     host: WriterHost
     lease: Lease
     refused: list[str] = field(default_factory=list)
@@ -221,12 +219,11 @@ def _slot(
         name=state.name,
         base_ref=state.base.name,
         base_commit=state.base.commit,
-        agent_dir=writer_of(paths, state).agent,
-        egress_dir=writer_of(paths, state).egress,
+        writer=writer_of(paths, state),
         network=state.network,
         allow=allow,
         spec=writer_spec(
-            paths, state, image_id, config.pool, host.facts(), allow=allow is not None
+            paths, host, state, image_id, config.pool, host.facts(), allow=allow is not None
         ),
         host=host,
         lease=lease,

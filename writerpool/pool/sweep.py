@@ -71,7 +71,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
         writer = writer_at(paths, writer_dir.name)
-        agent_dir, egress_dir = writer.agent, writer.egress
+        agent_dir, egress_dir = writer.rendered_agent, writer.egress
         if writer_dir.is_symlink() or not agent_dir.is_dir():
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before
