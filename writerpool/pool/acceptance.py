@@ -15,13 +15,12 @@ from typing import Any
 from writerpool import __version__
 from writerpool.agent.egress import EgressRequest, grant_key
 from writerpool.config.models import Config, Egress, Pool, Provider
-from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
+from writerpool.pool.container import EGRESS_PORT, has_allowlist, session_spec, writer_of
 from writerpool.pool.control import control_command, control_current, harness_digest
 from writerpool.pool.harness_report import parse_harness_report
 from writerpool.report import Finding
@@ -37,27 +36,13 @@ DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CLASSES = ("limited", "limited-allowlist", "not_limited")
 
 
-def has_allowlist(paths: Paths, state: WriterState) -> bool:
-    """Whether the writer's workspace has an egress allowlist (its sessions get the
-    allowlist proxy and the proxy variables)."""
-    entry = load_modes(paths).workspaces.get(state.alias)
-    return bool(entry and entry.container and entry.container.allow)
-
-
-def session_spec(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> ContainerSpec:
-    """The container a session of the writer gets on its host (its image checked there):
-    the spec acceptance runs the harness in, and digests."""
-    image_id = writer_image(paths, host, state.image)
-    return writer_spec(paths, host, state, image_id, pool, host.facts(),
-                       allow=has_allowlist(paths, state))  # fmt: skip
-
-
 def fingerprint_groups(
     paths: Paths, host: WriterHost, state: WriterState, pool: Pool
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    return groups_of(state, session_spec(paths, host, state, pool), host.facts())
+    facts = host.facts()
+    return groups_of(state, session_spec(paths, host, state, pool, facts=facts), facts)
 
 
 def groups_given(
@@ -66,9 +51,7 @@ def groups_given(
 ) -> dict[str, str]:  # fmt: skip
     """The same with the image and the host's facts known (a warm writer's container
     runs that image): no Podman call."""
-    spec = writer_spec(paths, host, state, image_id, pool, facts,
-                       allow=has_allowlist(paths, state))  # fmt: skip
-    return groups_of(state, spec, facts)
+    return groups_of(state, session_spec(paths, host, state, pool, image_id, facts), facts)
 
 
 def groups_of(state: WriterState, spec: ContainerSpec, facts: EngineFacts) -> dict[str, str]:

@@ -12,6 +12,7 @@ from writerpool.agent.environment import CONNECT_SOCKET as CONNECT_SOCKET  # noq
 from writerpool.agent.environment import EGRESS_CA as EGRESS_CA  # noqa: PLC0414
 from writerpool.agent.environment import EGRESS_PORT as EGRESS_PORT  # noqa: PLC0414
 from writerpool.config.models import Pool
+from writerpool.config.modes import load_modes
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.runtime.host import EGRESS_DIR, EngineFacts, Writer, WriterHost, writer_at
@@ -89,6 +90,31 @@ def writer_spec(
         network=network_info(state.network).podman,
         limits=pool_limits(pool, facts),
     )
+
+
+def has_allowlist(paths: Paths, state: WriterState) -> bool:
+    """Whether the writer's workspace has an egress allowlist (its sessions get the
+    allowlist proxy and the proxy variables)."""
+    entry = load_modes(paths).workspaces.get(state.alias)
+    return bool(entry and entry.container and entry.container.allow)
+
+
+def session_spec(
+    paths: Paths,
+    host: WriterHost,
+    state: WriterState,
+    pool: Pool,
+    image_id: str | None = None,
+    facts: EngineFacts | None = None,
+) -> ContainerSpec:
+    """The container every session of the writer gets on its host: what a session runs,
+    what acceptance runs the harness in, and what the fingerprint digests. Its image is
+    checked present there and its limits follow the host's facts, unless both are given
+    (a warm writer's, known since it started: no Podman call)."""
+    image_id = image_id or writer_image(paths, host, state.image)
+    facts = facts or host.facts()
+    return writer_spec(paths, host, state, image_id, pool, facts,
+                       allow=has_allowlist(paths, state))  # fmt: skip
 
 
 def writer_image(paths: Paths, host: WriterHost, setting: str) -> str:

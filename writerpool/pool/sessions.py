@@ -14,7 +14,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit, clone_verdict
 from writerpool.pool.choose import candidates
-from writerpool.pool.container import writer_image, writer_of, writer_spec
+from writerpool.pool.container import session_spec, writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.lease import Lease
@@ -214,7 +214,6 @@ def _slot(
     done: str,
     allow: tuple[str, ...] | None,
 ) -> WriterSlot:
-    image_id = writer_image(paths, host, state.image)
     return WriterSlot(
         name=state.name,
         base_ref=state.base.name,
@@ -222,9 +221,7 @@ def _slot(
         writer=writer_of(paths, state),
         network=state.network,
         allow=allow,
-        spec=writer_spec(
-            paths, host, state, image_id, config.pool, host.facts(), allow=allow is not None
-        ),
+        spec=session_spec(paths, host, state, config.pool),
         host=host,
         lease=lease,
         prepared=done,
