@@ -82,8 +82,8 @@ class WriterSlot:
 
     def _end(self) -> bool:
         """Whether this caller ends the slot: the first of close() (a session's stop) and
-        release() (an undo, the warm pool, or a remote session's connection watch, on
-        another thread) does; every later call returns at once, so none removes the
+        release() (an undo, the warm pool, or a session's host watch, on another
+        thread) does; every later call returns at once, so none removes the
         writer's containers or frees its lease after another session may have taken it."""
         with self._ending:
             if self._ended or not self.lease.held:
