@@ -167,7 +167,7 @@ def remote_figures(image: str, reps: int, root: Path) -> list[Figure]:
     blob = os.urandom(PAYLOAD)
     with connect("bench", host) as remote:
         transfer_image(local, remote, image, lambda sent, total: None)
-        by = {"remote": remote, "local": local}
+        by: dict[str, RemotePodman | LocalPodman] = {"remote": remote, "local": local}
         start = _pair("remote_container_start", reps, None,
                       lambda p: _timed(_run_argv(by[p], image, ["true"], False)))  # fmt: skip
         sink = ["sh", "-c", "cat > /dev/null"]
