@@ -83,9 +83,15 @@ def harness_digest(path: Path | None = None) -> str:
     return "sha256:" + hashlib.sha256((path or harness_path()).read_bytes()).hexdigest()
 
 
+def _first_host(host: str) -> bool:
+    """This machine's control keeps the names it had before writers had other hosts: its
+    record file, its command without --host, its report target and doctor subject."""
+    return host == LOCAL
+
+
 def control_file(paths: Paths, host: str = LOCAL) -> Path:
     """Each host's own record: the harness's trust in one machine says nothing of another."""
-    if host == LOCAL:
+    if _first_host(host):
         return paths.control_file
     return paths.state_dir / "isolation-control-hosts" / f"{host}.json"
 
@@ -104,7 +110,7 @@ def control_current(paths: Paths, host: str = LOCAL) -> bool:
 
 def control_command(host: str) -> str:
     """The command that records `host`'s control."""
-    where = "" if host == LOCAL else f" --host {host}"
+    where = "" if _first_host(host) else f" --host {host}"
     return f"writerpool control{where} --apply"
 
 
@@ -117,7 +123,12 @@ def save_control(paths: Paths, record: ControlRecord, host: str = LOCAL) -> None
 
 def control_target(host: str) -> str:
     """The control's finding target: this machine's historic one, or the host's."""
-    return "writer/host/control" if host == LOCAL else f"host/{host}/control"
+    return "writer/host/control" if _first_host(host) else control_subject(host)
+
+
+def control_subject(host: str) -> str:
+    """What doctor's isolation_control check names for `host`'s record."""
+    return "control" if _first_host(host) else f"host/{host}/control"
 
 
 def control(paths: Paths, hosts: HostSet, name: str, apply: bool) -> Report:
