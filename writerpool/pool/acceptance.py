@@ -192,6 +192,7 @@ def _run_harness(
                 {"WRITERPOOL_HARNESS_ALLOW_PORT": str(allow_port)} if allow_port is not None else {}
             ),
         }
+        crash_point("acceptance.probes_held")
         # The harness the image carries (runtime/image_tools.py).
         done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
                         timeout=120)  # fmt: skip
