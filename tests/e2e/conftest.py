@@ -143,6 +143,7 @@ MakeServer = Callable[..., ServerEnv]
 SERVER_ENV_VARS = (
     "WRITERPOOL_CONFIG", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
     "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL",
+    # The tree under test when it is not the installed one: the server is its writerpool.
     "PYTHONPATH",
 )  # fmt: skip
 

@@ -15,7 +15,7 @@ import pytest
 from tests.integration.writers_support import codes, make_checkout, wp, write_config
 from writerpool.config.paths import Paths
 from writerpool.pool.control import EXPECTED_NETWORK_ESCAPES, run_control
-from writerpool.runtime.probe import run_harness_on_host
+from writerpool.runtime.local import LocalPodman
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
@@ -115,16 +115,23 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     assert "egress_check_denied" in codes(wp("egress", "check", "demo", "npm.corp.test")[1])
 
 
+class Recorded(LocalPodman):
+    """This machine's host, keeping what each uncontained run printed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs: list[bytes] = []
+
+    def run_uncontained(self, program: Path, env: dict[str, str]) -> bytes:
+        self.outputs.append(super().run_uncontained(program, env))
+        return self.outputs[-1]
+
+
 def test_the_control_sees_the_allowlist_checks_fail_uncontained(tmp_path: Path) -> None:
-    outputs: list[bytes] = []
-
-    def runner(program: Path, env: dict[str, str], cwd: Path) -> bytes:
-        outputs.append(run_harness_on_host(program, env, cwd))
-        return outputs[-1]
-
-    report = run_control(Paths.from_env(), apply=True, runner=runner)
+    host = Recorded()
+    report = run_control(Paths.from_env(), host)
     assert report.codes() == ["isolation_control_passed"]
-    network = json.loads(outputs[0])["networkChecks"]
+    network = json.loads(host.outputs[0])["networkChecks"]
     assert network["allow_listed"]["status"] == "pass"
     for name in EXPECTED_NETWORK_ESCAPES:
         assert network[name]["status"] == "fail", (name, network[name])

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support.repos import run_git
 from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.verify import probe, verify_snapshot
-from writerpool.pool.clonetool.gitsnap import snapshot
+from writerpool.payload.clonetool.gitsnap import snapshot
 
 
 def clone_problems(clone: Path) -> list[str]:

@@ -16,7 +16,7 @@ from typing import IO
 import pytest
 
 from writerpool.errors import CODES, WriterpoolError
-from writerpool.pool.clonetool.stream import CHUNK
+from writerpool.payload.clonetool.stream import CHUNK
 from writerpool.pool.collect_stream import (
     BUNDLE_NAME,
     CHUNK_MAX,

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from writerpool.errors import WriterpoolError
-from writerpool.pool.clonetool.gitrun import ToolError
-from writerpool.pool.clonetool.provision import MAX_REQUEST, read_request
+from writerpool.payload.clonetool.gitrun import ToolError
+from writerpool.payload.clonetool.provision import MAX_REQUEST, read_request
 from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse, _read_answer
 
 OID = "a" * 40

@@ -1,5 +1,5 @@
 """How much is read from a writer's clone, at most: one table, sent with every request
-to the inspection in a throwaway container on the writer's host (pool/clonetool); the
+to the inspection in a throwaway container on the writer's host (payload/clonetool); the
 controller never reads a clone itself. A clone beyond a limit is refused or
 summarised, never read further: what a clone holds must not size the server's memory,
 its time, or its answers.

@@ -21,7 +21,7 @@ from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
 from writerpool.gitops.verify import probe, verify_snapshot
-from writerpool.pool.clonetool.storage import ROOT as STORAGE_ROOT
+from writerpool.payload.clonetool.storage import ROOT as STORAGE_ROOT
 from writerpool.pool.container import pool_limits, writer_image, writer_of
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize

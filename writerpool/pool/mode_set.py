@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from writerpool.config.hosts import known_host
 from writerpool.config.models import Config, LoadedConfig, describe_validation
 from writerpool.config.modes import (
     IMAGE_ID_RE,
@@ -142,7 +143,7 @@ def choose_base(
 def check_hosts(config: Config, hosts: tuple[str, ...]) -> None:
     """Every --hosts name is `local` or a configured [hosts.NAME] (nothing stored else)."""
     for name in hosts:
-        if name != LOCAL_HOST and name not in config.hosts:
+        if not known_host(name, config.hosts):
             raise UsageError(f"--hosts: no [hosts.{name}] in the configuration",
                              code="host_unknown")  # fmt: skip
 

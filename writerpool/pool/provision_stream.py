@@ -23,7 +23,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
 from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
-from writerpool.pool.clonetool.provision import REQUEST_VAR
+from writerpool.payload.clonetool.provision import REQUEST_VAR
 from writerpool.pool.inspect import tool_spec
 from writerpool.proc import CommandFailed, Completed
 from writerpool.report import Report, sanitize

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-CLONETOOL_SOURCE = PACKAGE_DIR / "pool" / "clonetool"
+CLONETOOL_SOURCE = PACKAGE_DIR / "payload" / "clonetool"
 HARNESS_SOURCE = PACKAGE_DIR / "pool" / "harness.py"
 
 IN_IMAGE = "/usr/local/lib/writerpool"
