@@ -38,7 +38,8 @@ from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost, podman_env
+from writerpool.runtime.local import LocalPodman
+from writerpool.runtime.podman import PodmanEngine, podman_env
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, save_state
@@ -64,7 +65,7 @@ def configured() -> Host | None:
                 known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]))  # fmt: skip
 
 
-def _run_argv(podman: PodmanHost, image: str, command: list[str], interactive: bool) -> list[str]:
+def _run_argv(podman: PodmanEngine, image: str, command: list[str], interactive: bool) -> list[str]:
     url = podman.url_args() if isinstance(podman, RemotePodman) else []
     flags = ["run", "--rm", "--pull=never", "--network=none", "--log-driver=none"]
     return [podman.binary, *url, *flags, *(["-i"] if interactive else []), image, *command]
@@ -162,11 +163,11 @@ def remote_figures(image: str, reps: int, root: Path) -> list[Figure]:
     host = configured()
     if host is None:
         raise SystemExit("bench: remote needs WRITERPOOL_TESTHOST_* (scripts/testhost up)")
-    local = PodmanHost()
+    local = LocalPodman()
     blob = os.urandom(PAYLOAD)
     with connect("bench", host) as remote:
         transfer_image(local, remote, image, lambda sent, total: None)
-        by = {"remote": remote, "local": local}
+        by: dict[str, RemotePodman | LocalPodman] = {"remote": remote, "local": local}
         start = _pair("remote_container_start", reps, None,
                       lambda p: _timed(_run_argv(by[p], image, ["true"], False)))  # fmt: skip
         sink = ["sh", "-c", "cat > /dev/null"]

@@ -131,6 +131,7 @@ def connect_line(record: ConnectRecord) -> bytes:
         reason=_field(record.reason),
         entry=None if record.entry is None else _checked(record.entry, _DEST_RE),
         address=None if record.address is None else _checked(record.address, _DEST_RE),
+        sni=None if record.sni is None else _checked(record.sni, _DEST_RE),
         **_traffic(record.bytes_up, record.bytes_down, record.duration_ms),
     )
 

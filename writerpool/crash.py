@@ -36,6 +36,12 @@ SERVER_POINTS = (
 )
 
 
+# A point of acceptance with everything it plants on the writer's host held (the canary,
+# the loopback listener, the proxy's forwarded socket), run by
+# tests/integration/test_remote_hostile.py on a host over SSH.
+PROBE_POINTS = ("acceptance.probes_held",)
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process when WRITERPOOL_CRASH_AT names this point."""
     if name in os.environ.get(ENV, "").split(","):

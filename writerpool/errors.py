@@ -166,6 +166,8 @@ CODES: dict[str, str] = {
     "input_invalid": "The tool arguments do not match the tool's input schema",
     "tool_unknown": "No tool of that name",
     "answer_too_large": "A tool answer would exceed the documented 256 KiB cap (a bug)",
+    "answer_unencodable": "A tool answer could not be encoded as JSON (a bug); that call "
+    "failed, the server goes on",
     # doctor checks
     "isolation_control": "Doctor: whether a passing isolation control is recorded",
     "writer_readiness": "Doctor: a writer's phase and readiness",
@@ -207,12 +209,15 @@ CODES: dict[str, str] = {
         "An allowlist entry is not a host, *.domain, host:port, http:// or a range"
     ),
     "allow_set_unknown": "An allowlist word names no configured or derived set",
-    "allow_set_empty": "An allowlist set names no host (a derived set of an unconfigured tool)",
+    "allow_set_empty": "An allowlist set names no host (with why and what to do)",
     "allow_too_many": "The allowlist has more entries than the proxy accepts (64)",
+    "allow_set_derived": "A derived set names these hosts now, and says where they came from",
     "allow_network_unsupported": "An allowlist needs the provider network",
     "egress_check_allowed": "The destination is allowed, by the named allowlist entry",
-    "egress_check_denied": "The destination is not allowed (with the reason)",
+    "egress_check_denied": "The destination is not allowed (with the reason and the entry to add)",
+    "egress_check_unresolved": "The destination is listed but its name does not resolve here",
     "egress_log_shown": "Recent decisions of a writer's allowlist proxy",
+    "egress_set_shown": "A set an allowlist may name: its hosts now and where they came from",
     "egress_log_empty": "The writer's allowlist proxy has decided nothing yet",
     # image
     "uninstall_planned": "uninstall would remove this (plan only)",

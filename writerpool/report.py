@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from writerpool.errors import CODES
+from writerpool.utf8 import valid_text
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -40,8 +41,9 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 def sanitize(text: str) -> str:
-    """Drop paths and credential-shaped strings from a message; escape terminal controls."""
-    text = _CONTROL.sub(_escaped, text)
+    """Drop paths and credential-shaped strings from a message; escape terminal controls
+    and lone surrogates (utf8.py)."""
+    text = _CONTROL.sub(_escaped, valid_text(text))
     text = _SECRET.sub("<redacted>", text)
     return _PATH.sub(lambda m: m.group(0) if m.group(0) == "/" else "<path>", text)
 

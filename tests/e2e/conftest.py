@@ -138,9 +138,13 @@ def _store_modes(paths: Paths, boxed: bool) -> None:
 
 
 MakeServer = Callable[..., ServerEnv]
+# PYTHONPATH, when the run has one: the servers a test starts run the code under test
+# (a checkout put first on the path), not whichever writerpool the interpreter installed.
 SERVER_ENV_VARS = (
     "WRITERPOOL_CONFIG", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
     "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL",
+    # The tree under test when it is not the installed one: the server is its writerpool.
+    "PYTHONPATH",
 )  # fmt: skip
 
 

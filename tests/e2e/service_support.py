@@ -59,9 +59,11 @@ def running_service(server: ServerEnv) -> Iterator[Service]:
             proc.stdout.close()
 
 
-def post(port: int, body: bytes, headers: dict[str, str], path: str = "/mcp") -> tuple[int, bytes]:
+def post(
+    port: int, body: bytes, headers: dict[str, str], path: str = "/mcp", timeout: float = 60
+) -> tuple[int, bytes]:
     """One raw POST to the service, headers exactly as given (Host included)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.putrequest("POST", path, skip_host=True, skip_accept_encoding=True)
         for name, value in {"Content-Length": str(len(body)), **headers}.items():
@@ -82,13 +84,14 @@ def tool_call(name: str, arguments: dict[str, Any]) -> bytes:
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str) -> AsyncIterator[Client]:
-    """The SDK's own client over streamable HTTP with the client's bearer token."""
+async def http_client(url: str, token: str, **session_options: Any) -> AsyncIterator[Client]:
+    """The SDK's own client over streamable HTTP with the client's bearer token;
+    `session_options` go to its ClientSession (a logging_callback, say)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, **session_options) as session,
     ):
         await session.initialize()
         yield Client(session)

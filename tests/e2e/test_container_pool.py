@@ -354,7 +354,8 @@ def _plant_leftover(pool: PoolEnv, name: str) -> None:
     assert state is not None
     pool_settings = load_config(paths).config.pool
     image_id = resolve_image(paths, state.image)
-    spec = writer_spec(paths, state, image_id, pool_settings, open_host().facts())
+    host = open_host()
+    spec = writer_spec(paths, host, state, image_id, pool_settings, host.facts())
     argv = spec.run_argv(["sleep", "600"])
     podman(argv[0], "-d", *argv[1:])
     assert containers_of(name, running_only=True) == [f"writerpool-{name}"]

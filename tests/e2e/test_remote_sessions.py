@@ -37,6 +37,8 @@ pytestmark = [
 ]  # fmt: skip
 
 WRITER = "boxed-w1"
+# The session's proxy socket on the host is named by its writer (the lease makes it one).
+SOCKET_THERE = f"/writerpool/{WRITER}.sock".encode()
 CODE = {"workspace": "boxed", "executionProfile": "code"}
 
 
@@ -119,10 +121,10 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
             seen["work"] = await client.wait_turn(sid, body["turnId"], limit=300)
             seen["closed"] = await client.ok("pi_session_close", {"sessionId": sid})
             # Closed: its forward and its container are gone, the server still running.
-            assert not _api_forwarders(b"/writerpool/s-", b"-R")
+            assert not _api_forwarders(SOCKET_THERE, b"-R")
             with connect_host("th", testhost) as remote:
                 assert remote.containers(LABEL_WRITER, WRITER) == []
-                there = remote.host.exec(["sh", "-c", f"ls /run/user/*/writerpool/{sid}.sock"])
+                there = remote.host.exec(["sh", "-c", f"ls /run/user/*/writerpool/{WRITER}.sock"])
                 assert there.returncode != 0, there.out
 
     async def _released(client: Client, sid: str) -> None:
@@ -192,7 +194,7 @@ def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer
         raw.initialize()
         started = raw.call("pi_session_start", CODE)
         assert started["ok"] and started["session"]["writer"] == WRITER, started
-        assert _api_forwarders() and _api_forwarders(b"/writerpool/s-", b"-R")
+        assert _api_forwarders() and _api_forwarders(SOCKET_THERE, b"-R")
         raw.proc.kill()
         raw.proc.wait(10)
     finally:
@@ -200,7 +202,7 @@ def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer
     try:
         # Each forward ends with the server; pi ends with its stdin, its container with it.
         assert _settled(lambda: not _api_forwarders())
-        assert _settled(lambda: not _api_forwarders(b"/writerpool/s-", b"-R"))
+        assert _settled(lambda: not _api_forwarders(SOCKET_THERE, b"-R"))
         with connect_host("th", testhost) as remote:
             assert _settled(lambda: not remote.containers(LABEL_WRITER, WRITER))
 

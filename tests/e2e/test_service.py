@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 
 from tests.e2e.conftest import HELLO_TEXT, MakeServer
@@ -225,3 +227,47 @@ def test_the_service_reloads_valid_settings_and_keeps_the_last_good_on_an_invali
         [finding] = service_settings(ctx)
         assert (finding.id, finding.severity) == ("service_settings", "error")
         assert "config_invalid" in finding.message
+
+
+# The SDK warns that protocol 2026-07-28 drops logging; today's clients still use it.
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+def test_one_client_silencing_failure_lines_silences_no_other(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    """`logging/setLevel` is each client's own: the quiet one hears no failure line, the
+    other still hears its own."""
+    server = make_server(pi_prefix)
+    # The workspace directory vanishes: a session there cannot start (session_start_failed).
+    server.workspaces["demo"].rename(server.workspaces["demo"].with_name("gone"))
+    heard: dict[str, list[Any]] = {"quiet": [], "loud": []}
+    start = {"workspace": "demo"}
+
+    def listener(name: str) -> Any:
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            heard[name].append(params.data)
+
+        return on_log
+
+    async def scenario(url: str, quiet: str, loud: str) -> None:
+        async with (
+            http_client(url, quiet, logging_callback=listener("quiet")) as q,
+            http_client(url, loud, logging_callback=listener("loud")) as other,
+        ):
+            await q.session.set_logging_level("critical")
+            assert await q.code("pi_session_start", start) == "session_start_failed"
+            assert await other.code("pi_session_start", start) == "session_start_failed"
+            with anyio.fail_after(30):
+                while not heard["loud"]:  # the line comes before the answer, on its stream
+                    await anyio.sleep(0.05)
+            assert [line["event"] for line in heard["loud"]] == ["session_start_failed"]
+            # The quiet client asks for errors again, and hears its own from then on.
+            await q.session.set_logging_level("error")
+            assert await q.code("pi_session_start", start) == "session_start_failed"
+            with anyio.fail_after(30):
+                while not heard["quiet"]:
+                    await anyio.sleep(0.05)
+            assert len(heard["quiet"]) == 1 and len(heard["loud"]) == 1
+
+    quiet, loud = tokens.create(server.paths, "quiet"), tokens.create(server.paths, "loud")
+    with running_service(server) as service:
+        anyio.run(scenario, service.url, quiet, loud)

@@ -6,6 +6,7 @@ that is gone (a killed relay, a revoked token) leaves no session holding a write
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -13,7 +14,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from tests.e2e.harness import RawServer, ServerEnv, processes_in
 from tests.e2e.service_support import post, running_service, tool_call
 from writerpool.mcp.http import MAX_BODY_BYTES
 from writerpool.service.conns import MAX_WAITING
-from writerpool.sessions.calls import CLIENT_CALLS
+from writerpool.sessions.seats import CLIENT_CALLS
 from writerpool.state import tokens
 
 pytestmark = pytest.mark.pi
@@ -224,6 +225,79 @@ def test_one_client_cannot_hold_the_worker_threads_of_another(
             future.result(timeout=GONE_BOUND)
     outcomes = [line["outcome"] for line in server.audit_lines() if line.get("client") == "alpha"]
     assert outcomes.count("calls_busy") == HOLDING_CALLS - CLIENT_CALLS
+
+
+WAITING_CLIENTS = 3  # 3 x 16 waits: more than the 40 threads every client used to share
+WAIT = 60  # seconds, the most a pi_turn_get may wait; the slow turn takes 300
+
+
+def _pending(held: dict[str, list[Future[dict[str, Any]]]]) -> int:
+    return sum(not future.done() for futures in held.values() for future in futures)
+
+
+def test_clients_waiting_on_slow_turns_starve_no_other_client(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    """Three clients each hold as many waits on a slow turn as they may; meanwhile another
+    client runs a whole session, and each waiting client aborts and closes its own, while
+    every other wait still waits (a wait holds no thread, and each client's calls run on
+    threads of its own)."""
+    server = make_server(pi_prefix)
+    waiting = {f"waiter{i}": tokens.create(server.paths, f"waiter{i}")
+               for i in range(WAITING_CLIENTS)}  # fmt: skip
+    other = tokens.create(server.paths, "other")
+    all_waits = WAITING_CLIENTS * CLIENT_CALLS
+    with running_service(server) as service, ThreadPoolExecutor(all_waits) as pool:
+        port = service.port
+
+        def call(token: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            status, body = post(
+                port, tool_call(tool, args), _headers(port, token), timeout=2 * WAIT
+            )
+            assert status == 200, body
+            return _structured(body)
+
+        def busy(token: str, args: dict[str, Any]) -> bool:
+            body = call(token, "pi_turn_get", args)  # no wait: answered at once when admitted
+            return not body["ok"] and body["error"]["code"] == "calls_busy"
+
+        turns: dict[str, dict[str, Any]] = {}
+        for name, token in waiting.items():
+            sid = call(token, "pi_session_start", HOST_CODE)["session"]["sessionId"]
+            turn = call(token, "pi_session_prompt", {"sessionId": sid, "message": "take-your-time"})
+            turns[name] = {"sessionId": sid, "turnId": turn["turnId"]}
+        held: dict[str, list[Future[dict[str, Any]]]] = {}
+        for name, token in waiting.items():
+            args = {**turns[name], "waitSeconds": WAIT}
+            held[name] = [
+                pool.submit(call, token, "pi_turn_get", args) for _ in range(CLIENT_CALLS)
+            ]
+        for name, token in waiting.items():  # each client's every wait is in progress
+            _until(functools.partial(busy, token, turns[name]), "the waits are not all admitted")
+        threads = _threads(service.proc.pid)
+        assert _pending(held) == all_waits
+
+        # Another client: a whole session, while every wait still waits.
+        sid = call(other, "pi_session_start", HOST_CODE)["session"]["sessionId"]
+        call(other, "pi_session_prompt", {"sessionId": sid, "message": "take-your-time"})
+        assert [s["sessionId"] for s in call(other, "pi_session_list", {})["sessions"]] == [sid]
+        assert call(other, "pi_session_abort", {"sessionId": sid})["aborted"] is True
+        assert call(other, "pi_session_close", {"sessionId": sid})["ok"]
+        assert _pending(held) == all_waits
+
+        # A waiting client's abort and close pass its full cap; they end its own waits only.
+        for index, (name, token) in enumerate(waiting.items()):
+            own = {"sessionId": turns[name]["sessionId"]}
+            assert call(token, "pi_session_abort", own)["aborted"] is True
+            ended = [future.result(timeout=GONE_BOUND) for future in held[name]]
+            assert {body["turn"]["status"] for body in ended} == {"aborted"}, ended
+            assert _pending(held) == all_waits - (index + 1) * CLIENT_CALLS
+            assert call(token, "pi_session_close", own)["session"]["state"] == "closed"
+    print(f"\nservice threads while {all_waits} waits waited: {threads}")
+    lines = server.audit_lines()
+    outcomes = [ln["outcome"] for ln in lines if ln["action"] == "pi_turn_get"
+                and ln.get("client") in waiting]  # fmt: skip
+    assert outcomes.count("ok") >= all_waits, outcomes
 
 
 def test_a_relay_whose_service_is_killed_answers_or_ends(

@@ -15,17 +15,22 @@ import pytest
 from tests.integration.writers_support import codes, make_checkout, wp, write_config
 from writerpool.config.paths import Paths
 from writerpool.pool.control import EXPECTED_NETWORK_ESCAPES, run_control
-from writerpool.runtime.probe import run_harness_on_host
+from writerpool.runtime.local import LocalPodman
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
-ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp"
+ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp,10.9.9.0/24"
+# egress check resolves as the proxy does: the names it finds allowed resolve, through
+# [egress.resolve], into the listed range (the machine's resolver knows no .test name).
 EGRESS = """
 [egress.sets.corp]
 hosts = ["npm.corp.test"]
 
 [egress.resolve]
 "mirror.corp.test" = ["10.9.8.7"]
+"a.cdn.corp.test" = ["10.9.9.1"]
+"npm.corp.test" = ["10.9.9.2"]
+"plain.corp.test" = ["10.9.9.3"]
 """
 
 
@@ -45,9 +50,11 @@ def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
 
 
 def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
-    configured: Path,
+    configured: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = Paths.from_env()
+    # npm configured only with a registry that is no http(s) URL: host-npm names no host.
+    monkeypatch.setenv("npm_config_registry", "file:///srv/npm-mirror")
     cases = {
         "localhost": "allow_set_unknown",
         "x_y.corp.test": "allow_entry_invalid",
@@ -59,6 +66,8 @@ def test_bad_allowlists_are_refused_with_stable_codes_and_store_nothing(
         exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                                "--allow", words, "--apply")  # fmt: skip
         assert (exit_code, codes(report)) == (1, [code]), report
+        if code == "allow_set_empty":  # it says what to do
+            assert "list your registry's host instead" in report["findings"][0]["message"]
     exit_code, report = wp("mode", "set", "demo", "container", "--profiles", "code",
                            "--network", "none", "--allow", "a.corp.test", "--apply")  # fmt: skip
     assert (exit_code, codes(report)) == (1, ["allow_network_unsupported"])
@@ -83,9 +92,7 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     assert status["data"]["writers"][0]["networkClass"] == "limited-allowlist"
     _, shown = wp("mode", "show", "demo", check=True)
     stored = finding(shown, "mode_stored")
-    assert "--allow 'mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp'" in str(
-        stored["data"]["command"]
-    )
+    assert f"--allow '{ALLOW}'" in str(stored["data"]["command"])
     checks = {
         "mirror.corp.test": ("egress_check_denied", "address_private"),
         "a.cdn.corp.test:8443": ("egress_check_allowed", "*.cdn.corp.test:8443"),
@@ -108,16 +115,23 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     assert "egress_check_denied" in codes(wp("egress", "check", "demo", "npm.corp.test")[1])
 
 
+class Recorded(LocalPodman):
+    """This machine's host, keeping what each uncontained run printed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs: list[bytes] = []
+
+    def run_uncontained(self, program: Path, env: dict[str, str]) -> bytes:
+        self.outputs.append(super().run_uncontained(program, env))
+        return self.outputs[-1]
+
+
 def test_the_control_sees_the_allowlist_checks_fail_uncontained(tmp_path: Path) -> None:
-    outputs: list[bytes] = []
-
-    def runner(program: Path, env: dict[str, str], cwd: Path) -> bytes:
-        outputs.append(run_harness_on_host(program, env, cwd))
-        return outputs[-1]
-
-    report = run_control(Paths.from_env(), apply=True, runner=runner)
+    host = Recorded()
+    report = run_control(Paths.from_env(), host)
     assert report.codes() == ["isolation_control_passed"]
-    network = json.loads(outputs[0])["networkChecks"]
+    network = json.loads(host.outputs[0])["networkChecks"]
     assert network["allow_listed"]["status"] == "pass"
     for name in EXPECTED_NETWORK_ESCAPES:
         assert network[name]["status"] == "fail", (name, network[name])

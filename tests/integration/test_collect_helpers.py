@@ -51,7 +51,7 @@ def ready_writer(
 ) -> str:
     """Control, then `mode set ALIAS container --apply`; return the first ready writer."""
     paths = Paths.from_env()
-    if "isolation_control_passed" not in run_control(paths, apply=True).codes():
+    if "isolation_control_passed" not in run_control(paths, open_host()).codes():
         raise AssertionError("the isolation control did not pass")
     request = ModeRequest(
         alias=alias,
@@ -86,7 +86,8 @@ def run_agent(name: str, script: str) -> str:
     paths = Paths.from_env()
     state = state_of(name)
     pool = load_config(paths).config.pool
-    spec = writer_spec(paths, state, resolve_image(paths, state.image), pool, open_host().facts())
+    host = open_host()
+    spec = writer_spec(paths, host, state, resolve_image(paths, state.image), pool, host.facts())
     done = open_host().run(spec, ["bash", "-euc", AGENT_ENV + script], timeout=600)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.out

@@ -4,6 +4,7 @@ the host's name end to end), refusals name the host, every connection is audited
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -15,34 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.connect import Records, connect, dial, head_of, open_proxy
+from tests.support.egress import client_hello
 from tests.support.registry import NAME, Registry, registry
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.allowlist import Allowlist, expand
-from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
-from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.connect import ConnectLimits
 from writerpool.egress.host import EgressHost
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.spec import ConnectListenerSpec
-
-LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
-                       idle_seconds=30.0)  # fmt: skip
-
-
-class Records:
-    def __init__(self) -> None:
-        self.items: list[ConnectRecord] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, record: ConnectRecord) -> None:
-        with self._cond:
-            self.items.append(record)
-            self._cond.notify_all()
-
-    def wait(self, count: int) -> list[ConnectRecord]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.items) >= count, timeout=20)
-            return list(self.items)
 
 
 @pytest.fixture
@@ -56,49 +38,6 @@ def host() -> Iterator[InProcessLoop]:
 def test_host(tmp_path: Path) -> Iterator[Registry]:
     with registry(tmp_path / "registry") as served:
         yield served
-
-
-def open_proxy(
-    host: InProcessLoop, tmp_path: Path, words: tuple[str, ...], records: Records,
-    resolve: dict[str, tuple[str, ...]], limits: ConnectLimits = LIMITS,
-) -> LocalListener:  # fmt: skip
-    (tmp_path / "egress").mkdir(mode=0o700, exist_ok=True)
-    proxy = LocalListener(host, ConnectSession(
-        session="s-0123456789abcdef", writer="ws-w1",
-        socket_path=tmp_path / "egress" / "connect.sock",
-        allowlist=Allowlist(expand(words, {})[0]), resolve=resolve, limits=limits,
-        audit=records,
-    ))  # fmt: skip
-    proxy.start()
-    return proxy
-
-
-def dial(proxy: LocalListener | Path) -> socket.socket:
-    path = proxy if isinstance(proxy, Path) else proxy.listener.socket_path
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(20)
-    try:
-        sock.connect(str(path))
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def head_of(sock: socket.socket) -> str:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode("latin-1")
-
-
-def connect(proxy: LocalListener | Path, target: str) -> tuple[socket.socket, str]:
-    sock = dial(proxy)
-    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    return sock, head_of(sock)
 
 
 def fetch_over_tls(sock: socket.socket, ca: Path, name: str, path: str) -> bytes:
@@ -163,6 +102,71 @@ def test_refusals_name_the_host_and_reason_and_are_audited(
     seen = {r.destination: (r.allowed, r.reason) for r in records.wait(len(cases))}
     assert seen == {t: (False, r) for t, r in cases.items()}
     assert proxy.listener.denied == cases
+
+
+class RecordingLookup:
+    """A resolver that answers from a table and records every question."""
+
+    def __init__(self, answers: dict[str, list[str]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, int]] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append((host, port))
+        if host not in self.answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self.answers[host]
+
+
+def test_names_are_decided_before_any_lookup_and_the_address_tried_is_audited(
+    host: InProcessLoop, tmp_path: Path
+) -> None:
+    """An unlisted (or malformed) name is refused without a question to the resolver; a
+    listed name is asked once per connection, every answer judged, the connection made
+    only to one that passed; the audit line names the address refused or connected to."""
+    upstream = socket.create_server(("127.0.0.1", 0))
+    port = upstream.getsockname()[1]
+    hello = client_hello("mixed.test")
+
+    def answer() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            read_exactly(conn, len(hello))
+            conn.sendall(b"reached")
+
+    threading.Thread(target=answer, daemon=True).start()
+    lookup = RecordingLookup({"inside.test": ["10.20.30.40", "fd00::7"],
+                              "mixed.test": ["10.20.30.41", "127.0.0.1"]})  # fmt: skip
+    records = Records()
+    words = ("inside.test", f"mixed.test:{port}", "gone.test", "127.0.0.1/32")
+    proxy = open_proxy(host, tmp_path, words, records, {}, lookup=lookup)
+    try:
+        for target in ("unlisted.test:443", "bad_name.test:443", "inside.test:8443"):
+            sock, head = connect(proxy, target)
+            sock.close()
+            assert " 403 " in head.split("\r\n")[0] or " 400 " in head.split("\r\n")[0]
+        assert lookup.asked == []  # refused on the name alone
+        sock, head = connect(proxy, "inside.test:443")
+        sock.close()
+        assert "(address_private)" in head.split("\r\n")[0]
+        sock, head = connect(proxy, "gone.test:443")
+        sock.close()
+        assert "(resolve_failed)" in head.split("\r\n")[0]
+        sock, head = connect(proxy, f"mixed.test:{port}")
+        with sock:
+            assert head.startswith("HTTP/1.1 200 ")
+            sock.sendall(hello)
+            assert sock.recv(16) == b"reached"
+        assert lookup.asked == [("inside.test", 443), ("gone.test", 443), ("mixed.test", port)]
+    finally:
+        proxy.stop()
+        upstream.close()
+    seen = {r.destination: (r.reason, r.address) for r in records.wait(6)}
+    assert seen["unlisted.test:443"] == ("not_listed", None)
+    assert seen["inside.test:8443"] == ("port_not_listed", None)
+    assert seen["inside.test:443"] == ("address_private", "10.20.30.40")
+    assert seen["gone.test:443"] == ("resolve_failed", None)
+    assert seen[f"mixed.test:{port}"] == ("allowed", "127.0.0.1")
 
 
 def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
@@ -266,15 +270,18 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
     words = (f"idle.test:{port}", f"127.0.0.1/32:{port}")
     proxy = open_proxy(host, tmp_path, words, records, {"idle.test": ("127.0.0.1",)}, limits)
 
+    hello = client_hello("idle.test")
+
     def trickle() -> None:
         upstream, _ = listener.accept()
         with upstream:
-            upstream.recv(1)  # the client has read the proxy's answer: the bytes come after
+            read_exactly(upstream, len(hello))  # the client has read the proxy's answer
             for _ in range(10):  # 3 s, longer than the idle timeout, a byte every 0.3 s
                 upstream.sendall(b"x")
                 time.sleep(0.3)
         idle, _ = listener.accept()
         with idle:
+            read_exactly(idle, len(hello))
             idle.recv(1)  # sends nothing; returns when the proxy cuts the tunnel
 
     server = threading.Thread(target=trickle, daemon=True)
@@ -282,7 +289,7 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
     try:
         busy, head = connect(proxy, f"idle.test:{port}")
         assert head.startswith("HTTP/1.1 200 ")
-        busy.sendall(b"g")
+        busy.sendall(hello)
         with busy:
             got = b""
             while chunk := busy.recv(16):
@@ -291,13 +298,121 @@ def test_an_idle_tunnel_is_cut_and_a_busy_one_is_kept(host: InProcessLoop, tmp_p
         quiet, head = connect(proxy, f"idle.test:{port}")
         assert head.startswith("HTTP/1.1 200 ")
         with quiet:
+            quiet.sendall(hello)
             assert quiet.recv(1) == b""  # cut after the idle timeout
         server.join(timeout=20)
         assert not server.is_alive()
     finally:
         proxy.stop()
         listener.close()
-    assert sorted((r.bytes_up, r.bytes_down) for r in records.wait(2)) == [(0, 0), (1, 10)]
+    traffic = sorted((r.bytes_up, r.bytes_down) for r in records.wait(2))
+    assert traffic == [(len(hello), 0), (len(hello), 10)]
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size and (chunk := sock.recv(size - len(data))):
+        data += chunk
+    return data
+
+
+class SilentUpstream:
+    """A loopback listener that accepts and never answers, nor closes (even at the end of
+    its input, as a server waiting on a handshake may); it records, per connection, the
+    bytes it got before the proxy ended its side."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.received: list[int] = []
+        self.held: list[socket.socket] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        got = 0
+        self.held.append(conn)  # closed only when the test ends
+        conn.settimeout(60)
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):  # until the proxy ends its side
+                got += len(chunk)
+        with self._cond:
+            self.received.append(got)
+            self._cond.notify_all()
+
+    def closed(self, count: int) -> list[int]:
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.received) >= count, timeout=10)
+            return list(self.received)
+
+
+def test_a_tunnel_the_agent_closes_stops_counting_at_once(
+    host: InProcessLoop, tmp_path: Path
+) -> None:
+    """An agent opens tunnels up to the cap to a host that accepts and never answers, and
+    closes them: the upstream halves are closed too, the connections stop counting, and
+    a CONNECT to a healthy listed host is admitted next (the idle limit is far away)."""
+    silent = SilentUpstream()
+    healthy = socket.create_server(("127.0.0.1", 0))
+    healthy_port = healthy.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = healthy.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"healthy answer")
+
+    threading.Thread(target=answer, daemon=True).start()
+    records = Records()
+    limits = ConnectLimits(concurrent=2, total=100, header_bytes=4096, header_seconds=5.0,
+                           idle_seconds=600.0)  # fmt: skip
+    words = (f"silent.test:{silent.port}", f"healthy.test:{healthy_port}", "127.0.0.1/32")
+    resolve: dict[str, tuple[str, ...]] = {
+        "silent.test": ("127.0.0.1",),
+        "healthy.test": ("127.0.0.1",),
+    }
+    proxy = open_proxy(host, tmp_path, words, records, resolve, limits)
+    try:
+        tunnels = []
+        for _ in range(2):
+            sock, head = connect(proxy, f"silent.test:{silent.port}")
+            assert head.startswith("HTTP/1.1 200 ")
+            sock.sendall(client_hello("silent.test"))
+            tunnels.append(sock)
+        with dial(proxy) as over:  # answered at once, before it says where to
+            assert "(cap_concurrent)" in head_of(over).split("\r\n")[0]  # the tunnels count
+        for sock in tunnels:
+            sock.close()
+        records.settle(3)
+        assert proxy.listener.active == 0
+        closed = silent.closed(2)  # both upstream halves saw the proxy close its side
+        assert len(closed) == 2 and all(n > 0 for n in closed)
+        sock, head = connect(proxy, f"healthy.test:{healthy_port}")
+        assert head.startswith("HTTP/1.1 200 ")
+        with sock:
+            sock.sendall(client_hello("healthy.test"))
+            assert sock.recv(64) == b"healthy answer"
+    finally:
+        proxy.stop()
+        silent.close()
+        healthy.close()
+    seen = records.wait(4)
+    tunnels_seen = [r for r in seen if r.destination == f"silent.test:{silent.port}"]
+    assert [(r.allowed, r.reason) for r in tunnels_seen] == [(True, "allowed")] * 2
+    assert all(r.bytes_up > 0 and r.bytes_down == 0 for r in tunnels_seen)
 
 
 def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(

@@ -150,6 +150,46 @@ def test_a_connection_is_relayed_both_ways_with_half_close(
         server.close()
 
 
+def pipes_of_group(group: int) -> int:
+    """Pipe descriptors held by the processes of a process group (the serving child)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        count += sum(link.startswith("pipe:") for link in links)
+    return count
+
+
+def test_a_connection_moves_through_a_kernel_pipe_each_way(short_dir: Path) -> None:
+    """While a connection is open its bytes go through two pipes (splice), none before."""
+    port, socket_path = free_port(), short_dir / "egress.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(socket_path))
+    server.listen()
+    parent = start_forwarder(port, socket_path, "--background", stderr=subprocess.DEVNULL)
+    try:
+        assert parent.wait(timeout=10) == 0
+        idle = pipes_of_group(parent.pid)  # the serving child is in the parent's group
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+            inner, _ = server.accept()
+            with inner:
+                conn.sendall(b"ping")
+                assert inner.recv(4) == b"ping"
+                inner.sendall(b"pong")
+                assert conn.recv(4) == b"pong"
+                assert pipes_of_group(parent.pid) == idle + 4  # two ends, two directions
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGTERM)
+        server.close()
+
+
 def test_without_its_socket_a_connection_is_closed_and_the_forwarder_serves_on(
     forwarded: tuple[int, Path],
 ) -> None:

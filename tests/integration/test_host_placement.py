@@ -1,7 +1,8 @@
 """`mode set … --hosts`: writers placed across hosts by the documented rule, the host
 recorded in each writer's state and shown by `writer list`; a name that is no host is
 refused, and so is a network a writer on another host cannot have; writers on the test
-host are accepted there and listed beside this machine's."""
+host are accepted there and listed beside this machine's, and the fingerprint their
+acceptance records is that of the very spec a session runs there."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
+from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
+from writerpool.pool.acceptance import fingerprint_groups, fingerprint_of
+from writerpool.pool.sessions import lease_ready_writer
 from writerpool.runtime.host import writer_at
+from writerpool.runtime.hosts import HostSet
 from writerpool.runtime.remote import connect
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -101,3 +106,45 @@ def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), f"{alias}-w2", remote.name))
+
+
+@pytest.mark.remote
+def test_the_fingerprint_recorded_at_acceptance_on_a_host_is_that_of_the_spec_a_session_runs(
+    tmp_path: Path, image_pin: Path, testhost: Host
+) -> None:
+    alias = unique_alias("spec")
+    write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
+    add_host(testhost)
+    wp("image", "transfer", "--host", "th", check=True)
+    wp("control", "--host", "th", "--apply", check=True)
+    options = ["container", "--profiles", "code", "--network", "provider", "--hosts", "th"]
+    name = f"{alias}-w1"
+    try:
+        code, report = wp("mode", "set", alias, *options, "--apply")
+        assert code == 0 and "writer_accepted" in codes(report), report
+        paths, loaded = Paths.from_env(), load_config(Paths.from_env())
+        state = state_of(name)
+        with HostSet(loaded.config.hosts) as hosts:
+            slot = lease_ready_writer(paths, loaded, alias, None, hosts=hosts)
+            try:
+                assert (slot.name, slot.host.name) == (name, "th")
+                groups = fingerprint_groups(paths, slot.host, state, loaded.config.pool)
+                session = {**groups, "container_spec": slot.spec.digest()}
+                assert fingerprint_of(session) == state.fingerprint
+                # That spec runs there: the guards, the agent directory provisioning
+                # wrote on the host, and the proxy's socket forwarded for the writer.
+                with slot.host.egress_endpoint(slot.writer):
+                    done = slot.host.run(slot.spec, ["sh", "-ec", SEEN], timeout=120)
+                assert done.returncode == 0, done.stderr[-2000:]
+                assert done.out.split() == ["socket", "settings.json", "git"], done.out
+            finally:
+                slot.release()
+    finally:
+        with connect("th", testhost) as remote:
+            remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))
+
+
+SEEN = (
+    "test -S /pi/egress/proxy.sock && echo socket; ls /pi/agent | grep -x settings.json; "
+    "test -f /work/.git/config && echo git"
+)

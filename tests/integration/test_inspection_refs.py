@@ -22,7 +22,7 @@ from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.limits import LIMITS
 from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.provision import base_record
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.state.writer import WriterState
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -57,7 +57,7 @@ def _clone(writer: WriterState) -> Path:
 
 
 def _seen(writer: WriterState) -> Inspection:
-    return inspect_writer(Paths.from_env(), PodmanHost(), writer, Pool())
+    return inspect_writer(Paths.from_env(), LocalPodman(), writer, Pool())
 
 
 def _git_view(clone: Path, prefix: str) -> dict[str, str]:

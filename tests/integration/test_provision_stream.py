@@ -34,7 +34,7 @@ from writerpool.pool.provision_stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime import image_tools
 from writerpool.runtime.host import WriterHost, writer_at
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman, connect
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.runtime.volumes import writer_volumes
@@ -84,7 +84,7 @@ def test_a_local_writer_is_cloned_in_a_container_from_the_streamed_bundle(
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=3)
     run_git(repo, "tag", "v1", "HEAD~1")
-    host = PodmanHost()
+    host = LocalPodman()
     state, baseline, _ = _provision(host, repo, tags="reachable")
     head = run_git(repo, "rev-parse", "main").out.strip()
     assert (baseline.head, baseline.commit, baseline.branches) == ("refs/heads/main", head,
@@ -110,7 +110,7 @@ def test_the_origin_reaches_the_clone_only_without_credentials(
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=2, files=2)
     run_git(repo, "remote", "add", "origin", origin)
-    host = PodmanHost()
+    host = LocalPodman()
     base = resolve_base(repo, "main")
     state = _state(host.name, base)
     paths = Paths.from_env()
@@ -155,7 +155,8 @@ def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
             lines = _in_clone(remote, state, CHECK).split()
             assert lines[:4] == [head, "refs/heads/main", "0", "nologs"] and "nobundle" in lines
             # Nothing of the clone is on this machine: only the record (state) is.
-            assert not writer.clone.exists()
+            here = {p.name for p in writer.record.iterdir()}
+            assert "state.json" in here and not {"clone", "agent", "cache"} & here, here
             # A provisioning killed midway left a part (files, an unwritable directory, a
             # broken git directory): the next run starts again and completes.
             _in_clone_rw(
@@ -305,7 +306,7 @@ def test_the_clone_holds_every_object_and_checks_out_clean(
     run_git(repo, "init", "-q", f"--object-format={object_format}", "--initial-branch=main")
     make_repo(repo, 300)
     run_git(repo, "tag", "-a", "-m", "release", "v1", "main~5")
-    host = PodmanHost()
+    host = LocalPodman()
     state, baseline, base = _provision(host, repo, tags="reachable")
     assert list(baseline.tags) == ["refs/tags/v1"]
     # Read in the writer's image, as any later reader of the clone does.

@@ -23,7 +23,8 @@ from writerpool.errors import WriterpoolError
 from writerpool.proc import run
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_transfer import remote_image_id, remote_images, transfer_image
-from writerpool.runtime.podman import PodmanHost, podman_env
+from writerpool.runtime.local import LocalPodman
+from writerpool.runtime.podman import podman_env
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import SshHost
@@ -181,8 +182,8 @@ def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_onl
              "s.sendall(b'ping'); print(s.recv(64).decode())")  # fmt: skip
     try:
         with connect("th", testhost) as remote:
-            transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
-            with remote.session_socket(local, "s-1") as there:
+            transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
+            with remote.forwarded_socket(local, "s-1") as there:
                 mount = Mount(source=Path(str(there)), target="/run/proxy.sock")
                 spec = ContainerSpec(image_id=pinned, name="writerpool-test-remote-sock",
                                      workdir="/tmp", mounts=(mount,))  # fmt: skip
@@ -275,8 +276,8 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
         record_built(Paths.from_env(), [BuiltImage(id=old, kind="derived", base=pinned,
                                                    name="old-tools")])  # fmt: skip
         with connect("th", testhost) as remote:
-            assert transfer_image(PodmanHost(), remote, old, lambda sent, total: None)
-            transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+            assert transfer_image(LocalPodman(), remote, old, lambda sent, total: None)
+            transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
         code, plan = _cli("image", "prune", "--host", "th")
         assert code == 0 and plan["data"]["prunable"] == [old], plan
         with connect("th", testhost) as remote:
@@ -301,7 +302,7 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
     pinned = json.loads(image_pin.read_text())["imageId"]
     writer = f"tvol{secrets.token_hex(3)}-w1"
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
         # Through the seam: the host's storage operations make and remove the volumes.
         handle = writer_at(Paths.from_env(), writer, remote.name)
         remote.create_storage(handle, cache=False)
@@ -320,7 +321,7 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         assert where.out.startswith("/") and not os.access(where.out.strip(), os.R_OK)
         remote.remove_storage(handle)
         assert writer_volumes(remote, writer) == []
-        assert not PodmanHost().cli(["volume", "ls", "-q"]).out.count(writer)
+        assert not LocalPodman().cli(["volume", "ls", "-q"]).out.count(writer)
 
 
 @pytest.mark.image
@@ -346,7 +347,7 @@ def test_a_stream_cut_by_a_killed_connection_is_writer_host_unreachable_then_one
         return consume
 
     with connect("th", testhost) as remote:
-        transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+        transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
         spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-cut-{secrets.token_hex(3)}",
                              workdir="/tmp")  # fmt: skip
         with pytest.raises(WriterpoolError) as exc:

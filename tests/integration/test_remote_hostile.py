@@ -7,6 +7,7 @@ session's forwarded socket) goes with the process that made it, SIGKILL too."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -26,9 +27,9 @@ from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
+from writerpool.crash import ENV
 from writerpool.errors import WriterpoolError
 from writerpool.pool.container import writer_spec
-from writerpool.pool.remote_container import remote_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
@@ -108,11 +109,11 @@ def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
     try:
         with connect("th", testhost.model_copy(update={"url": url})) as remote:
             if shared == "0777":  # this user's own, made private before any socket goes there
-                with remote.session_socket(tmp_path / "proxy.sock", "s-own"):
+                with remote.forwarded_socket(tmp_path / "proxy.sock", "s-own"):
                     mode = ssh.exec(["stat", "-c", "%a", f"{base}/writerpool"]).out.strip()
                 assert mode == "700"
             else:
-                link = remote.session_socket(tmp_path / "proxy.sock", "s-link")
+                link = remote.forwarded_socket(tmp_path / "proxy.sock", "s-link")
                 with pytest.raises(WriterpoolError) as exc, link:
                     pass
                 assert exc.value.code == "host_config_invalid"
@@ -142,7 +143,7 @@ from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.pool.probes import held_directory, planted_canary
+from writerpool.runtime.probes import held_directory, planted_canary
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost
 from writerpool.runtime.volumes import volume_name
@@ -201,7 +202,7 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind(str(local))
 listener.listen()
 with connect("th", Host(**json.loads(sys.argv[1]))) as remote, \\
-        remote.session_socket(local, "s-left") as there:
+        remote.forwarded_socket(local, "s-left") as there:
     print(there, flush=True)
     time.sleep(600)
 """
@@ -257,8 +258,8 @@ def test_an_agent_on_the_host_can_neither_redirect_the_git_guards_nor_see_a_sock
         state = provision_there(remote, paths, alias, name, repo, image_pin)
         try:
             image = str(json.loads(image_pin.read_text())["imageId"])
-            spec = writer_spec(paths, state, image, Pool(), remote.facts())
-            done = remote.run(remote_spec(remote, spec, name, None), ["sh", "-c", AGENT])
+            spec = writer_spec(paths, remote, state, image, Pool(), remote.facts())
+            done = remote.run(spec, ["sh", "-c", AGENT])
             assert done.returncode == 0, done.stderr[-1000:]
             assert done.out == "", done.out
             kinds = remote.run(_clone_reader(image, name), ["stat", "-c", "%F", ".git",
@@ -292,7 +293,9 @@ def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_nex
     wp("control", "--apply", check=True)
     wp("control", "--host", "th", "--apply", check=True)
     ssh = SshHost.from_config("th", testhost)
-    canaries, sockets = "$HOME/.writerpool-canary-*", "/run/user/$(id -u)/writerpool/*.sock"
+    # The canary in the SSH user's home, and the proxy's socket forwarded for the writer.
+    canaries = "$HOME/.writerpool-canary-*"
+    sockets = f"/run/user/$(id -u)/writerpool/{alias}-w1.sock"
     # What other runs left on this account's test host is not this run's to judge.
     before = set(_on_host(ssh, canaries)), set(_on_host(ssh, sockets))
 
@@ -300,30 +303,24 @@ def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_nex
         return set(_on_host(ssh, canaries)) - before[0], set(_on_host(ssh, sockets)) - before[1]
 
     argv = [sys.executable, "-m", "writerpool", "mode", "set", alias, "container", "--profiles",
-            "code", "--network", "none", "--hosts", "th", "--apply", "--json"]  # fmt: skip
-    setting = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            "code", "--network", "provider", "--hosts", "th", "--apply", "--json"]  # fmt: skip
+    # Killed where acceptance holds all it plants there, just before the harness runs.
+    env = {**os.environ, ENV: "acceptance.probes_held"}
+    setting = subprocess.run(argv, env=env, capture_output=True, timeout=600, check=False)
     try:
-        for _ in range(1200):  # bounded: provisioning, then the canary of its acceptance
-            if left()[0] or setting.poll() is not None:
-                break
-        assert setting.poll() is None, "mode set ended before its acceptance was caught"
-        setting.kill()
-        setting.wait()
+        assert setting.returncode == -9, setting.stderr[-2000:]
         for _ in range(60):  # bounded: 30 s for the host to see the connections end
             if left() == (set(), set()):
                 break
             threading.Event().wait(0.5)
         assert left() == (set(), set())
         code, report = wp("mode", "set", alias, "container", "--profiles", "code",
-                          "--network", "none", "--hosts", "th", "--apply")  # fmt: skip
+                          "--network", "provider", "--hosts", "th", "--apply")  # fmt: skip
         assert code == 0, report
         assert f"writer/{alias}/{alias}-w1" in [
             f["target"] for f in report["findings"] if f["code"] == "writer_accepted"
         ], report
         assert left() == (set(), set())
     finally:
-        if setting.poll() is None:
-            setting.kill()
-            setting.wait()
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), f"{alias}-w1", remote.name))

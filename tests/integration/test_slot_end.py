@@ -14,9 +14,9 @@ import pytest
 from writerpool.config.paths import Paths
 from writerpool.pool.lease import Lease
 from writerpool.pool.sessions import WriterSlot
-from writerpool.runtime.host import ContainerRef
+from writerpool.runtime.host import ContainerRef, writer_at
 from writerpool.runtime.image import image_setting_id
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 
 pytestmark = [pytest.mark.podman, pytest.mark.image]
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.podman, pytest.mark.image]
 GUARD_SECONDS = 120.0  # only against a hang: nothing here waits on time
 
 
-class HeldPodman(PodmanHost):
+class HeldPodman(LocalPodman):
     """This account's Podman, where the first listing of a writer's containers waits
     until the test lets it go: the first end of the slot is held inside its work."""
 
@@ -42,13 +42,13 @@ class HeldPodman(PodmanHost):
         return super().containers(label, value)
 
 
-def _session_container(spec: ContainerSpec, host: PodmanHost) -> None:
+def _session_container(spec: ContainerSpec, host: LocalPodman) -> None:
     """A running container with the writer's label, as a session's would be."""
     argv = spec.run_argv(["sleep", "600"])
     host.cli([argv[0], "-d", *argv[1:]])
 
 
-def _running(host: PodmanHost, name: str) -> list[str]:
+def _running(host: LocalPodman, name: str) -> list[str]:
     return [c.name for c in host.containers(LABEL_WRITER, name)]
 
 
@@ -67,15 +67,15 @@ def test_a_slot_ended_from_two_threads_is_ended_once_and_never_frees_a_later_lea
     paths = Paths.from_env()
     name = f"end{secrets.token_hex(3)}-w1"
     writer_dir = paths.writer_dir(name)
-    plain, held = PodmanHost(), HeldPodman()
+    plain, held = LocalPodman(), HeldPodman()
     spec = ContainerSpec(image_id=image_setting_id(paths, "default"),
                          name=f"writerpool-{name}", labels={LABEL_WRITER: name},
                          workdir="/tmp")  # fmt: skip
     first = Lease(writer_dir)
     first.acquire(0)
     slot = WriterSlot(name=name, base_ref="main", base_commit="0" * 40,
-                      agent_dir=writer_dir / "agent", egress_dir=writer_dir / "egress",
-                      network="none", allow=None, spec=spec, host=held, lease=first)  # fmt: skip
+                      writer=writer_at(paths, name), network="none", allow=None, spec=spec,
+                      host=held, lease=first)  # fmt: skip
     later = Lease(writer_dir)
     try:
         _session_container(spec, plain)

@@ -108,7 +108,7 @@ def test_origin_with_userinfo_is_not_copied(tmp_path: Path, image_pin: Path) -> 
 
 def test_isolation_control_passes_here_and_fails_when_blind(tmp_path: Path) -> None:
     paths = Paths.from_env()
-    report = run_control(paths, apply=True)
+    report = run_control(paths, open_host())
     assert report.codes() == ["isolation_control_passed"]
     assert not list(Path.home().glob(".writerpool-canary-*"))  # canaries removed
     blind = tmp_path / "blind_harness.py"
@@ -119,7 +119,7 @@ def test_isolation_control_passes_here_and_fails_when_blind(tmp_path: Path) -> N
         "print(json.dumps({'schemaVersion': 1, 'verdict': 'pass', 'network': 'limited',"
         " 'checks': checks}))\n"
     )
-    report = run_control(paths, apply=True, harness_file=blind)
+    report = run_control(paths, open_host(), harness_file=blind)
     assert report.codes() == ["isolation_control_failed"]
     record = json.loads(paths.control_file.read_text())
     assert record["passed"] is False
@@ -140,8 +140,9 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
     from writerpool.runtime.image import resolve_image
 
     config = load_config(paths).config
+    host = open_host()
     spec = writer_spec(
-        paths, state, resolve_image(paths, state.image), config.pool, open_host().facts()
+        paths, host, state, resolve_image(paths, state.image), config.pool, host.facts()
     )
     script = (
         "git config core.fsmonitor 'touch /work/pwned' && echo CONFIG-WRITABLE; "

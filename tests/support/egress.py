@@ -1,7 +1,9 @@
-"""Helpers for provider-proxy tests: an HTTP client on a Unix socket, a test CA."""
+"""Helpers for egress tests: an HTTP client on a Unix socket, a test CA, a real TLS
+client's first flight."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.client
 import ipaddress
@@ -133,3 +135,15 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context
+
+
+def client_hello(name: str | None, context: ssl.SSLContext | None = None) -> bytes:
+    """The first flight (its ClientHello) of Python's TLS client for `name`, as it would
+    send it on a socket: made in memory, nothing is connected."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = (context or ssl.create_default_context()).wrap_bio(
+        incoming, outgoing, server_hostname=name
+    )
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()

@@ -15,7 +15,7 @@ from writerpool.gitops.base import resolve_base
 from writerpool.pool.provision import provision
 from writerpool.report import Report
 from writerpool.runtime.image_transfer import transfer_image
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman
 from writerpool.state.writer import WriterState
 
@@ -31,7 +31,7 @@ def add_host(host: Host, url: str | None = None, config: Path | None = None) -> 
 def send_image(remote: RemotePodman, image_pin: Path) -> str:
     """The pinned writer image on the host (transferred unless there); its ID."""
     pinned = str(json.loads(image_pin.read_text())["imageId"])
-    transfer_image(PodmanHost(), remote, pinned, lambda sent, total: None)
+    transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
     return pinned
 
 

@@ -18,6 +18,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.pool.container import AGENT_DIR, readonly_spec, writer_spec
 from writerpool.proc import run
 from writerpool.runtime.host import EngineFacts
+from writerpool.runtime.local import LocalPodman
 from writerpool.state.writer import BaseRecord, WriterState
 
 CUSTOM = Provider(
@@ -182,7 +183,7 @@ def test_pi_keeps_no_state_in_the_clone_of_any_container(tmp_path: Path) -> None
         cache="go", lifecycle="reset", tags="keep", profiles=("code",),
         base=BaseRecord(name="main", ref="refs/heads/main", commit="0" * 40, branch="main"),
     )  # fmt: skip
-    writer = writer_spec(paths, state, "0" * 64, Config().pool, facts)
+    writer = writer_spec(paths, LocalPodman(), state, "0" * 64, Config().pool, facts)
     readonly = readonly_spec(
         image_id="0" * 64, session_id="s1", checkout=tmp_path, agent_dir=tmp_path / "agent",
         egress_dir=tmp_path / "egress", pool=Config().pool, facts=facts,

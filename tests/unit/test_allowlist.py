@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import shutil
 import socket
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -12,7 +16,7 @@ from writerpool.config.allow_entry import parse_entry
 from writerpool.config.models import Config, parse_config
 from writerpool.egress.allowlist import Allowlist, address_refusal, expand
 from writerpool.egress.connect_model import refusal_head
-from writerpool.egress.derived import derived_sets, resolve_allowlist, url_entry
+from writerpool.egress.derived import Defaults, derived_sets, resolve_allowlist, url_entry
 from writerpool.errors import WriterpoolError
 from writerpool.pool.fence import remove_stale_egress
 
@@ -130,6 +134,21 @@ def test_sets_expand_in_order_without_repeats_and_unknown_or_empty_sets_are_refu
     assert many.value.code == "allow_too_many"
 
 
+class Asked:
+    """Tool defaults that record being asked and know nothing."""
+
+    def __init__(self) -> None:
+        self.tools: list[str] = []
+
+    def pip(self) -> list[str]:
+        self.tools.append("pip")
+        return []
+
+    def npm(self, environ: Mapping[str, str]) -> list[str]:
+        self.tools.append("npm")
+        return []
+
+
 def test_sets_derive_from_the_hosts_pip_uv_and_npm_configuration(tmp_path: Path) -> None:
     (tmp_path / ".config" / "pip").mkdir(parents=True)
     (tmp_path / ".config" / "pip" / "pip.conf").write_text(
@@ -143,12 +162,58 @@ def test_sets_derive_from_the_hosts_pip_uv_and_npm_configuration(tmp_path: Path)
     (tmp_path / ".npmrc").write_text(
         "registry=https://npm.corp.test/\n@scope:registry=https://scoped.corp.test\n"
     )
-    sets = derived_sets({"HOME": str(tmp_path)})
-    assert sets["host-pip"] == ("pypi.corp.test", "http://extra.corp.test:8080")
-    assert sets["host-uv"] == ("uv.corp.test:8443",)
-    assert sets["host-npm"] == ("npm.corp.test", "scoped.corp.test")
-    assert derived_sets({"HOME": str(tmp_path / "empty")})["host-pip"] == ()
+    asked = Asked()
+    defaults = Defaults(pip=asked.pip, npm=asked.npm)
+    sets = derived_sets({"HOME": str(tmp_path)}, defaults)
+    assert sets["host-pip"].hosts == ("pypi.corp.test", "http://extra.corp.test:8080")
+    assert sets["host-uv"].hosts == ("uv.corp.test:8443",)
+    assert sets["host-npm"].hosts == ("npm.corp.test", "scoped.corp.test")
+    assert all("configuration" in s.source for s in sets.values())
+    assert asked.tools == []  # configured tools are not asked for their defaults
     assert url_entry("file:///srv/wheels") is None
+
+
+def test_an_unconfigured_tool_gives_its_own_default_index_and_files_host(tmp_path: Path) -> None:
+    """pip's and uv's defaults come from pip's model of its default index at run time
+    (compared here with that model, never with a name written down)."""
+    from pip._internal.models.index import PyPI
+
+    empty = {"HOME": str(tmp_path / "empty"), "PATH": ""}
+    sets = derived_sets(empty)
+    expected = (urlsplit(PyPI.url).hostname, PyPI.file_storage_domain)
+    assert sets["host-pip"].hosts == sets["host-uv"].hosts == expected
+    assert "default index and its files host" in sets["host-pip"].source
+    assert sets["host-npm"].hosts == ()  # no npm on this PATH, none configured
+    entries, origin = resolve_allowlist(Config(), ("host-pip",), empty)
+    assert [e.text for e in entries] == list(expected)
+    assert origin[str(expected[0])] == ("host-pip",)
+    with pytest.raises(WriterpoolError) as empty_npm:
+        resolve_allowlist(Config(), ("host-npm",), empty)
+    assert empty_npm.value.code == "allow_set_empty"
+    assert "install npm, or list your registry's host" in empty_npm.value.message
+    no_pip = Defaults(pip=list, npm=lambda env: [])
+    with pytest.raises(WriterpoolError) as empty_pip:
+        resolve_allowlist(Config(), ("host-uv",), empty, no_pip)
+    assert "list your index's host instead" in empty_pip.value.message
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="no npm command")
+def test_npm_is_asked_for_its_registry_when_none_is_configured(tmp_path: Path) -> None:
+    """Configured globally (a file writerpool does not read itself), npm reports its
+    registry; a ~/.npmrc registry is taken as written, without asking npm."""
+    (tmp_path / "global").write_text("registry=https://npm.global.test/\n")
+    env = {"HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"],
+           "npm_config_globalconfig": str(tmp_path / "global")}  # fmt: skip
+    asked = derived_sets(env)["host-npm"]
+    assert asked.hosts == ("npm.global.test",) and "as npm reports it" in asked.source
+    (tmp_path / "home").mkdir(exist_ok=True)  # npm may have made it
+    (tmp_path / "home" / ".npmrc").write_text("@corp:registry=https://scoped.corp.test/\n")
+    scoped = derived_sets(env)["host-npm"]
+    assert scoped.hosts == ("npm.global.test", "scoped.corp.test")
+    (tmp_path / "home" / ".npmrc").write_text("registry=https://npm.user.test/\n")
+    recorded = Asked()
+    configured = derived_sets(env, Defaults(npm=recorded.npm))
+    assert configured["host-npm"].hosts == ("npm.user.test",) and recorded.tools == []
 
 
 def test_config_sets_are_validated_and_combine_with_derived_ones(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
-from writerpool.mcp.answers import LIST_BYTES, fit_list, within_cap
+from writerpool.mcp.answers import LIST_BYTES, fit_list, sendable
 from writerpool.sessions.turns import PAGE_JSON_BYTES, page_of
 from writerpool.sessions.work import CloneRefs, clone_work
 
@@ -67,6 +67,6 @@ def test_a_text_page_of_escaped_characters_ends_early_and_pages_on() -> None:
 
 def test_an_answer_over_the_cap_becomes_an_error_instead() -> None:
     small = {"ok": True, "x": "y"}
-    assert within_cap("pi_session_list", small) is small
-    big = within_cap("pi_session_list", {"ok": True, "x": "y" * ANSWER_MAX_BYTES})
+    assert sendable("pi_session_list", small) == small
+    big = sendable("pi_session_list", {"ok": True, "x": "y" * ANSWER_MAX_BYTES})
     assert (big["ok"], big["error"]["code"]) == (False, "answer_too_large")

@@ -13,7 +13,7 @@ from writerpool.doctor.services import npm_registry, podman_api
 from writerpool.errors import WriterpoolError
 from writerpool.report import sanitize
 from writerpool.runtime.info import HostFacts, probe_api
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 
 
 def _ctx(facts: HostFacts) -> CheckContext:
@@ -24,7 +24,7 @@ def test_an_unusable_api_service_is_a_blocking_error_with_a_remedy(tmp_path: Pat
     blocked = tmp_path / "blocked"
     blocked.mkdir(mode=0o500)
     # The socket cannot be created there, so the service can neither answer nor start.
-    problem = probe_api(PodmanHost(binary="true", socket_path=blocked / "run" / "podman.sock"))
+    problem = probe_api(LocalPodman(binary="true", socket_path=blocked / "run" / "podman.sock"))
     assert problem is not None and "API service" in problem
     facts = HostFacts(uid=1000, user="u", api_probed=True, api_error=problem)
     [result] = podman_api(_ctx(facts))

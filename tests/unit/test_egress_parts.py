@@ -1,7 +1,8 @@
-"""The provider proxy's pure parts: header and query rules, sockets, audit lines."""
+"""The egress proxies' pure parts: header and query rules, sockets, audit lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -13,9 +14,10 @@ from pathlib import Path
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from writerpool.audit import egress_auditor, egress_line
+from writerpool.audit import connect_line, egress_auditor, egress_line
 from writerpool.config.paths import Paths
 from writerpool.egress import model
+from writerpool.egress.connect_model import ConnectRecord
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.rules import (
     downstream_headers,
@@ -92,6 +94,19 @@ def test_an_egress_audit_line_holds_counts_and_sanitized_fields_only(tmp_path: P
     egress_auditor(paths)(record)
     assert stat.S_IMODE(paths.audit_log.stat().st_mode) == 0o600
     assert json.loads(paths.audit_log.read_text())["path"] == "/chat/completions"
+
+
+def test_an_allowlist_audit_line_names_the_tls_name_and_address_it_judged() -> None:
+    record = ConnectRecord(session="s-1", writer="demo-w1", method="CONNECT",
+                           destination="origin.test:443", allowed=False, reason="sni_mismatch",
+                           entry="origin.test", address="192.0.2.7", bytes_up=0,
+                           bytes_down=0, duration_ms=2, sni="other.test")  # fmt: skip
+    line = json.loads(connect_line(record))
+    seen = (line["decision"], line["reason"], line["sni"], line["address"])
+    assert seen == ("denied", "sni_mismatch", "other.test", "192.0.2.7")
+    hostile = dataclasses.replace(record, sni="a b\n", address=None)
+    line = json.loads(connect_line(hostile))
+    assert (line["sni"], line["address"]) == ("<refused>", None)
 
 
 def test_the_socket_is_private_from_the_start_and_replaces_a_stale_one(short_dir: Path) -> None:

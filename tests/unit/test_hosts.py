@@ -15,8 +15,8 @@ from writerpool.config.models import parse_config
 from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.doctor.remote import judge_host
 from writerpool.errors import WriterpoolError
-from writerpool.pool.probes import _usable
 from writerpool.runtime.info import PodmanInfo
+from writerpool.runtime.probes import _usable
 from writerpool.runtime.remote_info import RemoteFacts
 from writerpool.runtime.spec import ContainerSpec, VolumeMount
 from writerpool.runtime.ssh import SshHost, classify

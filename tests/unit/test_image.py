@@ -116,7 +116,9 @@ def test_launcher_pi_and_writerpool_versions_are_inputs(images_dir: Path) -> Non
 def test_clonetool_and_harness_are_inputs(
     images_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    package = Path(shutil.copytree(image_tools.PACKAGE_DIR / "payload", tmp_path / "payload"))
+    package = tmp_path / "package"
+    shutil.copytree(image_tools.CLONETOOL_SOURCE, package / "clonetool")
+    shutil.copyfile(image_tools.HARNESS_SOURCE, package / "harness.py")
     monkeypatch.setattr(image_tools, "CLONETOOL_SOURCE", package / "clonetool")
     monkeypatch.setattr(image_tools, "HARNESS_SOURCE", package / "harness.py")
     base = _definition(images_dir).inputs_digest()

@@ -5,6 +5,7 @@ writers, usage errors as JSON under --json, and `mode show` without a stored mod
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
 from tests.support.cli import run_cli
+from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
 
 
@@ -87,10 +89,58 @@ def test_egress_check_and_log_refuse_bad_input_and_read_only_their_writer(
         {"action": "egress", "writer": "demo-w1"},
         {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
          "destination": "x.test:443", "reason": "not_listed", "method": "CONNECT"},
+        {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
+         "destination": "mirror.test:8443", "reason": "address_private", "method": "CONNECT",
+         "entry": "mirror.test:8443", "address": "10.9.8.7"},
+        {"action": "egress_connect", "writer": "demo-w1", "decision": "denied",
+         "destination": "front.test:443", "reason": "sni_mismatch", "method": "CONNECT",
+         "entry": "front.test", "address": "192.0.2.7", "sni": "other.test"},
     ]  # fmt: skip
     paths.audit_log.parent.mkdir(parents=True, exist_ok=True)
     paths.audit_log.write_text("".join(json.dumps(x) + "\n" for x in lines) + "not json\n")
     code, report = wp("egress", "log", "demo-w1")
-    assert code == 0 and [d["destination"] for d in report["data"]["decisions"]] == ["x.test:443"]
+    decisions = report["data"]["decisions"]
+    assert code == 0 and [d["destination"] for d in decisions] == [
+        "x.test:443", "mirror.test:8443", "front.test:443"
+    ]  # fmt: skip
+    assert [d["admit"] for d in decisions] == ["x.test", "10.9.8.7/32:8443", None]
     code, text = run("egress", "log", "demo-w1")
-    assert "DENIED  CONNECT x.test:443: not_listed" in text
+    assert "DENIED  CONNECT x.test:443: not_listed; to admit it add x.test to --allow" in text
+    assert (
+        "DENIED  CONNECT mirror.test:8443: address_private 10.9.8.7 (listed as "
+        "mirror.test:8443); to admit it add 10.9.8.7/32:8443 to --allow"
+    ) in text
+    assert "sni_mismatch 192.0.2.7 tls name other.test (listed as front.test);" in text
+
+
+def test_egress_sets_and_check_say_which_hosts_a_derived_set_names_and_from_where(
+    tmp_path: Path,
+) -> None:
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True)
+    paths.config_file.write_text(
+        config_text({"demo": tmp_path / "repo"}) + '[egress.sets.corp]\nhosts = ["a.corp.test"]\n'
+        '[egress.resolve]\n"pypi.mirror.test" = ["10.1.2.3"]\n'
+    )
+    home = Path(os.environ["HOME"])
+    (home / ".config" / "pip").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "pip" / "pip.conf").write_text(
+        "[global]\nindex-url = https://pypi.mirror.test/simple\n"
+    )
+    (home / ".npmrc").write_text("registry=https://npm.mirror.test/\n")
+    code, report = wp("egress", "sets")
+    shown = {f["target"].rpartition("/")[2]: f for f in report["findings"]}
+    assert code == 0 and set(shown) == {"corp", "host-pip", "host-uv", "host-npm"}
+    assert shown["corp"]["data"]["hosts"] == ["a.corp.test"]
+    assert shown["host-pip"]["data"]["hosts"] == ["pypi.mirror.test"]
+    assert "pip's configuration" in shown["host-pip"]["message"]
+    assert shown["host-npm"]["data"]["hosts"] == ["npm.mirror.test"]
+    assert "uv's default index" in shown["host-uv"]["message"]  # uv is configured with none
+    settings = ContainerSettings(profiles=("code",), base="main", allow=("host-pip",))
+    store_entry(paths, "demo", ModeEntry(mode="container", container=settings))
+    code, report = wp("egress", "check", "demo", "pypi.mirror.test:8443")
+    assert report["findings"][0]["data"]["admit"] == "pypi.mirror.test:8443"
+    code, report = wp("egress", "check", "demo", "pypi.mirror.test")
+    [only] = report["findings"]
+    assert "(from set host-pip: pip's configuration" in only["message"]
+    assert (only["data"]["reason"], only["data"]["admit"]) == ("address_private", "10.1.2.3/32")

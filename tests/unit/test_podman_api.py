@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from writerpool.runtime import podman_api
-from writerpool.runtime.podman import PodmanApiUnavailable, PodmanHost
+from writerpool.runtime.local import LocalPodman
+from writerpool.runtime.podman import PodmanApiUnavailable
 
 Answer = tuple[int, object]
 Start = Callable[[dict[tuple[str, str], Answer]], "StandIn"]
@@ -83,7 +84,7 @@ def test_a_list_asks_by_label_and_reads_names_and_states(tmp_path: Path, service
         "not an entry",
     ]
     stand_in = service({("GET", "/v4.0.0/libpod/containers/json"): (200, entries)})
-    host = PodmanHost(socket_path=tmp_path / "api.sock")
+    host = LocalPodman(socket_path=tmp_path / "api.sock")
     found = host.containers("writerpool.writer", "w1")
     assert [(c.name, c.state) for c in found] == [("writerpool-w1", "running"), ("", "exited")]
     query = parse_qs(urlsplit(stand_in.seen[0][1]).query)
@@ -103,14 +104,14 @@ def test_remove_stops_without_grace_then_removes(tmp_path: Path, service: Start)
 
 def test_removing_a_container_that_is_gone_is_not_an_error(tmp_path: Path, service: Start) -> None:
     service({})
-    PodmanHost(socket_path=tmp_path / "api.sock").remove("d" * 64)
+    LocalPodman(socket_path=tmp_path / "api.sock").remove("d" * 64)
     no_socket_left()
 
 
 def test_a_refused_answer_is_podman_api_unavailable(tmp_path: Path, service: Start) -> None:
     service({("GET", "/v4.0.0/libpod/containers/json"): (500, {"message": "storage broke"})})
     with pytest.raises(PodmanApiUnavailable) as caught:
-        PodmanHost(socket_path=tmp_path / "api.sock").containers("k", "v")
+        LocalPodman(socket_path=tmp_path / "api.sock").containers("k", "v")
     assert caught.value.code == "podman_api_unavailable"
     no_socket_left()
 

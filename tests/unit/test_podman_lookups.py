@@ -13,7 +13,7 @@ import pytest
 
 from writerpool.runtime import image
 from writerpool.runtime.image import image_exists
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 
 IMAGE_ID = "ab" * 32
 OTHER_ID = "cd" * 32
@@ -39,12 +39,12 @@ def test_the_version_is_asked_again_only_after_the_executable_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = install_podman(tmp_path, monkeypatch, "echo 4.3.1")
-    assert PodmanHost().version() == "4.3.1"
-    assert PodmanHost().version() == "4.3.1"
+    assert LocalPodman().version() == "4.3.1"
+    assert LocalPodman().version() == "4.3.1"
     assert len(calls(log)) == 1
     # An upgrade replaces the executable: the next fingerprint sees the new version.
     install_podman(tmp_path, monkeypatch, "echo 5.0.10")
-    assert PodmanHost().version() == "5.0.10"
+    assert LocalPodman().version() == "5.0.10"
     assert len(calls(log)) == 2
 
 
@@ -52,8 +52,8 @@ def test_a_podman_that_prints_nothing_is_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = install_podman(tmp_path, monkeypatch, "true")
-    assert PodmanHost().version() == ""
-    assert PodmanHost().version() == ""
+    assert LocalPodman().version() == ""
+    assert LocalPodman().version() == ""
     assert len(calls(log)) == 2
 
 

@@ -1,5 +1,6 @@
-"""A canary planted in this account's home lasts for its block and goes with the process
-that planted it, even killed (on a host over SSH: tests/integration/test_remote_hostile.py)."""
+"""A canary the local host plants in this account's home lasts for its block and goes with
+the process that planted it, even killed (on a host over SSH:
+tests/integration/test_remote_hostile.py)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,19 @@ import sys
 import threading
 from pathlib import Path
 
-from writerpool.pool.probes import canary_here
+from writerpool.runtime.hosts import open_host
 
 PLANT_AND_WAIT = """
 import time
-from writerpool.pool.probes import canary_here
-with canary_here() as canary:
+from writerpool.runtime.hosts import open_host
+with open_host().planted_canary() as canary:
     print(canary.directory, flush=True)
     time.sleep(600)
 """
 
 
 def test_the_canary_is_private_in_the_home_and_gone_after_its_block() -> None:
-    with canary_here() as canary:
+    with open_host().planted_canary() as canary:
         directory = Path(canary.directory)
         assert Path(canary.file).read_text() == "writerpool canary\n"
         assert directory.parent == Path.home() and canary.home == str(Path.home())

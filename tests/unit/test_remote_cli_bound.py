@@ -10,7 +10,7 @@ import pytest
 
 from writerpool.config.hosts import parse_ssh_url
 from writerpool.errors import WriterpoolError
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import CLI_OUTPUT_MAX, RemotePodman
 from writerpool.runtime.ssh import SshHost
 
@@ -41,5 +41,5 @@ def test_an_answer_within_the_bound_is_whole(
     done = _remote(tmp_path, monkeypatch, 3 * 1024 * 1024).cli(["images"])
     assert len(done.stdout) == 3 * 1024 * 1024
     # This machine's own podman is not bounded (its answers are its own).
-    local = PodmanHost(binary=str(tmp_path / "podman"))
+    local = LocalPodman(binary=str(tmp_path / "podman"))
     assert len(local.cli(["images"]).stdout) == 3 * 1024 * 1024

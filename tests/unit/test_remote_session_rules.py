@@ -4,14 +4,18 @@ the proxy on the controller (or none), so the provider's key never reaches the h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import pytest
 
+from writerpool.config.hosts import parse_ssh_url
 from writerpool.config.network import check_remote_network
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.remote_container import AGENT_DIR_CAP, push_agent_dir
+from writerpool.runtime.host import writer_at
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman
+from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.volumes import AGENT_DIR_CAP
 
 
 @pytest.mark.parametrize("network", ["provider", "none"])
@@ -33,11 +37,26 @@ def test_an_open_network_or_an_allowlist_is_refused_with_its_code(
 
 
 def test_an_agent_directory_over_the_cap_is_refused_before_the_host_is_asked(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "settings.json").write_bytes(b"x" * (AGENT_DIR_CAP + 1))
-    untouched = cast(RemotePodman, object())  # any use of the host would raise
-    with pytest.raises(WriterpoolError) as refused:
-        push_agent_dir(untouched, "w-w1", tmp_path)
+    # Neither a podman client nor ssh exists: any question to the host would fail otherwise.
+    monkeypatch.setenv("WRITERPOOL_PODMAN", str(tmp_path / "no-podman"))
+    target = parse_ssh_url("ssh://wp@th.test:22/run/user/1000/podman/podman.sock")
+    ssh = SshHost("th", target, tmp_path / "id", tmp_path / "known", binary=str(tmp_path / "no"))
+    host = RemotePodman(ssh, tmp_path / "api.sock")
+    writer = writer_at(Paths.from_env(), "w-w1", host.name)
+    with pytest.raises(WriterpoolError) as refused, host.agent_dir(writer) as agent_dir:
+        (agent_dir / "settings.json").write_bytes(b"x" * (AGENT_DIR_CAP + 1))
     assert refused.value.code == "session_start_failed"
     assert "too large" in refused.value.message
+
+
+def test_a_host_over_ssh_refuses_an_open_network_for_its_writers(tmp_path: Path) -> None:
+    target = parse_ssh_url("ssh://wp@th.test:22/run/user/1000/podman/podman.sock")
+    host = RemotePodman(SshHost("th", target, tmp_path / "id", tmp_path / "known"),
+                        tmp_path / "api.sock")  # fmt: skip
+    host.check_network("provider", None)
+    with pytest.raises(WriterpoolError) as refused:
+        host.check_network("slirp4netns", None)
+    assert refused.value.code == "remote_session_unsupported"
+    LocalPodman().check_network("slirp4netns", ("mirror.test",))  # this machine: any

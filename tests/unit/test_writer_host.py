@@ -8,6 +8,7 @@ from pathlib import Path
 
 from writerpool.config.paths import Paths
 from writerpool.pool.container import writer_of
+from writerpool.runtime.local import LocalPodman
 from writerpool.state.writer import BaseRecord, WriterState, load_state, save_state
 
 
@@ -32,7 +33,9 @@ def test_a_state_without_a_host_is_the_local_hosts(tmp_path: Path) -> None:
     state = load_state(wdir)
     assert state is not None and state.host == "local"
     writer = writer_of(paths, state)
-    assert (writer.host, writer.clone) == ("local", wdir / "clone")
+    assert (writer.host, writer.record) == ("local", wdir)
+    # The local host keeps the writer's storage in its record (the layout on disk).
+    assert LocalPodman().storage_path(writer, "clone") == wdir / "clone"
 
 
 def test_the_recorded_host_names_the_writers_host(tmp_path: Path) -> None:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from writerpool import tree_removal
 from writerpool.config.paths import Paths
 from writerpool.pool import writers
+from writerpool.runtime import local
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import open_host
+from writerpool.runtime.local import LocalPodman
 from writerpool.tree_removal import remove_path
 
 
@@ -84,7 +85,7 @@ def test_a_failed_removal_keeps_the_state_file(
     def fail(path: Path) -> None:
         raise PermissionError(13, "denied")
 
-    monkeypatch.setattr(tree_removal, "remove_path", fail)  # the host's storage removal
+    monkeypatch.setattr(local, "remove_path", fail)  # the local host's storage removal
     with pytest.raises(OSError):
         writers.delete_writer_files(paths, open_host(), name)
     assert (paths.writer_dir(name) / "state.json").exists(), "state goes last"
@@ -94,24 +95,30 @@ def test_a_failed_removal_keeps_the_state_file(
 
 def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Path) -> None:
     paths = Paths.from_env()
-    host = open_host()
+    host = LocalPodman()
     writer = writer_at(paths, "demo-w2", host.name)
-    assert writer.storage == writer.record == paths.writer_dir("demo-w2")
+    clone, agent, cache = (host.storage_path(writer, p) for p in ("clone", "agent", "cache"))
+    assert clone.parent == writer.record == paths.writer_dir("demo-w2")
+    assert agent == writer.rendered_agent  # rendered in place: what containers mount
     host.create_storage(writer, cache=True)
-    for path in (writer.storage, writer.clone, writer.agent, writer.collections, writer.cache):
+    for path in (writer.record, clone, agent, cache):
         assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
     # Empty: provisioning's container clones into it (pool/provision_stream.py).
-    assert list(writer.clone.iterdir()) == []
+    assert list(clone.iterdir()) == []
     mount = host.storage_mount(writer, "clone", "/work", read_only=True)
-    assert mount.argv() == ["--mount", f"type=bind,src={writer.clone},dst=/work,ro=true"]
-    with pytest.raises(ValueError):
-        host.storage_mount(writer, "state.json", "/work")
-    _hostile_tree(writer.clone)
-    _hostile_tree(writer.storage / "clone.new")  # left by an earlier provisioning
+    assert mount.argv() == ["--mount", f"type=bind,src={clone},dst=/work,ro=true"]
+    inside = host.storage_mount(writer, "clone", "/work/.git", sub_path=".git")
+    assert inside.argv() == ["--mount", f"type=bind,src={clone / '.git'},dst=/work/.git"]
+    for part, sub_path in (("state.json", ""), ("collections", ""), ("clone", "../agent")):
+        with pytest.raises(ValueError):
+            host.storage_mount(writer, part, "/work", sub_path=sub_path)
+    _hostile_tree(clone)
+    _hostile_tree(writer.record / "clone.new")  # left by an earlier provisioning
     (writer.record / "state.json").write_text("{}")
     (writer.record / "lease").write_text("")
     writer.egress.mkdir()
+    writer.collections.mkdir()
     host.remove_storage(writer)
-    # The controller's record (state, lease, the proxy sockets' directory) stays.
-    assert sorted(os.listdir(writer.record)) == ["egress", "lease", "state.json"]
+    # The controller's record (state, lease, the proxy sockets, the bundles) stays.
+    assert sorted(os.listdir(writer.record)) == ["collections", "egress", "lease", "state.json"]
     host.remove_storage(writer)  # nothing left to remove is no error

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.allow import allowlist_spec
-from writerpool.agent.environment import EGRESS_SOCKET
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
+from writerpool.runtime.host import EGRESS_SOCKET
 
 if TYPE_CHECKING:  # types only: the egress process's host side loads when a session needs it
     from writerpool.egress.host import EgressHost, EgressSession

@@ -17,13 +17,13 @@ from pathlib import Path
 from writerpool.agent.compact import node_options
 from writerpool.config.network import network_info
 from writerpool.proc import CA_VARIABLES
+from writerpool.runtime.host import EGRESS_DIR, EGRESS_SOCKET
 
 # The network "kind" of pi started on the host rather than in a container.
 HOST = "host"
-# The provider proxy's socket directory inside a container, and the loopback port the
-# image's forwarder (images/egress-forwarder, started by images/pi-launcher) relays to it.
-EGRESS_DIR = "/pi/egress"
-EGRESS_SOCKET = "proxy.sock"
+# The loopback port the image's forwarder (images/egress-forwarder, started by
+# images/pi-launcher) relays to the provider proxy's socket EGRESS_DIR/EGRESS_SOCKET (a
+# container's place for it: runtime/host.py, where each host mounts it).
 EGRESS_PORT = 41480
 EGRESS_ENV = {
     "WRITERPOOL_EGRESS_SOCKET": f"{EGRESS_DIR}/{EGRESS_SOCKET}",

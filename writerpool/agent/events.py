@@ -12,6 +12,7 @@ from typing import Any, Literal
 from writerpool.errors import WriterpoolError
 from writerpool.report import sanitize
 from writerpool.untrusted import DocumentRefused, loads_json
+from writerpool.utf8 import valid_text
 
 TurnStatus = Literal["running", "completed", "failed", "aborted"]
 TEXT_CAP = 64 * 1024
@@ -52,10 +53,12 @@ UPDATE = PiEvent(type="message_update")
 
 
 def _text_of(content: object) -> str:
+    """The message's text parts, valid text (an agent or its model may write any bytes,
+    or lone surrogates in JSON escapes: shown escaped, utf8.py)."""
     if not isinstance(content, list):
         return ""
     parts = [c.get("text") for c in content if isinstance(c, dict) and c.get("type") == "text"]
-    return "".join(p for p in parts if isinstance(p, str)).strip()
+    return valid_text("".join(p for p in parts if isinstance(p, str)).strip())
 
 
 def _opt_str(value: object) -> str | None:
@@ -64,9 +67,12 @@ def _opt_str(value: object) -> str | None:
 
 def parse_event(line: bytes | str) -> PiEvent | None:
     """Parse one JSON line; None for anything that is not a pi event object (too deep,
-    malformed or not an object). Delta lines are recognised without parsing them."""
-    if isinstance(line, bytes) and line.startswith(_UPDATE_PREFIX):
-        return UPDATE
+    malformed or not an object). Delta lines are recognised without parsing them. Bytes
+    that are not UTF-8 stay in the text they belong to, shown escaped (utf8.py)."""
+    if isinstance(line, bytes):
+        if line.startswith(_UPDATE_PREFIX):
+            return UPDATE
+        line = line.decode("utf-8", "surrogateescape")
     try:
         raw: Any = loads_json(line, max_depth=MAX_DEPTH)
     except (ValueError, DocumentRefused):
@@ -99,7 +105,9 @@ def parse_event(line: bytes | str) -> PiEvent | None:
 
 
 def cap_text(text: str, limit: int = TEXT_CAP) -> tuple[str, bool]:
-    """At most `limit` bytes of UTF-8, cut on a character boundary; (text, truncated)."""
+    """At most `limit` bytes of UTF-8, cut on a character boundary; (text, truncated).
+    A lone surrogate (no UTF-8 at all) is shown escaped first (utf8.py)."""
+    text = valid_text(text)
     data = text.encode()
     if len(data) <= limit:
         return text, False

@@ -20,7 +20,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -72,6 +72,8 @@ class PiAgent:
         self._closed = False
         self._started = time.monotonic()
         self._stderr = bytearray()
+        # Callers waiting for a turn to end without a thread of their own: key -> (turn, wake).
+        self._watchers: dict[object, tuple[str, Callable[[], None]]] = {}
         self.startup_seconds: float | None = None  # start to first RPC answer
         _widen_pipe(proc.stdout)
         self._threads = [
@@ -207,6 +209,7 @@ class PiAgent:
             with self._cond:
                 self._log.process_ended(time.time(), closing=False)
                 self._cond.notify_all()
+            self._wake_ended()
         return turn_id
 
     def abort(self) -> None:
@@ -230,6 +233,32 @@ class PiAgent:
             self._log.get(turn_id)
             self._cond.wait_for(lambda: self._log.get(turn_id).status != "running", timeout)
             return self._log.get(turn_id)
+
+    def watch(self, turn_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake` once when the turn is no longer running, from the thread that ends
+        it (at once when it is not running now): for a caller that waits without a thread
+        of its own (sessions/waits.py). `wake` must be quick and must not raise. Returns
+        the call that forgets `wake`."""
+        key = object()
+        with self._cond:
+            if self._log.running == turn_id:
+                self._watchers[key] = (turn_id, wake)
+                return lambda: self._forget(key)
+        wake()
+        return lambda: None
+
+    def _forget(self, key: object) -> None:
+        with self._cond:
+            self._watchers.pop(key, None)
+
+    def _wake_ended(self) -> None:
+        """Wake the watchers of turns that no longer run (outside the lock: a wake may
+        take a lock of its own)."""
+        with self._cond:
+            ended = [k for k, (turn, _) in self._watchers.items() if self._log.running != turn]
+            wakes = [self._watchers.pop(k)[1] for k in ended]
+        for wake in wakes:  # bounded by the calls waiting on this agent
+            wake()
 
     def turns(self) -> list[TurnSnapshot]:
         with self._cond:
@@ -285,8 +314,12 @@ class PiAgent:
                 self.startup_seconds = time.monotonic() - self._started
             if event.type == "response" and event.response_id in self._pending:
                 self._responses[event.response_id] = event
+            running = self._log.running
             self._log.apply(event, time.time())
             self._cond.notify_all()
+            ended = running is not None and self._log.running != running
+        if ended:
+            self._wake_ended()
         if event.error is not None:  # sanitized in parse_event; for the operator only
             log.warning("pi (pid %d): the model's answer failed: %s", self._proc.pid, event.error)
 
@@ -310,6 +343,7 @@ class PiAgent:
             self._eof = True
             self._log.process_ended(time.time(), closing=closing)
             self._cond.notify_all()
+        self._wake_ended()
 
     def _read_stderr(self) -> None:
         stream = self._proc.stderr

@@ -1,13 +1,15 @@
-"""`writerpool control [--apply]`: the isolation control."""
+"""`writerpool control [--host NAME] [--apply]`: the isolation control."""
 
 from __future__ import annotations
 
 import click
 
 from writerpool.cli.output import emit, json_option
+from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.control import run_control
-from writerpool.pool.control_remote import run_host_control
+from writerpool.pool.control import control as run
+from writerpool.runtime.host import LOCAL
+from writerpool.runtime.hosts import HostSet
 
 
 @click.command()
@@ -17,4 +19,7 @@ from writerpool.pool.control_remote import run_host_control
 def control(apply: bool, host: str | None, as_json: bool) -> None:
     """Prove the acceptance harness sees escapes when run without containment."""
     paths = Paths.from_env()
-    emit(run_host_control(paths, host, apply) if host else run_control(paths, apply), as_json)
+    # This machine's control needs no configuration; another host's is its [hosts.NAME].
+    configured = load_config(paths).config.hosts if host else {}
+    with HostSet(configured) as hosts:
+        emit(run(paths, hosts, host or LOCAL, apply), as_json)

@@ -1,4 +1,4 @@
-"""`writerpool egress check ALIAS HOST[:PORT]` and `writerpool egress log WRITER`."""
+"""`writerpool egress check ALIAS HOST[:PORT]`, `egress log WRITER` and `egress sets`."""
 
 from __future__ import annotations
 
@@ -34,3 +34,11 @@ def check_cmd(alias: str, target: str, as_json: bool) -> None:
 def log_cmd(name: str, limit: int, as_json: bool) -> None:
     """The recent decisions of WRITER's allowlist proxy (allowed or denied, and why)."""
     emit(egress_view.log(Paths.from_env(), name, limit), as_json)
+
+
+@egress.command("sets")
+@json_option
+def sets_cmd(as_json: bool) -> None:
+    """The sets an allowlist may name: the configuration's, and host-pip, host-uv and
+    host-npm with the hosts they derive on this host now and where from."""
+    emit(egress_view.set_report(load_config(Paths.from_env()).config), as_json)

@@ -13,11 +13,11 @@ from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.image_derive import derive_image, derive_source
-from writerpool.pool.image_prune import prune_images
-from writerpool.pool.remote_image import prune_host, transfer_to_host
+from writerpool.pool.image_prune import images_in_use, prune_images
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
 from writerpool.runtime.image_build import PiSource, Progress, build_image
+from writerpool.runtime.image_transfer import prune_host, transfer_to_host
 
 TARGET = "image/writer"
 
@@ -100,7 +100,10 @@ def derive(name: str, containerfile: Path | None, context: Path | None,
 def prune(apply: bool, host: str | None, as_json: bool) -> None:
     """Plan (or remove) writer images that no pin, mode or writer uses."""
     paths = Paths.from_env()
-    emit(prune_host(paths, host, apply) if host else prune_images(paths, apply), as_json)
+    if host:
+        emit(prune_host(paths, host, images_in_use(paths), apply), as_json)
+    else:
+        emit(prune_images(paths, apply), as_json)
 
 
 @image.command("transfer")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated
@@ -17,6 +18,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator
 
 # The controller's own Podman: a reserved host name, never a [hosts.NAME] table.
 LOCAL = "local"
+
+
+def known_host(name: str, configured: Collection[str]) -> bool:
+    """Whether `name` names a writer host: this machine's, or a configured [hosts.NAME]."""
+    return name in (LOCAL, *configured)
+
+
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"

@@ -6,7 +6,7 @@ checks its sets with it).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from writerpool.config.allow_entry import (
@@ -77,11 +77,14 @@ class Allowlist:
 
 
 def expand(
-    words: Iterable[str], sets: Mapping[str, tuple[str, ...]]
+    words: Iterable[str],
+    sets: Mapping[str, tuple[str, ...]],
+    why_empty: Callable[[str], str] | None = None,
 ) -> tuple[tuple[Entry, ...], dict[str, tuple[str, ...]]]:
     """Entries of `words` with sets replaced by their hosts, in order and without
     repeats, and which set each entry came from. `sets` holds every known set (those
-    of the config and the derived ones). Raises on an unknown set or a bad entry."""
+    of the config and the derived ones). Raises on an unknown set or a bad entry, and
+    on an empty set (`why_empty` says why it is empty and what to do)."""
     entries: dict[str, Entry] = {}
     origin: dict[str, tuple[str, ...]] = {}
     for word in words:
@@ -96,8 +99,9 @@ def expand(
                 )
             members = sets[name]
             if not members:
+                why = f": {why_empty(name)}" if why_empty is not None else ""
                 raise WriterpoolError(
-                    "allow_set_empty", f"set {name!r} names no host on this machine"
+                    "allow_set_empty", f"set {name!r} names no host on this machine{why}"
                 )
         else:
             name, members = "", (word,)
@@ -109,6 +113,32 @@ def expand(
     if len(entries) > MAX_ENTRIES:
         raise WriterpoolError("allow_too_many", f"more than {MAX_ENTRIES} allowlist entries")
     return tuple(entries.values()), origin
+
+
+def admitting_entry(
+    host: str, port: int, scheme: Scheme, reason: str, address: str | None = None
+) -> str | None:
+    """The entry that, added to the allowlist, would admit what was refused for `reason`
+    (`address`: the answer refused); None when no entry would, and for a cloud metadata
+    address, which no fix line should suggest."""
+    if reason.startswith("address_") and reason != "address_metadata" and address:
+        target: str | None = address
+    elif reason in (NOT_LISTED, PORT_NOT_LISTED, SCHEME_NOT_LISTED):
+        target = normalize_host(host)
+    else:
+        return None
+    if target is None:
+        return None
+    literal = parse_address(target) is not None
+    word = f"[{target}]" if ":" in target else target
+    if scheme == "http" and not literal:
+        word = f"http://{word}" if port == 80 else f"http://{word}:{port}"
+    elif port != 443:
+        word = f"{word}:{port}"
+    try:
+        return parse_entry(word).text
+    except WriterpoolError:
+        return None
 
 
 # Cloud instance metadata endpoints: named apart in the reason, refused like the rest.

@@ -2,14 +2,18 @@
 
 It answers `CONNECT host:port` (TLS passes through untouched: no interception) and,
 for `http://` entries only, plain HTTP requests in absolute form (one request per
-connection). A head that `egress.head` refuses (malformed, ambiguous, or followed by a
-second request) is answered 400, audited as `bad_request`, and nothing goes upstream.
-A name is checked against the session's allowlist, resolved here (`[egress.resolve]`
-first, then DNS), every address judged (allowlist.address_refusal), and the proxy
-connects to an address it checked, so a name that resolves elsewhere later changes
-nothing. A refusal is answered with a 403 whose status line names the host. One audit
-record per connection.
+connection). A tunnel's first bytes must be a ClientHello naming the CONNECT's name
+(`egress.clienthello`), sent on unchanged; else it is refused, nothing sent upstream.
+A head `egress.head` refuses (malformed, ambiguous, or followed by a second request)
+is answered 400, audited as `bad_request`, and nothing goes upstream.
+A name is checked against the session's allowlist before any lookup, then resolved
+once (`egress.resolve`, the function `egress check` uses too), every address judged,
+and the proxy connects to an address it checked (its record names that address, or
+the one refused): a name that resolves elsewhere later changes nothing. A refusal is a
+403 whose status line names the host. One record per connection.
 
+A connection ends when either side ends it (`egress.relay`): an agent that closes its
+side closes the upstream half too, and stops counting against the caps at once.
 Caps per session: connections in total and at once, header bytes, a deadline for the
 header block, an idle timeout on open tunnels. It is a listener of the session's
 egress process (`egress.worker`), beside the provider proxy and confined like it; the
@@ -20,60 +24,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
 
-from writerpool.config.allow_entry import Address, normalize_host, parse_address
+from writerpool.config.allow_entry import Address, normalize_host
+from writerpool.egress import clienthello as ch
 from writerpool.egress import connect_model as cm
-from writerpool.egress.allowlist import Allowlist, Decision, address_refusal, expand
+from writerpool.egress.allowlist import Allowlist, Decision, expand
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.head import BadRequest, head_end, parse_request
+from writerpool.egress.loop import LocalListener as _LocalListener
+from writerpool.egress.relay import Relayed, relay
+from writerpool.egress.resolve import Lookup, Resolution, resolve, static_answers, system_lookup
 from writerpool.egress.sockets import listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
-from writerpool.errors import WriterpoolError
 
 __all__ = ["ConnectLimits", "ConnectSession", "LocalListener"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-CHUNK = 1024 * 1024  # large reads: each is a trip through the loop
 CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
+ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal is cut
 AUDIT_PAST_CAP = 100
-
-
-class LoopRunner(Protocol):
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T: ...
-
-
-class LocalListener:
-    """A ConnectSession on a loop of this process, started and stopped from any other
-    thread (the isolation control's open relay, benches, tests)."""
-
-    def __init__(self, runner: LoopRunner, listener: ConnectSession) -> None:
-        self.listener = listener
-        self._runner = runner
-        self._stopped = False
-
-    def start(self) -> None:
-        self._runner.run(self.listener.start(), STOP_TIMEOUT)
-
-    def stop(self) -> None:
-        """Stop listening, end open tunnels, remove the socket. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._runner.run(self.listener.stop(), STOP_TIMEOUT)
-        except (WriterpoolError, TimeoutError):
-            log.warning("egress: an allowlist proxy did not stop cleanly")
+ACCEPT_PAUSE = 0.1
+# accept() errors that mean "out of a resource": wait, the resource comes back.
+EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 @dataclass
@@ -83,9 +65,8 @@ class _Connection:
     destination: str = "<refused>"
     decision: Decision = field(default_factory=lambda: Decision(False, cm.BAD_REQUEST))
     address: str | None = None
-    up: int = 0
-    down: int = 0
-    last: float = field(default_factory=time.monotonic)  # the tunnel's last byte, either way
+    sni: str | None = None
+    relayed: Relayed = field(default_factory=Relayed)  # bytes each way, set by the relay
 
 
 class ConnectSession:
@@ -101,6 +82,7 @@ class ConnectSession:
         resolve: Mapping[str, tuple[str, ...]],
         limits: ConnectLimits,
         audit: Callable[[ConnectRecord], None] | None = None,
+        lookup: Lookup = system_lookup,
     ) -> None:
         self.session = session
         self.writer = writer
@@ -108,10 +90,12 @@ class ConnectSession:
         self.allowlist = allowlist
         self.limits = limits
         self._resolve = dict(resolve)
+        self._lookup = lookup
         self._audit = audit
-        self._server: asyncio.AbstractServer | None = None
+        self._listening: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
         self._inode: int | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._count = 0
         self._active = 0
         self._denied: dict[str, str] = {}
@@ -120,6 +104,11 @@ class ConnectSession:
     def denied(self) -> dict[str, str]:
         """Destinations refused so far (at most DENIED_KEPT) and why."""
         return dict(self._denied)
+
+    @property
+    def active(self) -> int:
+        """Connections counted against the concurrency cap now."""
+        return self._active
 
     @classmethod
     def from_spec(
@@ -139,58 +128,64 @@ class ConnectSession:
 
     async def start(self) -> int:
         """Listen on the socket (a name in the working directory); returns its inode."""
-        sock, inode = listening_socket(self.socket_path)
-        self._inode = inode
-        try:
-            self._server = await asyncio.start_unix_server(
-                self._accept, sock=sock, limit=self.limits.header_bytes
-            )
-        except BaseException:
-            sock.close()
-            unlink_socket(self.socket_path, self._inode)
-            raise
-        return inode
+        self._listening, self._inode = listening_socket(self.socket_path)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
+        return self._inode
 
     async def stop(self) -> None:
         """Stop listening, end open tunnels, remove the socket."""
-        if self._server is not None:
-            self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
         for task in list(self._tasks):  # bounded: the connections open now
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=STOP_TIMEOUT / 2)
-        self._server = None
+        waited = [t for t in (self._accepting, *self._tasks) if t is not None]
+        if waited:
+            await asyncio.wait(waited, timeout=STOP_TIMEOUT / 2)
+        if self._listening is not None:
+            self._listening.close()
+        self._listening = self._accepting = None
         unlink_socket(self.socket_path, self._inode)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listening is not None
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self._listening)
+            except OSError as exc:
+                if exc.errno not in EXHAUSTED:
+                    raise
+                log.warning("egress: the allowlist proxy cannot accept (%s); waiting",
+                            errno.errorcode.get(exc.errno or 0, "?"))  # fmt: skip
+                await asyncio.sleep(ACCEPT_PAUSE)
+                continue
+            conn.setblocking(False)
+            task = loop.create_task(self._accept(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     # -- one connection ----------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+    async def _accept(self, agent: socket.socket) -> None:
         self._count += 1
         self._active += 1
         conn = _Connection()
         try:
-            await self._serve(reader, writer, conn)
-        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            await self._serve(agent, conn)
+        except (ConnectionError, OSError):
             pass  # the agent's side went away; the record says how far it got
         finally:
-            self._active -= 1
-            await _close(writer)
-            if task is not None:
-                self._tasks.discard(task)
+            self._active -= 1  # before anything else: the cap is free again at once
+            agent.close()
             self._emit(conn)
 
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
-    ) -> None:
+    async def _serve(self, agent: socket.socket, conn: _Connection) -> None:
         cap = self._cap_refusal()
         if cap is not None:
             conn.decision = Decision(False, cap)
-            await _answer(writer, cm.refusal_head(429, "-", cap))
+            await _answer(agent, cm.refusal_head(429, "-", cap))
             return
-        parsed = await self._read_request(reader, writer, conn)
+        parsed = await self._read_request(agent, conn)
         if parsed is None:
             return
         request, early = parsed
@@ -199,14 +194,17 @@ class ConnectSession:
         conn.destination = request.destination if name is not None else "<refused>"
         conn.decision = self.allowlist.decide(request.host, request.port, request.scheme)
         if not conn.decision.allowed:
-            await self._refuse(writer, conn, 403)
+            await self._refuse(agent, conn, 403)
             return
         upstream = await self._open(name or request.host, request.port, conn)
         if upstream is None:
             unreachable = conn.decision.reason in (cm.UPSTREAM_FAILED, cm.RESOLVE_FAILED)
-            await self._refuse(writer, conn, 502 if unreachable else 403)
+            await self._refuse(agent, conn, 502 if unreachable else 403)
             return
-        await self._relay(request, early, reader, writer, upstream, conn)
+        try:
+            await self._relay(request, early, agent, upstream, conn)
+        finally:
+            upstream.close()  # whichever side ended it, both halves end now
 
     def _cap_refusal(self) -> str | None:
         if self._count > self.limits.total:
@@ -216,14 +214,15 @@ class ConnectSession:
         return None
 
     async def _read_request(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
+        self, agent: socket.socket, conn: _Connection
     ) -> tuple[Request, bytes] | None:
         """The request and what came with its head, or None once refused."""
         try:
-            data = await asyncio.wait_for(self._head(reader), self.limits.header_seconds)
+            async with asyncio.timeout(self.limits.header_seconds):  # no task of its own
+                data = await self._head(agent)
         except asyncio.LimitOverrunError:
             conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
-            await _answer(writer, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
+            await _answer(agent, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
             return None
         except TimeoutError:
             conn.decision = Decision(False, cm.HEADER_TIMEOUT)
@@ -231,67 +230,62 @@ class ConnectSession:
         try:
             return parse_request(data)
         except BadRequest:
-            await _answer(writer, cm.refusal_head(400, "-", cm.BAD_REQUEST))
+            await _answer(agent, cm.refusal_head(400, "-", cm.BAD_REQUEST))
             return None
 
-    async def _head(self, reader: asyncio.StreamReader) -> bytes:
+    async def _head(self, agent: socket.socket) -> bytes:
         """Bytes read until the head's end (and whatever came with it)."""
+        loop = asyncio.get_running_loop()
         data, searched, limit = b"", 0, self.limits.header_bytes
         while (end := head_end(data, searched)) is None and len(data) < limit:
             searched = len(data)
-            chunk = await reader.read(limit)
+            chunk = await loop.sock_recv(agent, limit)
             if not chunk:
-                raise asyncio.IncompleteReadError(data, None)
+                raise ConnectionResetError("the agent ended before its head did")
             data += chunk
         if end is None or end > limit:
             raise asyncio.LimitOverrunError("no end of the head within its bytes", len(data))
         return data
 
-    async def _refuse(self, writer: asyncio.StreamWriter, conn: _Connection, status: int) -> None:
-        reason = conn.decision.reason
+    async def _refuse(self, agent: socket.socket, conn: _Connection, status: int) -> None:
+        self._note_denied(conn)
+        await _answer(agent, cm.refusal_head(status, conn.destination, conn.decision.reason))
+
+    def _note_denied(self, conn: _Connection) -> None:
         if conn.destination not in self._denied and len(self._denied) < DENIED_KEPT:
-            self._denied[conn.destination] = reason
-        await _answer(writer, cm.refusal_head(status, conn.destination, reason))
+            self._denied[conn.destination] = conn.decision.reason
 
-    async def _addresses(self, host: str, port: int) -> list[Address]:
-        literal = parse_address(host)
-        if literal is not None:
-            return [literal]
-        mapped = self._resolve.get(host)
-        if mapped is not None:
-            return [a for a in map(parse_address, mapped) if a is not None]
+    async def _resolution(self, host: str, port: int) -> Resolution:
+        """The name's answers, judged; asked of the resolver (off the loop) only when
+        neither an address nor `[egress.resolve]` gives them."""
+        args = (host, port, self._resolve, self.allowlist.ranges, self._lookup)
+        if static_answers(host, self._resolve) is not None:
+            return resolve(*args)
         loop = asyncio.get_running_loop()
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
-        )
-        found = (parse_address(str(info[4][0]).partition("%")[0]) for info in infos)
-        return list(dict.fromkeys(a for a in found if a is not None))
-
-    async def _open(
-        self, host: str, port: int, conn: _Connection
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        entry = conn.decision.entry
         try:
-            addresses = await self._addresses(host, port)
-        except (OSError, TimeoutError):
-            addresses = []
-        if not addresses:
+            return await asyncio.wait_for(loop.run_in_executor(None, resolve, *args),
+                                          RESOLVE_TIMEOUT)  # fmt: skip
+        except TimeoutError:
+            return Resolution("resolver", (), "timed out")
+
+    async def _open(self, host: str, port: int, conn: _Connection) -> socket.socket | None:
+        """A connection to an address of `host` that passed, or None with the reason and
+        the address refused (or last tried) in `conn`."""
+        entry = conn.decision.entry
+        resolution = await self._resolution(host, port)
+        refused = resolution.refused
+        if refused is not None:
+            conn.address = str(refused.address)
+            conn.decision = Decision(False, refused.refusal or cm.RESOLVE_FAILED, entry)
+            return None
+        if not resolution.usable:
             conn.decision = Decision(False, cm.RESOLVE_FAILED, entry)
             return None
-        refusals = [address_refusal(a, self.allowlist.ranges) for a in addresses]
-        usable = [a for a, why in zip(addresses, refusals, strict=True) if why is None]
-        if not usable:
-            conn.decision = Decision(False, next(r for r in refusals if r), entry)
-            return None
-        for address in usable:  # bounded: one resolution's answers
-            try:
-                opened = await asyncio.wait_for(
-                    asyncio.open_connection(str(address), port, limit=CHUNK), CONNECT_TIMEOUT
-                )
-            except (OSError, TimeoutError):
-                continue
+        for address in resolution.usable:  # bounded: one resolution's answers
             conn.address = str(address)
-            return opened
+            opened = await _dial(address, port)
+            if opened is not None:
+                return opened
         conn.decision = Decision(False, cm.UPSTREAM_FAILED, entry)
         return None
 
@@ -299,66 +293,49 @@ class ConnectSession:
         self,
         request: Request,
         early: bytes,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        agent: socket.socket,
+        upstream: socket.socket,
         conn: _Connection,
     ) -> None:
         """`early` came with the head: the body's start, or the tunnel's first bytes."""
-        up_reader, up_writer = upstream
-        conn.up += len(early)
-        try:
-            if request.scheme == "https":
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                up_writer.write(early)
-                await writer.drain()
-                await asyncio.gather(
-                    self._pipe(reader, up_writer, conn, "up", None),
-                    self._pipe(up_reader, writer, conn, "down", None),
-                )
-            else:
-                up_writer.write(cm.origin_head(request) + early)
-                await self._pipe(reader, up_writer, conn, "up", request.body - len(early))
-                await self._pipe(up_reader, writer, conn, "down", None)
-        finally:
-            up_writer.transport.abort()
+        loop = asyncio.get_running_loop()
+        body: int | None = None
+        if request.scheme == "https":
+            await loop.sock_sendall(agent, cm.ESTABLISHED)
+            first = await self._hello(agent, early, request.host, conn)
+            if first is None:
+                return
+        else:
+            first = cm.origin_head(request) + early
+            body = request.body - len(early)
+        await loop.sock_sendall(upstream, first)
+        conn.relayed.up.moved += len(first)
+        await relay(agent, upstream, self.limits.idle_seconds, body, conn.relayed)
 
-    async def _pipe(
-        self,
-        source: asyncio.StreamReader,
-        sink: asyncio.StreamWriter,
-        conn: _Connection,
-        direction: str,
-        limit: int | None,
-    ) -> None:
-        """Copy until end of input (or `limit` bytes), then half-close. A tunnel with no
-        byte either way for the idle timeout is cut (a long download keeps it alive)."""
-        left = limit
-        idle = self.limits.idle_seconds
+    async def _hello(
+        self, agent: socket.socket, early: bytes, name: str, conn: _Connection
+    ) -> bytes | None:
+        """The tunnel's first bytes, once they hold a ClientHello for `name` (the name
+        checked); None once refused, with nothing sent upstream."""
+        data = bytearray(early)
         try:
-            while left is None or left > 0:
-                size = CHUNK if left is None else min(CHUNK, left)
-                try:
-                    data = await asyncio.wait_for(source.read(size), idle)
-                except TimeoutError:
-                    if time.monotonic() - conn.last < idle:
-                        continue  # the other direction is busy
-                    raise
-                if not data:
-                    break
-                conn.last = time.monotonic()
-                if left is not None:
-                    left -= len(data)
-                if direction == "up":
-                    conn.up += len(data)
-                else:
-                    conn.down += len(data)
-                sink.write(data)
-                await sink.drain()
-            if sink.can_write_eof():
-                sink.write_eof()
-        except (TimeoutError, ConnectionError, OSError):
-            sink.transport.abort()
+            async with asyncio.timeout(self.limits.header_seconds):
+                hello = await _read_hello(agent, data)
+            conn.sni = hello.server_name
+            reason = ch.name_refusal(hello, name)
+        except ch.HelloRefused as refused:
+            reason = refused.reason
+        except TimeoutError:
+            reason = cm.HELLO_TIMEOUT
+        if reason is None:
+            return bytes(data)
+        conn.decision = Decision(False, reason, conn.decision.entry)
+        self._note_denied(conn)
+        if reason == ch.NOT_TLS:  # perhaps plain HTTP in the tunnel: say it in words
+            await _answer(agent, cm.refusal_head(403, conn.destination, reason))
+        else:
+            await _answer(agent, cm.ACCESS_DENIED_ALERT)
+        return None
 
     def _emit(self, conn: _Connection) -> None:
         # Past the connection cap only so many refusals are audited: an agent cannot
@@ -369,26 +346,49 @@ class ConnectSession:
             session=self.session, writer=self.writer, method=conn.method,
             destination=conn.destination, allowed=conn.decision.allowed,
             reason=conn.decision.reason, entry=conn.decision.entry, address=conn.address,
-            bytes_up=conn.up, bytes_down=conn.down,
-            duration_ms=int((time.monotonic() - conn.started) * 1000),
+            bytes_up=conn.relayed.up.moved, bytes_down=conn.relayed.down.moved,
+            duration_ms=int((time.monotonic() - conn.started) * 1000), sni=conn.sni,
         )  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(None, self._audit, record)
         future.add_done_callback(_log_audit_failure)
 
 
-async def _close(writer: asyncio.StreamWriter) -> None:
-    """Close after what was written is sent; a peer that does not read is cut."""
-    writer.close()
+class LocalListener(_LocalListener[ConnectSession]):
+    """A ConnectSession on a loop of this process (`egress.loop.LocalListener`)."""
+
+
+async def _dial(address: Address, port: int) -> socket.socket | None:
+    """A non-blocking TCP connection to address:port, or None."""
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
     try:
-        await asyncio.wait_for(writer.wait_closed(), 2.0)
-    except (TimeoutError, ConnectionError, OSError):
-        writer.transport.abort()
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await asyncio.get_running_loop().sock_connect(sock, (str(address), port))
+    except (OSError, TimeoutError):
+        sock.close()
+        return None
+    return sock
 
 
-async def _answer(writer: asyncio.StreamWriter, data: bytes) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        writer.write(data)
-        await writer.drain()
+async def _read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
+    """Read into `data` until it starts with a whole ClientHello (at most ch.MAX_READ)."""
+    loop = asyncio.get_running_loop()
+    while (hello := ch.read_hello(bytes(data))) is None:  # bounded: MAX_READ bytes
+        if len(data) >= ch.MAX_READ:
+            raise ch.HelloRefused(ch.HELLO_TOO_LARGE, "no whole ClientHello within its bytes")
+        chunk = await loop.sock_recv(agent, ch.MAX_READ - len(data))
+        if not chunk:
+            raise ch.HelloRefused(cm.HELLO_INCOMPLETE, "the agent ended before its ClientHello")
+        data += chunk
+    return hello
+
+
+async def _answer(agent: socket.socket, data: bytes) -> None:
+    """Send a refusal; an agent that does not read it within the deadline is cut."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+        await asyncio.wait_for(loop.sock_sendall(agent, data), ANSWER_TIMEOUT)
 
 
 def _log_audit_failure(future: asyncio.Future[None]) -> None:

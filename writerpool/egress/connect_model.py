@@ -17,6 +17,13 @@ CAP_CONNECTIONS = "cap_connections"
 CAP_CONCURRENT = "cap_concurrent"
 RESOLVE_FAILED = "resolve_failed"
 UPSTREAM_FAILED = "upstream_failed"
+HELLO_TIMEOUT = "hello_timeout"  # no whole ClientHello within the header deadline
+HELLO_INCOMPLETE = "hello_incomplete"  # the agent ended before its ClientHello did
+# (`egress.clienthello` names the rest of a tunnel's refusals: not_tls, sni_missing, ...)
+ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
+# A TLS alert record, fatal access_denied (RFC 8446 6.2): what a TLS client is told when
+# its ClientHello is refused. Sent in the clear, as an alert before the handshake is.
+ACCESS_DENIED_ALERT = b"\x15\x03\x03\x00\x02\x02\x31"
 DENIED_KEPT = 32  # distinct refused destinations a session keeps for its turns
 
 ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
@@ -61,10 +68,11 @@ class ConnectRecord:
     allowed: bool
     reason: str
     entry: str | None
-    address: str | None  # the address connected to
+    address: str | None  # the address connected to (or refused)
     bytes_up: int
     bytes_down: int
     duration_ms: int
+    sni: str | None = None  # the server name of the tunnel's ClientHello, as read
 
 
 def split_authority(authority: str, default: int) -> tuple[str, int] | None:

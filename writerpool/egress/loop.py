@@ -1,5 +1,7 @@
 """An asyncio loop on a daemon thread of the server, for a listener that does not yet
-run in its session's egress process (the allowlist proxy, `egress.connect`).
+run in its session's egress process (the allowlist proxy, `egress.connect`), and a
+listener run on such a loop (`LocalListener`: the isolation control's open relay,
+benches, tests).
 
 The provider proxy never runs here: it runs in a process of its own per session
 (`egress.worker`). A listener moves out of this loop by becoming a kind of
@@ -9,14 +11,51 @@ The provider proxy never runs here: it runs in a process of its own per session
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from writerpool.errors import WriterpoolError
 
 T = TypeVar("T")
 STOP_TIMEOUT = 10.0
+log = logging.getLogger(__name__)
+
+
+class LoopRunner(Protocol):
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T: ...
+
+
+class Listener(Protocol):
+    async def start(self) -> int: ...
+
+    async def stop(self) -> None: ...
+
+
+L = TypeVar("L", bound=Listener)
+
+
+class LocalListener(Generic[L]):
+    """A listener on a loop of this process, started and stopped from any other thread."""
+
+    def __init__(self, runner: LoopRunner, listener: L) -> None:
+        self.listener = listener
+        self._runner = runner
+        self._stopped = False
+
+    def start(self) -> None:
+        self._runner.run(self.listener.start(), STOP_TIMEOUT)
+
+    def stop(self) -> None:
+        """Stop listening, end open connections, remove the socket. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._runner.run(self.listener.stop(), STOP_TIMEOUT)
+        except (WriterpoolError, TimeoutError):
+            log.warning("egress: a listener did not stop cleanly")
 
 
 class InProcessLoop:

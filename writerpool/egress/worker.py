@@ -42,12 +42,18 @@ from writerpool.errors import WriterpoolError
 
 log = logging.getLogger("writerpool.egress")
 
-# Descriptors: each listener's connections (two each at most: client and upstream)
-# and a margin for the interpreter, the pipes and TLS. Memory: the address space one
-# session's proxy may map; a Python process with aiohttp and ssl maps about 60 MiB
-# when idle and every open connection is bounded by the gate.
+# Descriptors: each listener's connections (the provider's: client and upstream; the
+# allowlist proxy's: those and a splice pipe each way, plus connections being refused
+# past its cap) and a margin for the interpreter, the pipes and TLS. Memory: the address
+# space one session's proxy may map; a Python process with aiohttp and ssl maps about
+# 60 MiB when idle and every open connection is bounded by the gate.
 NOFILE_BASE = 64
+CONNECT_FDS = 6  # agent, upstream, and two pipes of two ends (egress.relay)
+CONNECT_REFUSING = 64
 ADDRESS_SPACE = 1024 * 1024 * 1024
+# A thread's stack, reserved in that address space: the allowlist proxy runs a thread
+# per direction of each open tunnel (egress.relay), at most 128 of them.
+THREAD_STACK = 512 * 1024
 
 
 class Listener(Protocol):
@@ -84,7 +90,13 @@ LISTENERS: dict[str, ListenerFactory] = {"provider": _provider, "connect": _conn
 
 
 def nofile_limit(spec: WorkerSpec) -> int:
-    return NOFILE_BASE + 2 * GateLimits().connections * len(spec.listeners)
+    total = NOFILE_BASE
+    for listener in spec.listeners:
+        if isinstance(listener, ConnectListenerSpec):
+            total += CONNECT_FDS * listener.concurrent + CONNECT_REFUSING
+        else:
+            total += 2 * GateLimits().connections
+    return total
 
 
 def confine(spec: WorkerSpec) -> None:
@@ -92,6 +104,7 @@ def confine(spec: WorkerSpec) -> None:
     nofile = nofile_limit(spec)
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+    threading.stack_size(THREAD_STACK)
     os.chdir(spec.directory)
 
 

@@ -19,6 +19,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic_core import PydanticSerializationError
 
 from writerpool import __version__
 from writerpool.config.paths import Paths
@@ -71,13 +72,27 @@ def list_tools(host_coding: bool = True) -> list[types.Tool]:
     return tools
 
 
-def to_result(body: dict[str, Any]) -> types.CallToolResult:
-    """The same object as text JSON and as structuredContent; isError on failure."""
+def _result(body: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(body, sort_keys=True))],
         structured_content=body,
         is_error=not body["ok"],
     )
+
+
+def to_result(name: str, body: dict[str, Any]) -> types.CallToolResult:
+    """The same object as text JSON and as structuredContent; isError on failure.
+    Every body went through mcp/answers.py's `sendable` already; should one still not
+    encode as the transport will encode it, that call fails (answer_unencodable), not
+    the transport with every other call of its client."""
+    result = _result(body)
+    try:
+        result.model_dump_json(by_alias=True, exclude_unset=True)
+    except PydanticSerializationError:
+        log.error("tool %s: its answer cannot be encoded", name)
+        error = {"code": "answer_unencodable", "message": "the answer could not be encoded"}
+        return _result({"ok": False, "error": error})
+    return result
 
 
 def failure_line(name: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -120,20 +135,23 @@ def build_server(service: ToolService) -> Server[Any]:
             body = await service.call(params.name, params.arguments, progress, _client(ctx))
             tg.cancel_scope.cancel()
         line = failure_line(params.name, body)
-        if line is not None and service.log_failures:
+        if line is not None and service.logs_failures(_client(ctx)):
             notice = types.LoggingMessageNotification(
                 params=types.LoggingMessageNotificationParams(
                     level="error", logger=SERVER_NAME, data=line
                 )
             )
             await ctx.session.send_notification(notice, ctx.request_id)
-        return to_result(body)
+        return to_result(params.name, body)
 
     async def on_set_logging_level(
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         # Failure lines are errors; a client asking for fewer than errors hears none.
-        service.log_failures = params.level in ("debug", "info", "notice", "warning", "error")
+        # Each client's own choice: over HTTP each request is an MCP session of its
+        # own, so the choice is kept for the client that made it (its token's name).
+        wanted = params.level in ("debug", "info", "notice", "warning", "error")
+        service.set_log_failures(_client(ctx), wanted)
         return types.EmptyResult()
 
     with warnings.catch_warnings():

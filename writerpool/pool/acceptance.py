@@ -1,4 +1,7 @@
-"""Acceptance: the harness inside the writer's exact container, bound to a fingerprint."""
+"""Acceptance: the harness inside the writer's exact container on its host, bound to a
+fingerprint of that very container's spec (pool/container.py writer_spec, built through
+the host) and of the host's facts. One path for every host: the canary, the loopback
+listener and the egress endpoint are the host's (runtime/host.py WriterHost)."""
 
 from __future__ import annotations
 
@@ -7,46 +10,30 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from writerpool import __version__
 from writerpool.agent.egress import EgressRequest, grant_key
 from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Egress, Pool, Provider
-from writerpool.config.modes import load_modes
 from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance_remote import run_remote_harness
-from writerpool.pool.container import EGRESS_PORT, writer_image, writer_of, writer_spec
-from writerpool.pool.control import (
-    control_command,
-    control_current,
-    harness_digest,
-    host_listener,
-)
+from writerpool.pool.container import EGRESS_PORT, has_allowlist, session_spec, writer_of
+from writerpool.pool.control import control_command, control_current, harness_digest
 from writerpool.pool.harness_report import parse_harness_report
-from writerpool.pool.probes import canary_here
 from writerpool.report import Finding
-from writerpool.runtime.host import EngineFacts, WriterHost
+from writerpool.runtime.host import EngineFacts, Writer, WriterHost
 from writerpool.runtime.image_tools import HARNESS
-from writerpool.runtime.remote import RemotePodman
+from writerpool.runtime.probes import loopback_here
+from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
 ACCEPTANCE_PROVIDER = "acceptance"
-Granted = contextlib.AbstractContextManager[None]
 DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CLASSES = ("limited", "limited-allowlist", "not_limited")
-
-
-def has_allowlist(paths: Paths, state: WriterState) -> bool:
-    """Whether the writer's workspace has an egress allowlist (its sessions get the
-    allowlist proxy and the proxy variables)."""
-    entry = load_modes(paths).workspaces.get(state.alias)
-    return bool(entry and entry.container and entry.container.allow)
 
 
 def fingerprint_groups(
@@ -54,17 +41,23 @@ def fingerprint_groups(
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
-    return groups_given(paths, state, pool, writer_image(paths, host, state.image), host.facts())
+    facts = host.facts()
+    return groups_of(state, session_spec(paths, host, state, pool, facts=facts), facts)
 
 
 def groups_given(
-    paths: Paths, state: WriterState, pool: Pool, image_id: str, facts: EngineFacts
-) -> dict[str, str]:
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, image_id: str,
+    facts: EngineFacts,
+) -> dict[str, str]:  # fmt: skip
     """The same with the image and the host's facts known (a warm writer's container
     runs that image): no Podman call."""
-    spec = writer_spec(paths, state, image_id, pool, facts, allow=has_allowlist(paths, state))
+    return groups_of(state, session_spec(paths, host, state, pool, image_id, facts), facts)
+
+
+def groups_of(state: WriterState, spec: ContainerSpec, facts: EngineFacts) -> dict[str, str]:
+    """The groups of a writer whose sessions run `spec` on a host with `facts`."""
     return {
-        "image": image_id,
+        "image": spec.image_id,
         "podman": facts.podman_version,
         "writerpool": __version__,
         "container_spec": spec.digest(),
@@ -122,8 +115,9 @@ def _acceptance_config(pool: Pool, allow_port: int | None) -> Config:
 
 
 # The allowlist acceptance checks: names only the acceptance's own proxy resolves (the
-# harness asks for them; "unlisted" is left out of the list). Nothing leaves the host:
-# the listed name leads to the host listener, the others are refused before any connect.
+# harness asks for them; "unlisted" is left out of the list). Nothing leaves this machine
+# (where the allowlist proxy runs): the listed name leads to a listener of its own, the
+# others are refused before any connect.
 ACCEPTANCE_RESOLVE = {
     "listed.acceptance.test": ("127.0.0.1",),
     "private.acceptance.test": ("10.255.255.1",),
@@ -141,59 +135,52 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _canary_granted(
-    paths: Paths, state: WriterState, pool: Pool, dirs: tuple[Path, Path], allow_port: int | None
+    host: WriterHost, writer: Writer, state: WriterState, pool: Pool, allow_port: int | None
 ) -> Iterator[None]:
     """A canary credential sent through the session's real egress path (the proxy, its
-    token in the agent directory `dirs[0]`, its socket in `dirs[1]`) for the block."""
-    agent_dir, egress_dir = dirs
+    token in the agent directory rendered through the host, its socket where the host's
+    egress endpoint leads) for the block."""
     config = _acceptance_config(pool, allow_port)
-    request = EgressRequest(
-        config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-        agent_dir=agent_dir, egress_dir=egress_dir, session="acceptance",
-        writer=state.name, port=EGRESS_PORT,
-        allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
-    )  # fmt: skip
     resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
     assert resolved is not None
     canary = "wp" + "canary-" + secrets.token_hex(16)
-    egress = None
-    if network_info(state.network).egress:
-        from writerpool.egress.host import EgressHost  # noqa: PLC0415
+    with contextlib.ExitStack() as stack:
+        egress = None
+        if network_info(state.network).egress:
+            from writerpool.egress.host import EgressHost  # noqa: PLC0415
 
-        egress = EgressHost()
-    try:
-        held = grant_key(request, egress, resolved, canary)
-        try:
-            held.ready()
-            yield
-        finally:
-            held.revoke()
-    finally:
-        if egress is not None:
-            egress.close()
+            egress = EgressHost()
+            stack.callback(egress.close)
+        with host.agent_dir(writer) as agent_dir:
+            request = EgressRequest(
+                config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
+                agent_dir=agent_dir, egress_dir=writer.egress, session="acceptance",
+                writer=state.name, port=EGRESS_PORT,
+                allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
+            )  # fmt: skip
+            held = grant_key(request, egress, resolved, canary)
+            stack.callback(held.revoke)
+        held.ready()
+        yield
 
 
 def _run_harness(
-    host: WriterHost, spec_args: tuple[Paths, WriterState, str, Pool]
+    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, spec: ContainerSpec
 ) -> tuple[int, bytes]:
-    paths, state, image_id, pool = spec_args
+    """The harness in `spec` (the session's container) on the writer's host, against that
+    host's canary, home and loopback; every probe and forward ends with the run."""
     allowlist = has_allowlist(paths, state)
-    if isinstance(host, RemotePodman):
-
-        def granted(agent: Path, egress: Path, port: int | None) -> Granted:
-            return _canary_granted(paths, state, pool, (agent, egress), port)
-
-        done = run_remote_harness(host, paths, state, image_id, pool, allowlist, granted)
-        return done.returncode, done.stdout
-    spec = writer_spec(paths, state, image_id, pool, host.facts(), allow=allowlist)
+    host.check_network(state.network, ("allowlist",) if allowlist else None)
     writer = writer_of(paths, state)
     info = network_info(state.network)
-    with (
-        canary_here() as canary,
-        host_listener() as port,
-        _canary_granted(paths, state, pool, (writer.agent, writer.egress),
-                        port if allowlist else None),
-    ):  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        canary = stack.enter_context(host.planted_canary())
+        port = stack.enter_context(host.loopback_listener())
+        # The allowlist proxy runs here: the listed name leads to this machine's listener.
+        allow_port = stack.enter_context(loopback_here()) if allowlist else None
+        stack.enter_context(_canary_granted(host, writer, state, pool, allow_port))
+        if info.egress:
+            stack.enter_context(host.egress_endpoint(writer))
         env = {
             **spec.env,
             "WRITERPOOL_HARNESS_CANARIES": canary.file,
@@ -201,8 +188,11 @@ def _run_harness(
             "WRITERPOOL_HARNESS_WORK": "/work",
             "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
             "WRITERPOOL_HARNESS_HOST_PORT": str(port),
-            **({"WRITERPOOL_HARNESS_ALLOW_PORT": str(port)} if allowlist else {}),
+            **(
+                {"WRITERPOOL_HARNESS_ALLOW_PORT": str(allow_port)} if allow_port is not None else {}
+            ),
         }
+        crash_point("acceptance.probes_held")
         # The harness the image carries (runtime/image_tools.py).
         done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
                         timeout=120)  # fmt: skip
@@ -230,8 +220,9 @@ def accept(
             target,
             f"run `{control_command(host.name)}` first",
         )
-    before = fingerprint_groups(paths, host, state, pool)
-    exit_code, out = _run_harness(host, (paths, state, before["image"], pool))
+    spec = session_spec(paths, host, state, pool)
+    before = groups_of(state, spec, host.facts())  # the digest of the spec that runs
+    exit_code, out = _run_harness(paths, host, state, pool, spec)
     crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()

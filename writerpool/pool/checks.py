@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from writerpool.doctor.model import Check, CheckContext, CheckResult
 from writerpool.errors import WriterpoolError
-from writerpool.pool.control import control_command, control_current, load_control
+from writerpool.pool.control import (
+    control_command,
+    control_current,
+    control_subject,
+    load_control,
+)
 from writerpool.pool.listing import writer_names
 from writerpool.pool.status import status_on
 from writerpool.runtime.host import LOCAL
@@ -23,7 +28,7 @@ def isolation_control(ctx: CheckContext) -> list[CheckResult]:
 
 
 def _control_result(ctx: CheckContext, host: str) -> CheckResult:
-    subject = "control" if host == LOCAL else f"host/{host}/control"
+    subject = control_subject(host)
     record = load_control(ctx.paths, host)
     if control_current(ctx.paths, host):
         return CheckResult("isolation_control", "ok", subject, "a passing control is recorded")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from writerpool.agent.environment import CACHE_ENV, EGRESS_DIR, pi_env
+from writerpool.agent.environment import CACHE_ENV, pi_env
 
-# Defined with pi's environment; re-exported for the pool and the launcher.
+# Defined with pi's environment (the proxy's socket with the hosts that mount it);
+# re-exported for the pool and the launcher.
 from writerpool.agent.environment import CONNECT_SOCKET as CONNECT_SOCKET  # noqa: PLC0414
 from writerpool.agent.environment import EGRESS_CA as EGRESS_CA  # noqa: PLC0414
 from writerpool.agent.environment import EGRESS_PORT as EGRESS_PORT  # noqa: PLC0414
-from writerpool.agent.environment import EGRESS_SOCKET as EGRESS_SOCKET  # noqa: PLC0414
 from writerpool.config.models import Pool
+from writerpool.config.modes import load_modes
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
-from writerpool.runtime.host import EngineFacts, Writer, WriterHost, writer_at
+from writerpool.runtime.host import EGRESS_DIR, EngineFacts, Writer, WriterHost, writer_at
+from writerpool.runtime.host import EGRESS_SOCKET as EGRESS_SOCKET  # noqa: PLC0414
 from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.spec import (
     LABEL_ROLE,
@@ -25,6 +27,7 @@ from writerpool.runtime.spec import (
     ContainerSpec,
     Limits,
     Mount,
+    by_kind,
 )
 from writerpool.state.writer import WriterState
 
@@ -37,6 +40,7 @@ def writer_of(paths: Paths, state: WriterState) -> Writer:
 
 def writer_spec(
     paths: Paths,
+    host: WriterHost,
     state: WriterState,
     image_id: str,
     pool: Pool,
@@ -44,27 +48,33 @@ def writer_spec(
     role: str = "session",
     allow: bool = False,
 ) -> ContainerSpec:
-    """The exact container of a session on this writer (acceptance reuses it)."""
+    """The exact container of a session on this writer, on its host: every mount is the
+    host's (WriterHost.storage_mount, egress_mount), so this spec is the one that runs
+    there, and acceptance runs and digests the very same one."""
     writer = writer_of(paths, state)
-    clone = writer.clone
     mounts = [
-        Mount(source=clone, target="/work"),
+        host.storage_mount(writer, "clone", "/work"),
         # .git as a mount point of its own: it cannot be renamed away from the read-only
         # config and hooks below and rebuilt with a hook of the agent's.
-        Mount(source=clone / ".git", target="/work/.git"),
+        host.storage_mount(writer, "clone", "/work/.git", sub_path=".git"),
         # The agent must not plant executable git settings or hooks.
-        Mount(source=clone / ".git" / "config", target="/work/.git/config", read_only=True),
-        Mount(source=clone / ".git" / "hooks", target="/work/.git/hooks", read_only=True),
+        host.storage_mount(
+            writer, "clone", "/work/.git/config", sub_path=".git/config", read_only=True
+        ),
+        host.storage_mount(
+            writer, "clone", "/work/.git/hooks", sub_path=".git/hooks", read_only=True
+        ),
         # Read-only: the agent cannot leave settings or a redirected endpoint behind for
         # the next session; writerpool renders it before each session.
-        Mount(source=writer.agent, target=AGENT_DIR, read_only=True),
+        host.storage_mount(writer, "agent", AGENT_DIR, read_only=True),
     ]
     cache = state.cache if state.cache in CACHE_ENV else None
     if cache is not None:
-        mounts.append(Mount(source=writer.cache, target=f"/pi/{cache}"))
+        mounts.append(host.storage_mount(writer, "cache", f"/pi/{cache}"))
     if network_info(state.network).egress:
-        mounts.append(egress_mount(writer.egress))
+        mounts.append(host.egress_mount(writer))
     env = pi_env(AGENT_DIR, state.network, writer=state.name, cache=cache, allow=allow)
+    binds, volumes = by_kind(mounts)
     return ContainerSpec(
         image_id=image_id,
         name=f"writerpool-{state.name}",
@@ -74,16 +84,37 @@ def writer_spec(
             LABEL_SETTINGS: state.settings_digest,
             LABEL_ROLE: role,
         },
-        mounts=tuple(mounts),
+        mounts=binds,
+        volumes=volumes,
         env=env,
         network=network_info(state.network).podman,
         limits=pool_limits(pool, facts),
     )
 
 
-def egress_mount(egress_dir: Path) -> Mount:
-    # Read-only: the agent may connect to the socket, never replace it.
-    return Mount(source=egress_dir, target=EGRESS_DIR, read_only=True)
+def has_allowlist(paths: Paths, state: WriterState) -> bool:
+    """Whether the writer's workspace has an egress allowlist (its sessions get the
+    allowlist proxy and the proxy variables)."""
+    entry = load_modes(paths).workspaces.get(state.alias)
+    return bool(entry and entry.container and entry.container.allow)
+
+
+def session_spec(
+    paths: Paths,
+    host: WriterHost,
+    state: WriterState,
+    pool: Pool,
+    image_id: str | None = None,
+    facts: EngineFacts | None = None,
+) -> ContainerSpec:
+    """The container every session of the writer gets on its host: what a session runs,
+    what acceptance runs the harness in, and what the fingerprint digests. Its image is
+    checked present there and its limits follow the host's facts, unless both are given
+    (a warm writer's, known since it started: no Podman call)."""
+    image_id = image_id or writer_image(paths, host, state.image)
+    facts = facts or host.facts()
+    return writer_spec(paths, host, state, image_id, pool, facts,
+                       allow=has_allowlist(paths, state))  # fmt: skip
 
 
 def writer_image(paths: Paths, host: WriterHost, setting: str) -> str:
@@ -120,7 +151,8 @@ def readonly_spec(
         mounts=(
             Mount(source=checkout, target="/work", read_only=True),
             Mount(source=agent_dir, target=AGENT_DIR, read_only=True),
-            egress_mount(egress_dir),
+            # Read-only: the agent may connect to the socket, never replace it.
+            Mount(source=egress_dir, target=EGRESS_DIR, read_only=True),
         ),
         env=pi_env(AGENT_DIR, "provider"),
         network="none",

@@ -7,13 +7,14 @@ import json
 import os
 from typing import Any
 
-from writerpool.config.allow_entry import Scheme, normalize_host, parse_address
+from writerpool.config.allow_entry import Scheme, normalize_host
 from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.egress.allowlist import Allowlist, address_refusal
-from writerpool.egress.connect_model import split_target
-from writerpool.egress.derived import resolve_allowlist
+from writerpool.egress.allowlist import Allowlist, admitting_entry, expand
+from writerpool.egress.connect_model import split_authority, split_target
+from writerpool.egress.derived import derived_sets, known_sets
+from writerpool.egress.resolve import Lookup, Resolution, resolve, system_lookup
 from writerpool.errors import UsageError
 from writerpool.pool.listing import unknown_writer, writer_names
 from writerpool.report import Report
@@ -34,7 +35,12 @@ def parse_target(text: str) -> tuple[str, int, Scheme]:
     return name, target[1], target[2]
 
 
-def check(config: Config, paths: Paths, alias: str, target: str) -> Report:
+def check(
+    config: Config, paths: Paths, alias: str, target: str, lookup: Lookup = system_lookup
+) -> Report:
+    """What the workspace's allowlist proxy would do with `target`: the name decided as
+    it decides, then resolved as it resolves (`egress.resolve`, the same function, on
+    this host) and every answer judged; a name that does not resolve here is said so."""
     report = Report("egress check")
     if alias not in config.workspaces:
         raise UsageError(f"workspace {alias!r} is not configured", code="alias_unknown")
@@ -48,30 +54,84 @@ def check(config: Config, paths: Paths, alias: str, target: str) -> Report:
                    remedy=f"writerpool mode set {alias} container ... --allow {host}",
                    reason="no_allowlist")  # fmt: skip
         return report
-    entries, origin = resolve_allowlist(config, words)
+    sets = known_sets(config)
+    entries, origin = expand(words, sets, sets.why_empty)
     allowlist = Allowlist(entries)
     decision = allowlist.decide(host, port, scheme)
     if not decision.allowed:
+        fix = admitting_entry(host, port, scheme, decision.reason)
         report.add("egress_check_denied", "error", where,
                    f"{host}:{port} is not allowed ({decision.reason})",
-                   reason=decision.reason)  # fmt: skip
+                   remedy=_add_remedy(alias, fix), reason=decision.reason,
+                   admit=fix)  # fmt: skip
         return report
     via = decision.entry or ""
-    sets = origin.get(via, ())
-    source = f"entry {via}" + (f" (from set {', '.join(sets)})" if sets else "")
-    mapped = config.egress.resolve.get(host)
-    literal = parse_address(host)
-    addresses = [literal] if literal else [a for a in map(parse_address, mapped or ()) if a]
-    refusals = [address_refusal(a, allowlist.ranges) for a in addresses]
-    if addresses and all(refusals):
-        reason = next(r for r in refusals if r)
+    named = origin.get(via, ())
+    told = [f"{n}: {sets.derived[n].source}" if n in sets.derived else n for n in named]
+    source = f"entry {via}" + (f" (from set {'; '.join(told)})" if named else "")
+    found = resolve(host, port, config.egress.resolve, allowlist.ranges, lookup)
+    _judged(report, where, (host, port, scheme), source, found, alias)
+    report.findings[-1].data.update(entry=via, sets=list(named))
+    return report
+
+
+_FROM = {"address": "an address", "map": "[egress.resolve]",
+         "resolver": "this host's resolver, as the proxy asks it"}  # fmt: skip
+
+
+def _judged(
+    report: Report, where: str, target: tuple[str, int, Scheme], source: str,
+    found: Resolution, alias: str,
+) -> None:  # fmt: skip
+    """The finding for a listed name: allowed, refused on its answers, or unresolved."""
+    host, port, scheme = target
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    answers = ", ".join(f"{j.address}" + (f" refused: {j.refusal}" if j.refusal else "")
+                        for j in found.judged)  # fmt: skip
+    addresses = [{"address": str(j.address), "refusal": j.refusal} for j in found.judged]
+    if found.failure is not None:
+        report.add("egress_check_unresolved", "error", where,
+                   f"{shown} is listed by {source}, but {host} does not resolve on this host "
+                   f"({found.failure}): the proxy asks the same resolver and would answer "
+                   "502 resolve_failed", reason="resolve_failed",
+                   remedy=f"if only another resolver knows {host}, map it in [egress.resolve]",
+                   addresses=[])  # fmt: skip
+        return
+    refused = found.refused
+    if refused is not None and refused.refusal is not None:
+        fix = admitting_entry(host, port, scheme, refused.refusal, str(refused.address))
         report.add("egress_check_denied", "error", where,
-                   f"{host}:{port} is listed by {source} but resolves to a refused "
-                   f"address ({reason})", reason=reason, entry=via)  # fmt: skip
-        return report
-    note = "" if addresses else "; the proxy resolves it when asked and refuses private answers"
-    report.add("egress_check_allowed", "ok", where, f"{host}:{port} is allowed by {source}{note}",
-               entry=via, sets=list(sets))  # fmt: skip
+                   f"{shown} is listed by {source} but every answer from {_FROM[found.source]} "
+                   f"is refused ({answers})", remedy=_add_remedy(alias, fix),
+                   reason=refused.refusal, address=str(refused.address), admit=fix,
+                   addresses=addresses)  # fmt: skip
+        return
+    report.add("egress_check_allowed", "ok", where,
+               f"{shown} is allowed by {source}; answers from {_FROM[found.source]}: "
+               f"{answers}; the proxy connects to {found.usable[0]}",
+               addresses=addresses)  # fmt: skip
+
+
+def _add_remedy(alias: str, entry: str | None) -> str:
+    if entry is None:
+        return ""
+    return f"add {entry} to the --allow list of workspace {alias} (writerpool mode set)"
+
+
+def set_report(config: Config) -> Report:
+    """Every set an allowlist may name: the configuration's, and the derived ones with
+    the hosts they name on this host now and where those came from."""
+    report = Report("egress sets")
+    for name, configured in config.egress.sets.items():
+        report.add("egress_set_shown", "ok", f"egress/sets/{name}",
+                   f"{name}: {', '.join(configured.hosts)} (from [egress.sets.{name}])",
+                   hosts=list(configured.hosts), source="config")  # fmt: skip
+    for name, found in derived_sets().items():
+        hosts = ", ".join(found.hosts) or "no host"
+        report.add("egress_set_shown", "ok" if found.hosts else "warning",
+                   f"egress/sets/{name}", f"{name}: {hosts} (from {found.source})",
+                   remedy=known_sets(config).why_empty(name) if not found.hosts else "",
+                   hosts=list(found.hosts), source=found.source)  # fmt: skip
     return report
 
 
@@ -101,7 +161,7 @@ def log(paths: Paths, name: str, limit: int = LOG_LINES) -> Report:
             continue
         if isinstance(line, dict) and line.get("action") == "egress_connect" \
                 and line.get("writer") == name:  # fmt: skip
-            rows.append(line)
+            rows.append({**line, "admit": admitting(line)})
     rows = rows[-limit:]
     report.data["decisions"] = rows
     if not rows:
@@ -120,6 +180,22 @@ def _row(line: dict[str, Any]) -> str:
     entry = ""
     if line.get("entry"):
         entry = f" by {line['entry']}" if allowed else f" (listed as {line['entry']})"
+    address = f" {line['address']}" if line.get("address") else ""
+    sni = f" tls name {line['sni']}" if line.get("sni") else ""
+    admit = f"; to admit it add {line['admit']} to --allow" if line.get("admit") else ""
     size = f" up {line.get('bytesUp', 0)} B, down {line.get('bytesDown', 0)} B"
     return (f"  {line.get('time', '?')} {verdict} {line.get('method', '?')} "
-            f"{line.get('destination', '?')}: {line.get('reason', '?')}{entry};{size}")  # fmt: skip
+            f"{line.get('destination', '?')}: {line.get('reason', '?')}{address}{sni}{entry}"
+            f"{admit};{size}")  # fmt: skip
+
+
+def admitting(line: dict[str, Any]) -> str | None:
+    """The entry that would admit a denied decision of the audit log, if one would."""
+    destination, reason, address = line.get("destination"), line.get("reason"), line.get("address")
+    if line.get("decision") != "denied" or not isinstance(destination, str):
+        return None
+    scheme: Scheme = "https" if line.get("method") == "CONNECT" else "http"
+    parts = split_authority(destination, 443 if scheme == "https" else 80)
+    if parts is None or not isinstance(reason, str):
+        return None
+    return admitting_entry(*parts, scheme, reason, address if isinstance(address, str) else None)

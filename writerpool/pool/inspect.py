@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
@@ -51,6 +51,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _at_most(limit: int) -> AfterValidator:
+    def check(value: str) -> str:
+        if len(value) > limit:
+            raise ValueError(f"longer than {limit} characters")
+        return value
+
+    return AfterValidator(check)
+
+
+# A name or path from the clone, kept as its bytes (an undecodable byte as a surrogate,
+# clonetool reads them so): pydantic's own max_length refuses a string it cannot encode
+# as UTF-8, and one such name from an agent would fail the whole inspection. Made valid
+# text only where it reaches a client (sessions/work.py, utf8.py).
+CloneName = Annotated[str, _at_most(8192)]
+ClonePath = Annotated[str, _at_most(4096)]
+
+
 class BranchSeen(_Model):
     name: str
     commit: str | None = Field(default=None, pattern=OID)
@@ -81,14 +98,14 @@ class Entry(_Model):
     """Something in the work tree that git's view of the clone leaves out."""
 
     kind: EntryKind
-    path: str = Field(max_length=8192)
+    path: CloneName
     size: int = Field(default=0, ge=0)
 
 
 class ExtraRef(_Model):
     """A ref outside refs/heads/ and refs/tags/ (the stash aside); never exported."""
 
-    name: str = Field(max_length=8192)
+    name: CloneName
     new: bool  # it reaches history no branch and no baseline commit reaches
 
 

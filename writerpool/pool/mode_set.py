@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from writerpool.config.hosts import known_host
 from writerpool.config.models import Config, LoadedConfig, describe_validation
 from writerpool.config.modes import (
     IMAGE_ID_RE,
@@ -21,7 +22,8 @@ from writerpool.config.network import DEFAULT_NETWORK, check_remote_network, des
 from writerpool.config.paths import Paths
 from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
-from writerpool.egress.derived import resolve_allowlist
+from writerpool.egress.allowlist import expand
+from writerpool.egress.derived import DerivedSet, known_sets
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
 from writerpool.pool.gate import doctor_gate
@@ -98,15 +100,26 @@ def check_profiles(config: Config, names: tuple[str, ...]) -> None:
             )
 
 
-def check_allow(config: Config, req: ModeRequest) -> None:
-    """Every --allow word is a valid entry or a known, non-empty set (nothing stored else)."""
+def check_allow(config: Config, req: ModeRequest) -> list[DerivedSet]:
+    """Every --allow word is a valid entry or a known, non-empty set (nothing stored else);
+    returns the derived sets it names, with where their hosts came from."""
     if req.network != "provider":
         raise WriterpoolError(
             "allow_network_unsupported",
             f"--allow needs --network provider (the allowlist proxy sits beside the "
             f"provider proxy), not {req.network}",
         )
-    resolve_allowlist(config, req.allow)
+    sets = known_sets(config)
+    expand(req.allow, sets, sets.why_empty)
+    return list(sets.derived.values())
+
+
+def report_derived(report: Report, alias: str, derived: list[DerivedSet]) -> None:
+    for found in derived:
+        report.add("allow_set_derived", "ok", f"modes/workspace/{alias}/{found.name}",
+                   f"{found.name} names {', '.join(found.hosts)} now, from {found.source}; "
+                   "it is derived again when each session starts",
+                   hosts=list(found.hosts), source=found.source)  # fmt: skip
 
 
 def choose_base(
@@ -130,14 +143,16 @@ def choose_base(
 def check_hosts(config: Config, hosts: tuple[str, ...]) -> None:
     """Every --hosts name is `local` or a configured [hosts.NAME] (nothing stored else)."""
     for name in hosts:
-        if name != LOCAL_HOST and name not in config.hosts:
+        if not known_host(name, config.hosts):
             raise UsageError(f"--hosts: no [hosts.{name}] in the configuration",
                              code="host_unknown")  # fmt: skip
 
 
-def _entry(config: Config, req: ModeRequest, mode: str, base: str | None) -> ModeEntry:
+def _entry(
+    config: Config, req: ModeRequest, mode: str, base: str | None, report: Report
+) -> ModeEntry:
     if req.allow:
-        check_allow(config, req)
+        report_derived(report, req.alias, check_allow(config, req))
     check_hosts(config, req.hosts)
     if mode == "host":
         return ModeEntry(mode="host", accept_host_writes=True)
@@ -210,7 +225,7 @@ def _set_mode(
         repo = config.workspaces[req.alias]
         recorded = current.container.base if current and current.container else None
         base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
-    entry = _entry(config, req, mode, base.name if base else None)
+    entry = _entry(config, req, mode, base.name if base else None, report)
     if not req.apply:
         report_changes(report, req.alias, current, entry, apply=False)
     if current == entry:

@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.pool.inspect import OID, VIEW, run_tool, tool_spec
+from writerpool.pool.inspect import OID, VIEW, ClonePath, run_tool, tool_spec
 from writerpool.pool.lease import Lease, lease_taken
 from writerpool.pool.writer_ref import find_writer
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
+from writerpool.utf8 import valid_text
 
 # CSI and OSC sequences first (so their parameters go too), then any other control.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
@@ -31,8 +32,8 @@ _LINE_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066
 
 def terminal_safe(text: str, lines: bool = False) -> str:
     """`text` without escape sequences or control characters (tabs and, with `lines`,
-    newlines kept); undecodable bytes (surrogates) become U+FFFD."""
-    text = text.encode("utf-8", "replace").decode("utf-8")
+    newlines kept); an undecodable byte (a surrogate) shows as `\\xNN` (utf8.py)."""
+    text = valid_text(text)
     text = _ESCAPES.sub("", text)
     return (_CONTROLS if lines else _LINE_CONTROLS).sub("", text).replace("\t", "    ")
 
@@ -51,7 +52,7 @@ class CommitSeen(_Model):
 
 
 class FileSeen(_Model):
-    path: str = Field(max_length=4096)
+    path: ClonePath
     binary: bool
     added: int = Field(ge=0)
     removed: int = Field(ge=0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from writerpool.audit import audit
 from writerpool.config.models import Config, LoadedConfig, Pool
@@ -15,7 +14,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.admission import admit, clone_verdict
 from writerpool.pool.choose import candidates
-from writerpool.pool.container import writer_image, writer_of, writer_spec
+from writerpool.pool.container import session_spec, writer_of
 from writerpool.pool.fence import fence
 from writerpool.pool.inspect import Inspection, inspect_writer
 from writerpool.pool.lease import Lease
@@ -29,7 +28,7 @@ from writerpool.pool.verdicts import (
     remember,
 )
 from writerpool.report import sanitize
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import Writer, WriterHost
 from writerpool.runtime.hosts import HostSet, open_host
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
@@ -44,11 +43,10 @@ class WriterSlot:
     name: str
     base_ref: str
     base_commit: str
-    agent_dir: Path
-    egress_dir: Path
+    writer: Writer  # its record here; its storage through `host`
     network: str  # the writer's network kind
     allow: tuple[str, ...] | None  # the workspace's allowlist words, when it has one
-    spec: ContainerSpec
+    spec: ContainerSpec  # the session's container, as it runs on `host`
     host: WriterHost
     lease: Lease
     refused: list[str] = field(default_factory=list)
@@ -84,8 +82,8 @@ class WriterSlot:
 
     def _end(self) -> bool:
         """Whether this caller ends the slot: the first of close() (a session's stop) and
-        release() (an undo, the warm pool, or a remote session's connection watch, on
-        another thread) does; every later call returns at once, so none removes the
+        release() (an undo, the warm pool, or a session's host watch, on another
+        thread) does; every later call returns at once, so none removes the
         writer's containers or frees its lease after another session may have taken it."""
         with self._ending:
             if self._ended or not self.lease.held:
@@ -216,18 +214,14 @@ def _slot(
     done: str,
     allow: tuple[str, ...] | None,
 ) -> WriterSlot:
-    image_id = writer_image(paths, host, state.image)
     return WriterSlot(
         name=state.name,
         base_ref=state.base.name,
         base_commit=state.base.commit,
-        agent_dir=writer_of(paths, state).agent,
-        egress_dir=writer_of(paths, state).egress,
+        writer=writer_of(paths, state),
         network=state.network,
         allow=allow,
-        spec=writer_spec(
-            paths, state, image_id, config.pool, host.facts(), allow=allow is not None
-        ),
+        spec=session_spec(paths, host, state, config.pool),
         host=host,
         lease=lease,
         prepared=done,

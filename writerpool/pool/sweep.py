@@ -63,15 +63,18 @@ def _holds_socket(egress_dir: Path) -> bool:
 
 
 def sweep_writer_credentials(paths: Paths) -> int:
-    """Remove the keys a killed server left in writers' agent directories; returns how
-    many. A writer whose lease is held (a live session elsewhere, or an operator
-    command) is left alone: its lease is dropped by the kernel only when its holder dies."""
+    """Remove the keys a killed server left in writers' agent directories as the
+    controller rendered them (`Writer.rendered_agent`: on this machine the one its
+    containers mount; a host over SSH never receives a key), and its proxies' sockets;
+    returns how many. A writer whose lease is held (a live session elsewhere, or an
+    operator command) is left alone: its lease is dropped by the kernel only when its
+    holder dies."""
     if not paths.writers_dir.is_dir():
         return 0
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
         writer = writer_at(paths, writer_dir.name)
-        agent_dir, egress_dir = writer.agent, writer.egress
+        agent_dir, egress_dir = writer.rendered_agent, writer.egress
         if writer_dir.is_symlink() or not agent_dir.is_dir():
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before

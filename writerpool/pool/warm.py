@@ -228,8 +228,9 @@ class WarmPool:
     def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
         config = self._loaded.config
         # Rendered without any key: until a claim grants one, pi has nothing to send.
-        agent_launch.remove_credential(slot.agent_dir)
-        agent_launch.render_for_profile(config, slot.agent_dir, profile.provider, True)
+        with slot.host.agent_dir(slot.writer) as agent_dir:
+            agent_launch.remove_credential(agent_dir)
+            agent_launch.render_for_profile(config, agent_dir, profile.provider, True)
         args = agent_launch.pi_args(
             profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
         )
@@ -320,7 +321,12 @@ class WarmPool:
         if state.image == "default" and (pin is None or pin.image_id != warm.image_id):
             return "the pinned image changed"
         groups = groups_given(
-            self._paths, state, self._loaded.config.pool, warm.image_id, warm.facts
+            self._paths,
+            warm.slot.host,
+            state,
+            self._loaded.config.pool,
+            warm.image_id,
+            warm.facts,
         )
         if fingerprint_of(groups) != state.fingerprint:
             return "writer_acceptance_stale"

@@ -70,7 +70,7 @@ def operate(
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
         fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credential(writer_at(paths, name).agent)
+        remove_credential(writer_at(paths, name, host.name).rendered_agent)
         yield lease
 
 
@@ -123,8 +123,7 @@ def provision_one(ctx: PoolContext, index: int) -> None:
             ctx.step(f"{name}: cloning {ctx.base.name} from a bundle and verifying the clone")
             state = provision(ctx.paths, host, ctx.alias, name, repo, ctx.settings, ctx.base,
                               ctx.report, ctx.loaded.config.pool)  # fmt: skip
-            if state.host == LOCAL:  # elsewhere each session writes it into its volume
-                render_writer_agent_dir(ctx.paths, ctx.loaded.config, state)
+            render_writer_agent_dir(ctx.paths, host, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
             _, finding = accept(ctx.paths, host, state, ctx.loaded.config.pool)
             ctx.report.findings.append(finding)
@@ -136,11 +135,14 @@ def provision_one(ctx: PoolContext, index: int) -> None:
         _record_failure(ctx, name, failure("disk_full", "provisioning stopped", exc))
 
 
-def render_writer_agent_dir(paths: Paths, config: Config, state: WriterState) -> None:
-    """The writer's agent directory for its first profile; each session re-renders it
-    for its own profile's provider."""
+def render_writer_agent_dir(
+    paths: Paths, host: WriterHost, config: Config, state: WriterState
+) -> None:
+    """The writer's agent directory for its first profile, written on its host; each
+    session renders it again for its own profile's provider."""
     provider = config.profiles[state.profiles[0]].provider
-    render_for_profile(config, writer_of(paths, state).agent, provider, True)
+    with host.agent_dir(writer_of(paths, state)) as agent_dir:
+        render_for_profile(config, agent_dir, provider, True)
 
 
 def accept_kept(ctx: PoolContext, index: int) -> None:

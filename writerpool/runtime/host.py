@@ -1,29 +1,35 @@
-"""The seam a writer's host sits behind (docs/scale-out.md): the few things writerpool
-asks of the machine that runs a writer's containers and keeps its storage, and the
-typed `Writer` value that names a writer, its host and its storage there.
+"""The seam a writer's host sits behind (docs/scale-out.md): everything writerpool asks of
+the machine that runs a writer's containers and keeps its storage, and the typed `Writer`
+value that names a writer, its host and its record on the controller.
 
-The pool, doctor and the session launcher see only `WriterHost`; runtime/podman.py is the
-one implementation (a Podman engine reached over a connection; the local one is an
-instance of it) and runtime/hosts.py the one place that makes a host.
+The pool, doctor and the session launcher see only `WriterHost`: no code outside
+runtime/ asks which kind of host it has. runtime/local.py `LocalPodman` is this machine's
+Podman, runtime/remote.py `RemotePodman` a Podman host over SSH (both on the engine of
+runtime/podman.py), and runtime/hosts.py the one place that makes a host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Protocol
+from pathlib import Path, PurePosixPath
+from typing import IO, NamedTuple, Protocol
 
+from writerpool.config.hosts import LOCAL as LOCAL  # noqa: PLC0414 - the reserved name
 from writerpool.config.paths import Paths
 from writerpool.proc import Completed
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 
-LOCAL = "local"
-
-# Under a writer's storage root on its host: what containers mount, and scratch names
+# A writer's storage on its host: what its containers mount (by part), and scratch names
 # that provisioning and reset once staged beside them (a removal still clears them).
-STORAGE = ("clone", "agent", "cache", "collections")
+STORAGE = ("clone", "agent", "cache")
 SCRATCH = ("clone.new", "provision.bundle", "reset-base")
+
+# Inside a writer's container: the directory of the session's proxy sockets, and the
+# provider proxy's socket in it (agent/environment.py points pi's forwarder there).
+EGRESS_DIR = "/pi/egress"
+EGRESS_SOCKET = "proxy.sock"
 
 
 @dataclass(frozen=True)
@@ -42,37 +48,48 @@ class EngineFacts:
     rootless: bool
 
 
+class Canary(NamedTuple):
+    """A canary file planted in the home of a host's account, which no writer may read."""
+
+    home: str
+    file: str
+    directory: str
+
+
 @dataclass(frozen=True)
 class Writer:
-    """A writer by name on its host. `record` is the controller's directory of it (state,
-    lease, a session's proxy sockets); `storage` is the writer's root on its host, which
-    only that host's containers and the host's storage operations touch."""
+    """A writer by name on its host. `record` is the controller's directory of it: its
+    state, lease, acceptance failure record, the bundles collected from it, a session's
+    proxy sockets (their processes run on the controller) and the rendering of its agent
+    directory (settings, a session's token or key: the controller's). Its storage (clone,
+    agent directory, cache) is its host's: reached only through `WriterHost` (mounts,
+    presence, creation, removal, `agent_dir`), never by a path here. `host` and `name`
+    are the handle a host finds that storage by."""
 
     name: str
     host: str
     record: Path
-    storage: Path
-
-    @property
-    def clone(self) -> Path:
-        return self.storage / "clone"
-
-    @property
-    def agent(self) -> Path:
-        return self.storage / "agent"
-
-    @property
-    def cache(self) -> Path:
-        return self.storage / "cache"
-
-    @property
-    def collections(self) -> Path:
-        return self.storage / "collections"
 
     @property
     def egress(self) -> Path:
-        # On the controller: the session's proxy sockets are its processes'.
         return self.record / "egress"
+
+    @property
+    def proxy_socket(self) -> Path:
+        """The session's provider proxy listens here (egress/sockets.py makes it)."""
+        return self.egress / EGRESS_SOCKET
+
+    @property
+    def rendered_agent(self) -> Path:
+        """The agent directory as the controller last rendered it. Written only through
+        `WriterHost.agent_dir`, which makes it what the writer's containers mount; a key
+        is taken out of it here (a host over SSH never receives one)."""
+        return self.record / "agent"
+
+    @property
+    def collections(self) -> Path:
+        # Collection streams the bundle to the controller, which keeps it for audit.
+        return self.record / "collections"
 
     @property
     def failure_file(self) -> Path:
@@ -80,9 +97,17 @@ class Writer:
 
 
 def writer_at(paths: Paths, name: str, host: str = LOCAL) -> Writer:
-    """The writer `name` on `host`. On the local host its storage root is its record."""
-    record = paths.writer_dir(name)
-    return Writer(name=name, host=host, record=record, storage=record)
+    """The writer `name` on `host`."""
+    return Writer(name=name, host=host, record=paths.writer_dir(name))
+
+
+def inside(sub_path: str) -> tuple[str, ...]:
+    """The names of a path inside a writer's storage part (storage_mount's `sub_path`):
+    relative, plain, never leaving the part."""
+    parts = PurePosixPath(sub_path).parts
+    if sub_path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a path inside a storage part: {sub_path!r}")
+    return parts
 
 
 class WriterHost(Protocol):
@@ -90,6 +115,8 @@ class WriterHost(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    # -- containers ----------------------------------------------------------------
 
     def run(
         self,
@@ -133,11 +160,15 @@ class WriterHost(Protocol):
         """Stop at once and remove; a container already gone is no error."""
         ...
 
+    # -- a writer's storage --------------------------------------------------------
+
     def storage_mount(
-        self, writer: Writer, part: str, target: str, *, read_only: bool = False
-    ) -> Mount | VolumeMount:
-        """The writer's storage `part` (one of STORAGE) as a mount of a container on this
-        host: what the host keeps, never a path of the controller's."""
+        self, writer: Writer, part: str, target: str, *, sub_path: str = "",
+        read_only: bool = False,
+    ) -> Mount | VolumeMount:  # fmt: skip
+        """The writer's storage `part` (one of STORAGE), or the path `sub_path` inside
+        it, as a mount at `target` of a container on this host: what the host keeps,
+        never a path of the controller's."""
         ...
 
     def storage_present(self, writer: Writer, part: str) -> bool:
@@ -153,6 +184,59 @@ class WriterHost(Protocol):
         """Remove every storage handle and scratch of the writer; the caller holds its
         lease and has fenced its containers. Any tree an agent made goes."""
         ...
+
+    def agent_dir(self, writer: Writer) -> AbstractContextManager[Path]:
+        """The writer's agent directory, rendered during the block into
+        `writer.rendered_agent`, which this yields; when the block ends without an error,
+        that is what the writer's containers mount (read-only) as their agent directory.
+        The lease is held: nothing else writes it meanwhile."""
+        ...
+
+    # -- what a writer's session reaches -------------------------------------------
+
+    def egress_mount(self, writer: Writer) -> Mount:
+        """How a container of the writer reaches its session's provider proxy (whose
+        socket is `writer.proxy_socket` on the controller): the mount at EGRESS_DIR its
+        spec carries, the same for every session and acceptance of the writer."""
+        ...
+
+    def egress_endpoint(self, writer: Writer) -> AbstractContextManager[Mount]:
+        """Make `egress_mount(writer)` lead to the controller's proxy socket for the
+        block; yields that mount."""
+        ...
+
+    def forwarded_socket(self, local: Path, name: str) -> AbstractContextManager[str]:
+        """The controller's Unix socket `local` answering on this host for the block, at
+        the path it yields (`name` names it there; one holder at a time)."""
+        ...
+
+    def check_network(self, network: str, allow: tuple[str, ...] | None) -> None:
+        """Refuse (remote_session_unsupported) a network kind, or an allowlist, this host
+        cannot give a writer's sessions."""
+        ...
+
+    def connected(self) -> bool:
+        """Whether the host is reachable now (a session's watch asks this)."""
+        ...
+
+    # -- what the acceptance harness is checked against ----------------------------
+
+    def planted_canary(self) -> AbstractContextManager[Canary]:
+        """A private canary file in the home of the host's account for the block; it goes
+        with the process that planted it, killed too."""
+        ...
+
+    def loopback_listener(self) -> AbstractContextManager[int]:
+        """A port listening on the host's own loopback for the block."""
+        ...
+
+    def run_uncontained(self, program: Path, env: dict[str, str]) -> bytes:
+        """Run the harness `program` (a file of the controller) uncontained as the host's
+        account, in a fresh private work directory (WRITERPOOL_HARNESS_WORK); its stdout,
+        empty when it could not run."""
+        ...
+
+    # -- the engine ----------------------------------------------------------------
 
     def ensure_image(self, image_id: str) -> None:
         """Make sure the image is present by ID, or raise image_unavailable."""

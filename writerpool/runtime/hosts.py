@@ -7,19 +7,27 @@ import threading
 from collections.abc import Mapping
 from types import TracebackType
 
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import Host, known_host
+from writerpool.config.models import load_config
+from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.runtime.host import LOCAL, WriterHost
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman, connect
 
 
-def open_host(name: str = LOCAL) -> WriterHost:
-    """The host `name` (only the local one: this account's Podman). A host over SSH
-    needs a connection held open: `HostSet`."""
-    if name != LOCAL:
-        raise UsageError(f"no writer host is configured under the name {name!r}")
-    return PodmanHost(LOCAL)
+def open_host() -> WriterHost:
+    """This machine's host (`local`: this account's Podman). A host over SSH needs a
+    connection held open: `HostSet`."""
+    return LocalPodman()
+
+
+def configured_host(paths: Paths, name: str) -> Host:
+    """The `[hosts.NAME]` table of the configuration, or host_unknown."""
+    host = load_config(paths).config.hosts.get(name)
+    if host is None:
+        raise UsageError(f"no [hosts.{name}] in the configuration", code="host_unknown")
+    return host
 
 
 class HostSet:
@@ -34,9 +42,15 @@ class HostSet:
         self._open: dict[str, tuple[RemotePodman, contextlib.ExitStack]] = {}
         self._lock = threading.Lock()
 
+    def require(self, name: str) -> None:
+        """host_unknown unless `name` is this machine's or a configured [hosts.NAME]."""
+        if not known_host(name, self._configured):
+            raise UsageError(f"no [hosts.{name}] in the configuration", code="host_unknown")
+
     def get(self, name: str) -> WriterHost:
         """The host `name`: host_unknown when no [hosts.NAME] names it, the connection's
         own codes (writer_host_unreachable, host_key_mismatch…) when it cannot be reached."""
+        self.require(name)
         if name == LOCAL:
             return self._local
         with self._lock:
@@ -45,11 +59,8 @@ class HostSet:
                 del self._open[name]
                 held[1].close()  # its ssh process is gone or cut off: what is left goes
             if name not in self._open:
-                host = self._configured.get(name)
-                if host is None:
-                    raise UsageError(f"no [hosts.{name}] in the configuration", code="host_unknown")
                 own = contextlib.ExitStack()
-                self._open[name] = (own.enter_context(connect(name, host)), own)
+                self._open[name] = (own.enter_context(connect(name, self._configured[name])), own)
             return self._open[name][0]
 
     def close(self) -> None:

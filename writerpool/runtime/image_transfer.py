@@ -1,5 +1,7 @@
-"""The writer image on another host, by the same ID: `podman save` here, streamed into
-`podman load` on the host through its connection, then verified by ID."""
+"""The writer image on a host over SSH, by the same ID: `image transfer --host` (`podman
+save` here, streamed into `podman load` on the host through its connection, then verified
+by ID) and `image prune --host` (the images writerpool built that the host holds and
+nothing uses)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,16 @@ import tempfile
 from collections.abc import Callable
 from typing import IO
 
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Process, spawn, stop, wait_or_stop
-from writerpool.runtime.image import HEX64
-from writerpool.runtime.podman import PodmanHost, podman_env
-from writerpool.runtime.remote import RemotePodman
+from writerpool.report import Report
+from writerpool.runtime.hosts import configured_host
+from writerpool.runtime.image import HEX64, load_pin
+from writerpool.runtime.image_prune import KIND_ORDER
+from writerpool.runtime.podman import PodmanEngine, podman_env
+from writerpool.runtime.remote import RemotePodman, connect
+from writerpool.state.images import load_record
 
 CHUNK = 1024 * 1024
 # Progress is reported after each this many bytes (and at the end).
@@ -21,7 +28,7 @@ LOAD_SECONDS = 900.0
 Progress = Callable[[int, int], None]  # (bytes sent, bytes expected)
 
 
-def _size(local: PodmanHost, image_id: str) -> int:
+def _size(local: PodmanEngine, image_id: str) -> int:
     found = local.cli(["image", "inspect", "--format", "{{.Size}}", image_id], timeout=30)
     return int(found.out.strip() or 0)
 
@@ -54,7 +61,7 @@ def _stderr(errors: IO[bytes]) -> str:
 
 
 def transfer_image(
-    local: PodmanHost, remote: RemotePodman, image_id: str, progress: Progress
+    local: PodmanEngine, remote: RemotePodman, image_id: str, progress: Progress
 ) -> bool:
     """Make the host hold `image_id`; False when it already did. Raises
     `image_transfer_failed` when the copy fails or arrives under another ID."""
@@ -124,3 +131,59 @@ def remove_remote_image(remote: RemotePodman, image_id: str) -> str | None:
         return None
     lines = done.stderr.decode(errors="replace").strip().splitlines()
     return lines[-1][:200] if lines else f"podman image rm exited {done.returncode}"
+
+
+def transfer_to_host(paths: Paths, name: str, say: Callable[[str], None]) -> Report:
+    """Copy the pinned writer image to host `name`, verified by its ID."""
+    host = configured_host(paths, name)
+    pin = load_pin(paths)
+    if pin is None:
+        raise WriterpoolError(
+            "image_unavailable", "no writer image is pinned; run `writerpool image build`"
+        )
+    target = f"host/{name}"
+
+    def progress(sent: int, total: int) -> None:
+        say(f"image: {sent // 1_000_000} of about {total // 1_000_000} MB sent to {name}")
+
+    with connect(name, host) as remote:
+        copied = transfer_image(PodmanEngine(), remote, pin.image_id, progress)
+    report = Report(
+        "image transfer", data={"host": name, "imageId": pin.image_id, "copied": copied}
+    )
+    short = pin.image_id[:12]
+    if copied:
+        report.add("image_transferred", "ok", target, f"copied {short} to {name}; same ID there")
+    else:
+        report.add("image_present", "ok", target, f"{name} already holds {short}")
+    return report
+
+
+def prune_host(paths: Paths, name: str, keep: set[str], apply: bool) -> Report:
+    """Plan (or remove) the images writerpool built that host `name` holds and nothing
+    uses (`keep`: the images in use, pool/image_prune.py images_in_use)."""
+    host = configured_host(paths, name)
+    record = load_record(paths)
+    keep = keep | record.found_ids()  # found ones: maybe another install's
+    recorded = sorted(record.images, key=lambda b: KIND_ORDER[b.kind])
+    report = Report("image prune", data={"host": name})
+    target = f"host/{name}"
+    with connect(name, host) as remote:
+        present = remote_images(remote)
+        old = [b for b in recorded if b.id in present and b.id not in keep]
+        for built in old:  # bounded by the record (images writerpool built)
+            what = f"{built.kind} image {built.id[:12]} ({present[built.id] // 1_000_000} MB)"
+            if not apply:
+                report.add("image_prune_planned", "planned", target, f"would remove {what}")
+                continue
+            refusal = remove_remote_image(remote, built.id)
+            if refusal is None:
+                report.add("image_removed", "ok", target, f"removed {what} from {name}")
+            else:
+                report.add("image_remove_refused", "warning", target, f"kept {what}: {refusal}")
+    if not old:
+        report.add(
+            "image_prune_nothing", "ok", target, f"{name} holds no unused image writerpool built"
+        )
+    report.data.update(kept=sorted(keep), prunable=[b.id for b in old])
+    return report

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed
 from writerpool.report import sanitize
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.podman import PodmanEngine
 from writerpool.runtime.spec import LABEL_ROLE, ContainerSpec
 
 CgroupLayout = Literal["v2", "hybrid", "v1", "unknown"]
@@ -298,7 +298,9 @@ def _failure(exc: CommandFailed | WriterpoolError) -> str:
     return sanitize(tail or f"exited {exc.returncode}")
 
 
-def probe_podman(podman: PodmanHost) -> tuple[PodmanVersion | None, PodmanInfo | None, str | None]:
+def probe_podman(
+    podman: PodmanEngine,
+) -> tuple[PodmanVersion | None, PodmanInfo | None, str | None]:
     """Version first (works without storage or runtime), then the full info."""
     try:
         version = parse_version(podman.cli(["version", "--format", "json"], timeout=30).stdout)
@@ -311,7 +313,7 @@ def probe_podman(podman: PodmanHost) -> tuple[PodmanVersion | None, PodmanInfo |
     return version, info, None
 
 
-def run_trial(podman: PodmanHost, image_id: str) -> RuntimeTrial:
+def run_trial(podman: PodmanEngine, image_id: str) -> RuntimeTrial:
     spec = ContainerSpec(
         image_id=image_id,
         name=f"writerpool-doctor-{os.getpid()}",
@@ -331,7 +333,7 @@ def run_trial(podman: PodmanHost, image_id: str) -> RuntimeTrial:
     return RuntimeTrial(image_id, done.returncode == 0, sanitize(tail))
 
 
-def probe_api(podman: PodmanHost) -> str | None:
+def probe_api(podman: PodmanEngine) -> str | None:
     """Why Podman's API service (fences and removals use it) is unusable, or None."""
     try:
         podman.containers(LABEL_ROLE, "doctor")
@@ -340,12 +342,12 @@ def probe_api(podman: PodmanHost) -> str | None:
     return None
 
 
-def _remove_quietly(podman: PodmanHost, name: str) -> None:
+def _remove_quietly(podman: PodmanEngine, name: str) -> None:
     with contextlib.suppress(CommandFailed, WriterpoolError):
         podman.cli(["rm", "--force", "--ignore", name], timeout=60, check=False)
 
 
-def _image_exists(podman: PodmanHost, image_id: str) -> bool:
+def _image_exists(podman: PodmanEngine, image_id: str) -> bool:
     try:
         return podman.image_exists(image_id)
     except (CommandFailed, WriterpoolError):
@@ -364,7 +366,7 @@ def gather_host_facts(image_ids: Sequence[str] = (), trial_image: str | None = N
     only when that image exists and the user is not root."""
     uid = os.getuid()
     binaries = {name: probe_binary(name) for name in PROBED_BINARIES}
-    podman = PodmanHost()
+    podman = PodmanEngine()
     version = info = error = None
     images: dict[str, bool] = {}
     trial = None

@@ -1,6 +1,7 @@
 """The one place that talks to Podman: its REST API over the user's socket, and
-the CLI where a container's stdio must be attached. `PodmanHost` is the `WriterHost`
-(runtime/host.py) of one Podman engine; the local host is an instance of it."""
+the CLI where a container's stdio must be attached. `PodmanEngine` is one Podman engine's
+containers; each `WriterHost` (runtime/host.py) runs its writers' containers on one:
+runtime/local.py this account's, runtime/remote.py a host's over SSH."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
-from writerpool.atomic import ensure_private_dir
 from writerpool.errors import WriterpoolError
 from writerpool.proc import (
     CommandFailed,
@@ -26,8 +26,8 @@ from writerpool.proc import (
     start_daemon,
 )
 from writerpool.runtime import podman_api
-from writerpool.runtime.host import LOCAL, SCRATCH, STORAGE, ContainerRef, EngineFacts, Writer
-from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
+from writerpool.runtime.host import LOCAL, ContainerRef
+from writerpool.runtime.spec import ContainerSpec
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30
@@ -109,12 +109,9 @@ def _status(attrs: dict[str, object]) -> str:
     return str(state or "unknown")
 
 
-# Rootless limits need the unified cgroup v2 hierarchy with delegated controllers.
-CGROUP_CONTROLLERS = Path("/sys/fs/cgroup/cgroup.controllers")
-
-
-class PodmanHost:
-    """A writer host: one Podman engine, its CLI for attached stdio, its API for the rest."""
+class PodmanEngine:
+    """One Podman engine: its CLI for attached stdio, its API for the rest. `name` is the
+    writer host it serves."""
 
     def __init__(
         self, name: str = LOCAL, binary: str | None = None, socket_path: Path | None = None
@@ -217,51 +214,6 @@ class PodmanHost:
 
     def image_exists(self, image_id: str) -> bool:
         return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0
-
-    def ensure_image(self, image_id: str) -> None:
-        # The image is built on this host by `writerpool image build`: present or not.
-        from writerpool.runtime.image import image_exists  # noqa: PLC0415 (imports this)
-
-        if not image_exists(image_id):
-            raise WriterpoolError(
-                "image_unavailable",
-                f"the image {image_id[:12]} is not in the storage of host {self._name}; "
-                "run `writerpool image build`",
-            )
-
-    def facts(self) -> EngineFacts:
-        return EngineFacts(
-            host=self._name,
-            podman_version=self.version(),
-            limits=CGROUP_CONTROLLERS.exists(),
-            rootless=os.getuid() != 0,
-        )
-
-    # -- storage -----------------------------------------------------------
-    def storage_mount(
-        self, writer: Writer, part: str, target: str, *, read_only: bool = False
-    ) -> Mount | VolumeMount:
-        if part not in STORAGE:
-            raise ValueError(f"not a storage part: {part}")
-        return Mount(source=writer.storage / part, target=target, read_only=read_only)
-
-    def storage_present(self, writer: Writer, part: str) -> bool:
-        if part not in STORAGE:
-            raise ValueError(f"not a storage part: {part}")
-        return (writer.storage / part).exists()
-
-    def create_storage(self, writer: Writer, *, cache: bool) -> None:
-        ensure_private_dir(writer.storage)
-        parts = (writer.clone, writer.agent, writer.collections, *([writer.cache] if cache else []))
-        for path in parts:  # bounded by STORAGE: four at most
-            ensure_private_dir(path)
-
-    def remove_storage(self, writer: Writer) -> None:
-        # The one removal of agent-made trees, shared with the throwaway container.
-        from writerpool.tree_removal import remove_path  # noqa: PLC0415
-
-        for name in (*STORAGE, *SCRATCH):
-            remove_path(writer.storage / name)
 
     # -- API ---------------------------------------------------------------
     def _ensure_service(self) -> None:

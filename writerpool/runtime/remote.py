@@ -1,11 +1,16 @@
-"""A Podman host over SSH: the same `PodmanHost` (the `WriterHost` of one Podman engine),
-pointed at a forwarded API socket.
+"""A Podman host over SSH as a writer host: the same Podman engine (runtime/podman.py),
+pointed at a forwarded API socket, with the writer's storage in that host's volumes.
 
 The host's API socket is forwarded to a private socket of the controller for as long
 as the connection is open; the API calls and the podman CLI (`--url unix://…`) both use it,
-so every container operation of `PodmanHost` works unchanged on the host. That forward's
+so every container operation of the engine works unchanged on the host. That forward's
 ssh process is the connection's master: commands on the host and a session's socket
-forward ride it (runtime/ssh.py).
+forward ride it (runtime/ssh.py). A writer's storage is named volumes there
+(runtime/volumes.py); its agent directory is rendered on the controller and written into
+its volume over the connection; a session's provider proxy stays on the controller, its
+socket forwarded to a path named by the writer (its lease makes it the one user), so the
+spec of every session and acceptance of the writer is the same; the harness's canary,
+listener and uncontained run are the host's own (runtime/probes.py).
 """
 
 from __future__ import annotations
@@ -15,23 +20,34 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from writerpool.atomic import ensure_private_dir
 from writerpool.config.hosts import Host
+from writerpool.config.network import check_remote_network
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, OutputTooLarge
-from writerpool.runtime.host import ContainerRef, EngineFacts, Writer
+from writerpool.runtime import probes, volumes
+from writerpool.runtime.host import (
+    EGRESS_DIR,
+    EGRESS_SOCKET,
+    Canary,
+    ContainerRef,
+    EngineFacts,
+    Writer,
+    inside,
+)
 from writerpool.runtime.podman import (
     PodmanApiUnavailable,
-    PodmanHost,
+    PodmanEngine,
     default_socket,
     socket_answers,
 )
 from writerpool.runtime.podman_api import pings
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
-from writerpool.runtime.volumes import create_volumes, remove_volumes, volume_name
 
 # A Podman service answers `_ping` at once; a slow link still gets a few seconds.
 API_PING_SECONDS = 15.0
@@ -42,11 +58,12 @@ _OWN_DIRECTORY = 'mkdir -p -m 0700 -- "$1" && [ ! -L "$1" ] && [ -O "$1" ] && ch
 # What the podman client prints of the host's answers (lists, inspections): a host that
 # sends more is refused before the controller holds it.
 CLI_OUTPUT_MAX = 16 * 1024 * 1024
-SESSION_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# A forwarded socket's name on the host (a writer's, or the control's relay).
+FORWARD_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,79}$")
 
 
-class RemotePodman(PodmanHost):
-    """Podman on `host`, through the forwarded socket `socket_path`."""
+class RemotePodman(PodmanEngine):
+    """The `WriterHost` of Podman on `host`, through the forwarded socket `socket_path`."""
 
     def __init__(self, host: SshHost, socket_path: Path, forward: Forward | None = None) -> None:
         super().__init__(name=host.name, socket_path=socket_path)
@@ -54,6 +71,7 @@ class RemotePodman(PodmanHost):
         self.forward = forward
         self._facts: EngineFacts | None = None
         self._images: set[str] = set()  # seen present over this connection
+        self._roots: dict[str, PurePosixPath] = {}  # volume -> its directory on the host
 
     def require_api(self) -> None:
         """Refuse a url whose socket is no answering Podman API service (a service not
@@ -178,34 +196,73 @@ class RemotePodman(PodmanHost):
                 f"run `writerpool image transfer --host {self.name}`",
             )
 
+    # -- a writer's storage: the host's volumes ---------------------------
     def storage_mount(
-        self, writer: Writer, part: str, target: str, *, read_only: bool = False
-    ) -> Mount | VolumeMount:
+        self, writer: Writer, part: str, target: str, *, sub_path: str = "",
+        read_only: bool = False,
+    ) -> Mount | VolumeMount:  # fmt: skip
         # The host's named volume: a path of the controller would resolve on the host.
-        return VolumeMount(volume=volume_name(writer.name, part), target=target,
-                           read_only=read_only)  # fmt: skip
+        if not sub_path:
+            return VolumeMount(volume=volumes.volume_name(writer.name, part), target=target,
+                               read_only=read_only)  # fmt: skip
+        # No volume sub-paths in Podman 4.3: the path inside the volume, on the host.
+        source = self._root(writer, part).joinpath(*inside(sub_path))
+        return Mount(source=Path(str(source)), target=target, read_only=read_only)
+
+    def _root(self, writer: Writer, part: str) -> PurePosixPath:
+        # Asked once per connection: a volume keeps its directory while it exists.
+        name = volumes.volume_name(writer.name, part)
+        if name not in self._roots:
+            self._roots[name] = volumes.volume_root(self, writer.name, part)
+        return self._roots[name]
 
     def storage_present(self, writer: Writer, part: str) -> bool:
-        name = volume_name(writer.name, part)
+        name = volumes.volume_name(writer.name, part)
         return self.cli(["volume", "exists", name], timeout=30, check=False).returncode == 0
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.
-        create_volumes(self, writer.name, cache=cache)
+        volumes.create_volumes(self, writer.name, cache=cache)
 
     def remove_storage(self, writer: Writer) -> None:
-        remove_volumes(self, writer.name)
+        for part in (*volumes.STORAGE, "cache"):  # a new volume may get another directory
+            self._roots.pop(volumes.volume_name(writer.name, part), None)
+        volumes.remove_volumes(self, writer.name)
 
     @contextlib.contextmanager
-    def session_socket(self, local: Path, session: str) -> Iterator[PurePosixPath]:
-        """The controller's Unix socket `local`, made to answer on the host for one
-        session: a socket path there that a container of that session may mount. The
-        forward and the host's socket end with the block."""
-        if not SESSION_RE.fullmatch(session):
-            raise ValueError("session id must be lowercase letters, digits and dashes")
-        directory = PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
-        remote = directory / f"{session}.sock"
-        made = self.host.exec(["sh", "-c", _OWN_DIRECTORY, "sh", str(directory)], timeout=20)
+    def agent_dir(self, writer: Writer) -> Iterator[Path]:
+        """Rendered on the controller (`writer.rendered_agent`), then written into the
+        agent volume by the host's account over the master: no container writes it, and
+        the writer's containers mount that volume read-only."""
+        rendered = ensure_private_dir(writer.rendered_agent)
+        yield rendered
+        packed = volumes.packed_agent_dir(rendered)  # refused past its cap before asking
+        volumes.unpack_agent_dir(self.host, self._root(writer, "agent"), writer.name, packed)
+
+    # -- what a writer's session reaches -----------------------------------
+    def egress_mount(self, writer: Writer) -> Mount:
+        # Read-only: the agent may connect to the forwarded socket, never replace it.
+        there = Path(str(self._forwarded_path(writer.name)))
+        return Mount(source=there, target=f"{EGRESS_DIR}/{EGRESS_SOCKET}", read_only=True)
+
+    @contextlib.contextmanager
+    def egress_endpoint(self, writer: Writer) -> Iterator[Mount]:
+        with self.forwarded_socket(writer.proxy_socket, writer.name):
+            yield self.egress_mount(writer)
+
+    def _forwarded_path(self, name: str) -> PurePosixPath:
+        if not FORWARD_RE.fullmatch(name):
+            raise ValueError("a forwarded socket's name: lowercase letters, digits, _ and -")
+        return PurePosixPath(self.host.target.socket).parent.parent / "writerpool" / f"{name}.sock"
+
+    @contextlib.contextmanager
+    def forwarded_socket(self, local: Path, name: str) -> Iterator[str]:
+        """The controller's Unix socket `local`, made to answer on the host for the block:
+        a socket path there that a container may mount. The forward and the host's socket
+        end with the block (and with the process that opened it, killed too)."""
+        remote = self._forwarded_path(name)
+        made = self.host.exec(["sh", "-c", _OWN_DIRECTORY, "sh", str(remote.parent)],
+                              timeout=20)  # fmt: skip
         if made.returncode != 0:
             raise WriterpoolError(
                 "host_config_invalid",
@@ -218,11 +275,24 @@ class RemotePodman(PodmanHost):
         try:
             (short / "s").symlink_to(local)
             with self.host.forward(short / "s", str(remote), reverse=True):
-                yield remote
+                yield str(remote)
         finally:
             shutil.rmtree(short, ignore_errors=True)
             with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing
                 self.host.exec(["rm", "-f", "--", str(remote)], timeout=20)
+
+    def check_network(self, network: str, allow: tuple[str, ...] | None) -> None:
+        check_remote_network(self.name, network, allow)
+
+    # -- what the acceptance harness is checked against --------------------
+    def planted_canary(self) -> AbstractContextManager[Canary]:
+        return probes.planted_canary(self.host)
+
+    def loopback_listener(self) -> AbstractContextManager[int]:
+        return probes.loopback_port(self.host)
+
+    def run_uncontained(self, program: Path, env: dict[str, str]) -> bytes:
+        return probes.run_over(self.host, program, env)
 
     def _ensure_service(self) -> None:
         # The host's service is its own (a user unit or `podman system service`); the

@@ -1,18 +1,34 @@
-"""A writer's storage as named volumes of its host: made, listed and removed through
-that host's Podman (local, or over SSH), so nothing of the controller is mounted and
-nothing but the host's own containers and account touch the files (the account writes a
-remote session's agent directory: pool/remote_container.py)."""
+"""A writer's storage on a host over SSH (runtime/remote.py): named volumes of that host,
+made, listed and removed through its Podman, so nothing of the controller is mounted and
+nothing but the host's own containers and account touch the files. A path inside a volume
+is bound by its directory on the host (Podman 4.3 mounts no volume sub-path); the agent
+directory is written into its volume's directory by the host's account itself, over the
+connection's master (no container of its own)."""
 
 from __future__ import annotations
 
+import io
+import logging
 import re
+import tarfile
+from pathlib import Path, PurePosixPath
 
 from writerpool.errors import WriterpoolError
-from writerpool.runtime.podman import PodmanHost
+from writerpool.runtime.podman import PodmanEngine
 from writerpool.runtime.spec import LABEL_WRITER
+from writerpool.runtime.ssh import SshHost
 
-STORAGE = ("clone", "agent", "collections")
+log = logging.getLogger(__name__)
+
+STORAGE = ("clone", "agent")
 _WRITER = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,80}$")
+_MOUNTPOINT = re.compile(r"^/[A-Za-z0-9_./@+-]{1,4000}$")
+AGENT_PUSH_SECONDS = 60.0
+# The agent directory holds a few small rendered files.
+AGENT_DIR_CAP = 1024 * 1024
+# Run by the host's account: empties the agent volume's directory ($1, which only this
+# writes: sessions mount it read-only) and unpacks the rendered directory from stdin.
+_UNPACK = 'cd -- "$1" && find . -mindepth 1 -delete && tar -x -f - --no-same-owner'
 
 
 def volume_name(writer: str, part: str) -> str:
@@ -21,11 +37,11 @@ def volume_name(writer: str, part: str) -> str:
     return f"writerpool-{writer}-{part}"
 
 
-def create_volumes(podman: PodmanHost, writer: str, *, cache: bool) -> dict[str, str]:
+def create_volumes(podman: PodmanEngine, writer: str, *, cache: bool) -> dict[str, str]:
     """The writer's volumes (part -> volume name), made where missing; idempotent."""
     parts = (*STORAGE, *(("cache",) if cache else ()))
     made = {}
-    for part in parts:  # bounded by STORAGE and cache: four at most
+    for part in parts:  # bounded by STORAGE and cache: three at most
         name = volume_name(writer, part)
         if podman.cli(["volume", "exists", name], timeout=30, check=False).returncode != 0:
             podman.cli(["volume", "create", "--label", f"{LABEL_WRITER}={writer}", name],
@@ -34,14 +50,14 @@ def create_volumes(podman: PodmanHost, writer: str, *, cache: bool) -> dict[str,
     return made
 
 
-def writer_volumes(podman: PodmanHost, writer: str) -> list[str]:
+def writer_volumes(podman: PodmanEngine, writer: str) -> list[str]:
     """Every volume carrying the writer's label on that host."""
     found = podman.cli(["volume", "ls", "--filter", f"label={LABEL_WRITER}={writer}",
                         "--format", "{{.Name}}"], timeout=60)  # fmt: skip
     return [n for n in found.out.split() if n.startswith("writerpool-")]
 
 
-def remove_volumes(podman: PodmanHost, writer: str) -> int:
+def remove_volumes(podman: PodmanEngine, writer: str) -> int:
     """Remove the writer's volumes (the caller holds its lease and fenced its containers);
     the number removed. Whatever an agent made in them goes with them."""
     names = writer_volumes(podman, writer)
@@ -51,3 +67,40 @@ def remove_volumes(podman: PodmanHost, writer: str) -> int:
                                                check=False).returncode == 0:  # fmt: skip
             raise WriterpoolError("command_failed", f"the volume of {writer} cannot be removed")
     return len(names)
+
+
+def volume_root(podman: PodmanEngine, writer: str, part: str) -> PurePosixPath:
+    """The directory on the host that holds the writer's volume `part`."""
+    name = volume_name(writer, part)
+    found = podman.cli(["volume", "inspect", "--format", "{{.Mountpoint}}", name], timeout=30)
+    root = found.out.strip()
+    # The host's answer becomes a bind mount's source there: one plain, normal path.
+    if not _MOUNTPOINT.fullmatch(root) or ".." in PurePosixPath(root).parts:
+        raise WriterpoolError(
+            "command_failed", f"the {part} volume of {writer} has no usable mount point"
+        )
+    return PurePosixPath(root)
+
+
+def packed_agent_dir(rendered: Path) -> bytes:
+    """The directory `rendered` of the controller as a tar, refused past AGENT_DIR_CAP
+    before the host is asked anything."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(rendered, arcname=".")
+    data = buffer.getvalue()
+    if len(data) > AGENT_DIR_CAP:
+        raise WriterpoolError("session_start_failed", "the rendered agent directory is too large")
+    return data
+
+
+def unpack_agent_dir(ssh: SshHost, root: PurePosixPath, writer: str, packed: bytes) -> None:
+    """Replace the agent volume's content (its directory `root` on the host) with the
+    packed directory, as the host's account."""
+    done = ssh.exec(["sh", "-ec", _UNPACK, "sh", str(root)], timeout=AGENT_PUSH_SECONDS,
+                    input=packed)  # fmt: skip
+    if done.returncode != 0:
+        log.warning("agent directory of %s not written: %s", writer, done.stderr[-500:])
+        raise WriterpoolError(
+            "session_start_failed", f"the agent directory could not be written on {ssh.name}"
+        )

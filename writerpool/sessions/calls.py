@@ -10,7 +10,8 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -19,15 +20,20 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.answers import within_cap
+from writerpool.mcp.answers import sendable
 from writerpool.mcp.tools import SESSION_ID_PATTERN, TEXT_PAGE_DEFAULT, TOOLS_BY_NAME, ToolSpec
 from writerpool.mcp.validate import check_arguments
 from writerpool.report import sanitize
 from writerpool.sessions.inflight import InFlight
-from writerpool.sessions.manager import SessionManager, StartCancelled
+from writerpool.sessions.manager import SessionManager, StartCancelled, TurnWatch
 from writerpool.sessions.orphans import Orphans
 from writerpool.sessions.progress import Progress
 from writerpool.sessions.reload import SettingsWatch
+from writerpool.sessions.seats import CLIENT_CALLS, Seats
+from writerpool.sessions.waits import until_ended
+
+if TYPE_CHECKING:
+    from writerpool.sessions.owned import OwnedSessions
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +42,30 @@ _SESSION_ID = re.compile(SESSION_ID_PATTERN.removesuffix("$") + r"\Z")
 CANCELLED = "request_cancelled"
 # How long shutdown waits for calls still running to end and be audited.
 CALL_DRAIN_SECONDS = 15.0
-# Calls one client of the service may have running at once, counted until their worker
-# thread ends (a call the client cancelled or left still runs to its end). Past it a call
-# is refused at once (calls_busy): no client can hold the worker threads of the others.
-CLIENT_CALLS = 16
-# A few more for the calls that end what the client started, so that a client whose
-# calls all wait can still abort or close its session (these are quick).
-ENDING_CALLS = 4
-ENDING_TOOLS = frozenset({"pi_session_abort", "pi_session_close"})
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": sanitize(message)}}
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """A call that waits for a turn before it answers (with `then`, in a thread)."""
+
+    watch: TurnWatch
+    seconds: float
+    then: Callable[[], dict[str, Any]]
+
+
+@dataclass
+class _Record:
+    """One call, from its admission until its task and threads have all ended."""
+
+    name: str
+    arguments: object
+    client: str | None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    audited: bool = False
 
 
 class ToolService:
@@ -60,12 +78,12 @@ class ToolService:
         self.paths = paths
         self.manager: SessionManager | None = None
         self.load_error: WriterpoolError | None = None
-        self.log_failures = True
+        self._quiet: set[str | None] = set()  # clients that asked for no failure lines
+        self._quiet_lock = threading.Lock()
         self._calls = InFlight()
+        self._seats = Seats()
         self._watch = SettingsWatch(paths) if reload else None
         self._orphans = Orphans(paths) if reload else None
-        self._running: dict[str, int] = {}  # the service's clients' calls still running
-        self._running_lock = threading.Lock()
         self._reload_lock = threading.Lock()
         try:
             loaded = load_config(paths)
@@ -81,7 +99,10 @@ class ToolService:
         if self._watch is None:
             return
         if self._orphans is not None and self.manager is not None:
-            self._orphans.sweep(self.manager)
+            clients = self._orphans.sweep(self.manager)
+            if clients is not None:  # a gone client's choice of log lines goes with it
+                with self._quiet_lock:
+                    self._quiet.intersection_update(clients)
         with self._reload_lock:
             now = self._watch.changed()
             fresh = self._watch.load(now) if now is not None else None
@@ -110,13 +131,13 @@ class ToolService:
         progress: Progress,
         cancel: threading.Event,
         client: str | None,
-    ) -> Callable[[], dict[str, Any]]:
+    ) -> Callable[[], dict[str, Any] | _Wait]:
         if self.manager is None:
             assert self.load_error is not None
             raise self.load_error
         m = self.manager.for_client(client)
         sid = args.get("sessionId", "")
-        handlers: dict[str, Callable[[], dict[str, Any]]] = {
+        handlers: dict[str, Callable[[], dict[str, Any] | _Wait]] = {
             "pi_capabilities_get": m.capabilities,
             "pi_session_start": lambda: m.start(
                 args["workspace"],
@@ -128,18 +149,36 @@ class ToolService:
             "pi_session_list": m.list,
             "pi_session_get": lambda: m.get(sid),
             "pi_session_prompt": lambda: m.prompt(sid, args["message"]),
-            "pi_turn_get": lambda: m.turn(
-                sid,
-                args["turnId"],
-                float(args.get("waitSeconds", 0)),
-                int(args.get("offset", 0)),
-                int(args.get("limit", TEXT_PAGE_DEFAULT)),
-                progress,
-            ),
+            "pi_turn_get": lambda: self._turn_get(m, args, progress),
             "pi_session_abort": lambda: m.abort(sid),
             "pi_session_close": lambda: m.close(sid),
         }
         return handlers[spec.name]
+
+    @staticmethod
+    def _turn_get(
+        m: OwnedSessions, args: dict[str, Any], progress: Progress
+    ) -> dict[str, Any] | _Wait:
+        """The turn now, or a wait for its end first (the wait holds no thread)."""
+        sid, turn = args["sessionId"], args["turnId"]
+        seconds = float(args.get("waitSeconds", 0))
+        offset, limit = int(args.get("offset", 0)), int(args.get("limit", TEXT_PAGE_DEFAULT))
+        watch = m.turn_watch(sid, turn, progress) if seconds > 0 else None
+        if watch is None:
+            return m.turn(sid, turn, offset, limit)
+        return _Wait(watch, seconds, lambda: m.turn(sid, turn, offset, limit))
+
+    def logs_failures(self, client: str | None) -> bool:
+        """Whether `client` hears about session failures as log lines (its own choice)."""
+        with self._quiet_lock:
+            return client not in self._quiet
+
+    def set_log_failures(self, client: str | None, enabled: bool) -> None:
+        with self._quiet_lock:
+            if enabled:
+                self._quiet.discard(client)
+            else:
+                self._quiet.add(client)
 
     async def call(
         self,
@@ -148,75 +187,86 @@ class ToolService:
         progress: Progress | None = None,
         client: str | None = None,
     ) -> dict[str, Any]:
-        """The call's body. Cancelled (the client's notifications/cancelled, or the
-        client gone), the worker still finishes the call: a session it started is
+        """The call's body. Its steps run on threads of the client's own (seats.py);
+        waiting for a turn holds none. Cancelled (the client's notifications/cancelled,
+        or the client gone), a step that began still finishes: a session it started is
         closed, and the call is audited as cancelled. `client`: the service's
         authenticated client (None over stdio), who owns the sessions it starts."""
-        cancel = threading.Event()
-        work = functools.partial(self._run, name, arguments, progress or Progress(), cancel, client)
-        if client is not None:
-            if not self._admit(client, name):
-                body = _error("calls_busy", f"this client has {CLIENT_CALLS} calls running already")
-                self._audit(name if name in TOOLS_BY_NAME else "tool_unknown", arguments, body,
-                            client=client)  # fmt: skip
-                return body
-            work = functools.partial(self._counted, work, client)
-        try:
-            # Agent calls block (process start, waits); a worker thread keeps the
-            # server answering other requests meanwhile.
-            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            cancel.set()
-            raise
-
-    def _admit(self, client: str, tool: str) -> bool:
-        allowed = CLIENT_CALLS + (ENDING_CALLS if tool in ENDING_TOOLS else 0)
-        with self._running_lock:
-            if self._running.get(client, 0) >= allowed:
-                return False
-            self._running[client] = self._running.get(client, 0) + 1
-            return True
-
-    def _counted(self, work: Callable[[], dict[str, Any]], client: str) -> dict[str, Any]:
-        """`work` in its worker thread; the client's count drops when the thread ends."""
-        try:
-            return work()
-        finally:
-            with self._running_lock:
-                self._running[client] -= 1
-                if not self._running[client]:
-                    del self._running[client]
-
-    def _run(
-        self,
-        name: str,
-        arguments: object,
-        progress: Progress,
-        cancel: threading.Event,
-        client: str | None,
-    ) -> dict[str, Any]:
-        with self._calls.running(cancel):
-            spec = TOOLS_BY_NAME.get(name)
-            session = None
-            try:
-                if spec is None:
-                    raise WriterpoolError("tool_unknown", "no tool of that name")
-                args = check_arguments(spec, arguments)
-                self._refresh()
-                body = {"ok": True, **self._handler(spec, args, progress, cancel, client)()}
-            except StartCancelled as exc:
-                session = exc.session_id
-                body = _error(exc.code, exc.message)
-            except WriterpoolError as exc:
-                body = _error(exc.code, exc.message)
-            except Exception:  # the tool-call boundary: a bug must not kill the server
-                log.exception("tool %s failed", spec.name if spec else "?")
-                body = _error("internal_error", "an unexpected error inside writerpool")
-            body = within_cap(spec.name if spec else "?", body)
-            outcome = CANCELLED if cancel.is_set() else None
-            tool = spec.name if spec else "tool_unknown"
-            self._audit(tool, arguments, body, session, outcome, client)
+        record = _Record(name, arguments, client)
+        seat = self._seats.admit(client, name, functools.partial(self._ended, record),
+                                 refuse=client is not None)  # fmt: skip
+        if seat is None:
+            body = sendable(
+                name, _error("calls_busy", f"this client has {CLIENT_CALLS} calls running already")
+            )
+            self._audit(name if name in TOOLS_BY_NAME else "tool_unknown", arguments, body,
+                        client=client)  # fmt: skip
             return body
+        self._calls.add(record.cancel)
+        progress = progress or Progress()
+        async with seat:
+            try:
+                answer = await seat.in_thread(functools.partial(self._run, record, progress))
+                if isinstance(answer, _Wait):
+                    await until_ended(answer.watch, answer.seconds)
+                    then = functools.partial(self._answer, record, TOOLS_BY_NAME[name], answer.then)
+                    answer = await seat.in_thread(then)
+                assert not isinstance(answer, _Wait)
+                return answer
+            except anyio.get_cancelled_exc_class():
+                record.cancel.set()
+                raise
+
+    def _run(self, record: _Record, progress: Progress) -> dict[str, Any] | _Wait:
+        spec = TOOLS_BY_NAME.get(record.name)
+
+        def work() -> dict[str, Any] | _Wait:
+            if spec is None:
+                raise WriterpoolError("tool_unknown", "no tool of that name")
+            args = check_arguments(spec, record.arguments)
+            self._refresh()
+            return self._handler(spec, args, progress, record.cancel, record.client)()
+
+        return self._answer(record, spec, work)
+
+    def _answer(
+        self,
+        record: _Record,
+        spec: ToolSpec | None,
+        work: Callable[[], dict[str, Any] | _Wait],
+    ) -> dict[str, Any] | _Wait:
+        """The body of `work` (a wait, passed on), made sendable and audited."""
+        session = None
+        try:
+            result = work()
+            if isinstance(result, _Wait):
+                return result
+            body = {"ok": True, **result}
+        except StartCancelled as exc:
+            session = exc.session_id
+            body = _error(exc.code, exc.message)
+        except WriterpoolError as exc:
+            body = _error(exc.code, exc.message)
+        except Exception:  # the tool-call boundary: a bug must not kill the server
+            log.exception("tool %s failed", spec.name if spec else "?")
+            body = _error("internal_error", "an unexpected error inside writerpool")
+        tool = spec.name if spec else "tool_unknown"
+        body = sendable(tool, body)
+        outcome = CANCELLED if record.cancel.is_set() else None
+        self._audit(tool, record.arguments, body, session, outcome, record.client)
+        record.audited = True
+        return body
+
+    def _ended(self, record: _Record) -> None:
+        """The call's task and threads have all ended (from whichever ended last): a call
+        cancelled before it answered is audited so."""
+        try:
+            if not record.audited:
+                tool = record.name if record.name in TOOLS_BY_NAME else "tool_unknown"
+                body = _error(CANCELLED, "the client cancelled the call")
+                self._audit(tool, record.arguments, body, outcome=CANCELLED, client=record.client)
+        finally:
+            self._calls.discard(record.cancel)
 
     def _audit(
         self,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 class InFlight:
@@ -16,16 +14,15 @@ class InFlight:
         self._flags: set[threading.Event] = set()
         self._changed = threading.Condition()
 
-    @contextmanager
-    def running(self, cancel: threading.Event) -> Iterator[None]:
+    def add(self, cancel: threading.Event) -> None:
         with self._changed:
             self._flags.add(cancel)
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._flags.discard(cancel)
-                self._changed.notify_all()
+
+    def discard(self, cancel: threading.Event) -> None:
+        """The call ended (its task and its threads) and was audited."""
+        with self._changed:
+            self._flags.discard(cancel)
+            self._changed.notify_all()
 
     def cancel_all(self) -> None:
         with self._changed:

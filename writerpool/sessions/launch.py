@@ -18,19 +18,16 @@ from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
 from writerpool.agent.pi import PiAgent
 from writerpool.audit import connect_auditor, egress_auditor
-from writerpool.config.hosts import LOCAL
 from writerpool.config.models import LoadedConfig
-from writerpool.config.network import check_remote_network, network_info
+from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import (
-    EGRESS_PORT,
-    EGRESS_SOCKET,
-)
+from writerpool.pool.container import EGRESS_PORT
 from writerpool.pool.sweep import sweep_writer_credentials
 from writerpool.sessions.placement import SessionPlan
 from writerpool.sessions.scratch import ScratchRoot, sweep
 from writerpool.sessions.turns import Snapshot
+from writerpool.sessions.watch import HostWatch, WatchedAgent, lost
 
 if TYPE_CHECKING:
     from writerpool.egress.host import EgressHost
@@ -61,13 +58,13 @@ class Agent(Protocol):
     def abort(self) -> None: ...
     def turn(self, turn_id: str) -> Snapshot: ...
     def wait(self, turn_id: str, timeout: float) -> Snapshot: ...
+    def watch(self, turn_id: str, wake: Callable[[], None]) -> Callable[[], None]: ...
     def close(self, timeout: float) -> None: ...
 
 
 @dataclass
 class Launched:
     agent: Agent
-    agent_dir: Path
     grant: Grant  # the session's egress: ended at close
     scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
@@ -75,7 +72,7 @@ class Launched:
     seen: Inspection | str | None = None
     container: ReadonlyContainer | None = None  # a read-only session's
     warm: bool = False  # the session claimed a writer the pool service kept warm
-    # A remote writer's session: its connection and forwards, closed after the writer.
+    # A writer's session: its host's egress endpoint and watch, closed after the writer.
     seat: contextlib.ExitStack | None = None
 
     @property
@@ -236,7 +233,7 @@ class Launcher:
             argv = [str(pi), *args]
             env = pi_env(agent_dir, HOST, tmpdir=tmp)
             agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
-        return Launched(agent=agent, agent_dir=agent_dir, grant=held, scratch=private)
+        return Launched(agent=agent, grant=held, scratch=private)
 
     # -- containers ------------------------------------------------------------------
 
@@ -265,10 +262,7 @@ class Launcher:
                 held,
                 lambda: PiAgent.start(argv, container.pi_env(), None, CONTAINER_READY_SECONDS),
             )
-        return Launched(
-            agent=agent, agent_dir=agent_dir, grant=held, scratch=private,
-            container=container,
-        )  # fmt: skip
+        return Launched(agent=agent, grant=held, scratch=private, container=container)
 
     def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
         warm = None
@@ -281,25 +275,39 @@ class Launcher:
         slot = self._lease_cold(plan, self._host_set())
         if not isinstance(slot, WriterSlot):
             return self._claim_warm(plan, session_id, slot)
-        if slot.host.name != LOCAL:
-            return self._launch_remote(plan, session_id, slot)
+        seat = contextlib.ExitStack()  # the host's egress endpoint and its watch
         with _undo_on_failure() as undo:
-            undo.append(slot.release)
-            held = self._grant(
-                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
-                slot.allow,
-            )  # fmt: skip
-            undo.append(held.revoke)
+            undo += [seat.close, slot.release]
+            held = self._open_egress(plan, slot, session_id, seat, undo)
             args = agent_launch.pi_args(
                 plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
             )
-            agent = _started(
-                held,
-                lambda: PiAgent.start(
-                    slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS
-                ),
-            )
-        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot)
+            started = _started(held, lambda: PiAgent.start(
+                slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS))  # fmt: skip
+            agent = _watched(slot, started, seat)
+        return Launched(agent=agent, grant=held, slot=slot, seat=seat)
+
+    def _open_egress(
+        self,
+        plan: SessionPlan,
+        slot: WriterSlot,
+        session_id: str,
+        seat: contextlib.ExitStack,
+        undo: list[Callable[[], object]],
+        rendered: bool = False,
+    ) -> Grant:
+        """The session's egress through the writer's host: its agent directory rendered
+        (a token or key in it) and written there, its proxy started here, and (for a
+        network with egress) the host's endpoint to that proxy held by `seat`."""
+        host, writer = slot.host, slot.writer
+        host.check_network(slot.network, slot.allow)
+        with host.agent_dir(writer) as agent_dir:
+            held = self._grant(plan, slot.network, agent_dir, writer.egress, session_id,
+                               slot.name, slot.allow, rendered)  # fmt: skip
+            undo.append(held.revoke)
+        if network_info(slot.network).egress:
+            seat.enter_context(host.egress_endpoint(writer))
+        return held
 
     def _lease_cold(self, plan: SessionPlan, hosts: HostSet) -> WriterSlot | WarmWriter:
         """A writer leased for a cold start. When none is free, the warm pool may hold the
@@ -324,62 +332,23 @@ class Launcher:
         return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base,
                                   hosts=hosts)  # fmt: skip
 
-    def _launch_remote(self, plan: SessionPlan, session_id: str, slot: WriterSlot) -> Launched:
-        """pi in the writer's container on its host over SSH (sessions/remote.py): the agent
-        directory written there, the proxy's socket forwarded there for this session."""
-        from writerpool.pool import remote_container  # noqa: PLC0415
-        from writerpool.runtime.remote import RemotePodman  # noqa: PLC0415
-        from writerpool.sessions import remote as on_host  # noqa: PLC0415
-
-        seat = contextlib.ExitStack()  # the session's forward and watch
-        private = self._scratch_root().session_dir(session_id)
-        agent_dir, egress_dir = private / "agent", private / "egress"
-        with _undo_on_failure() as undo:
-            undo += [seat.close, slot.release, lambda: shutil.rmtree(private, ignore_errors=True)]
-            remote = slot.host
-            if not isinstance(remote, RemotePodman):
-                raise WriterpoolError("session_start_failed", "the writer's host is not remote")
-            check_remote_network(remote.name, slot.network, slot.allow)
-            held = self._grant(plan, slot.network, agent_dir, egress_dir, session_id,
-                               slot.name, None)  # fmt: skip
-            undo.append(held.revoke)
-            remote_container.push_agent_dir(remote, slot.name, agent_dir)
-            socket = remote.session_socket(egress_dir / EGRESS_SOCKET, session_id)
-            egress = seat.enter_context(socket) if network_info(slot.network).egress else None
-            spec = remote_container.remote_spec(remote, slot.spec, slot.name, egress)
-            args = agent_launch.pi_args(
-                plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
-            )
-            argv = remote.attach_argv(spec, ["pi", *args])
-            env = remote.attach_env()
-            started = _started(held, lambda: PiAgent.start(argv, env, None,
-                                                           CONTAINER_READY_SECONDS))  # fmt: skip
-            watch = on_host.HostWatch(remote, lambda: on_host.lost(started, slot.release))
-            seat.callback(watch.stop)
-            watch.start()
-        return Launched(agent=on_host.RemoteAgent(started, watch), agent_dir=agent_dir,
-                        grant=held, scratch=private, slot=slot, seat=seat)  # fmt: skip
-
     def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
         """Grant a warm writer the session's egress (its token reaches pi through the
         agent directory, which pi reads again as it configures) and give pi the session's
         model, on an empty session that persists nothing (PiAgent.configure)."""
         slot, agent = warm.slot, warm.agent
         slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
+        seat = contextlib.ExitStack()
         with _undo_on_failure() as undo:
-            undo.append(slot.release)
-            undo.append(lambda: agent.close(5.0))
+            undo += [seat.close, slot.release, lambda: agent.close(5.0)]
             # The pool rendered the agent directory for this provider when it warmed the
             # writer (claim() matches the provider), and has held the lease since.
-            held = self._grant(
-                plan, slot.network, slot.agent_dir, slot.egress_dir, session_id, slot.name,
-                slot.allow, rendered=True,
-            )  # fmt: skip
-            undo.append(held.revoke)
+            held = self._open_egress(plan, slot, session_id, seat, undo, rendered=True)
             profile = plan.profile
             agent.configure(profile.provider, profile.model, profile.thinking, CLAIM_SECONDS)
             held.ready()
-        return Launched(agent=agent, agent_dir=slot.agent_dir, grant=held, slot=slot, warm=True)
+            watched = _watched(slot, agent, seat)
+        return Launched(agent=watched, grant=held, slot=slot, warm=True, seat=seat)
 
 
 @contextlib.contextmanager
@@ -396,6 +365,15 @@ def _undo_on_failure() -> Iterator[list[Callable[[], object]]]:
             except Exception:  # the original failure is the one to raise
                 log.exception("a launch step was not undone")
         raise
+
+
+def _watched(slot: WriterSlot, agent: Agent, seat: contextlib.ExitStack) -> Agent:
+    """The agent, its host watched for the session (`seat` stops the watch): a host found
+    unreachable releases the writer and fails the running turn with its code."""
+    watch = HostWatch(slot.host, lambda: lost(agent, slot.release))
+    seat.callback(watch.stop)
+    watch.start()
+    return WatchedAgent(agent, watch)
 
 
 def _started(held: Grant, start: Callable[[], Agent]) -> Agent:

@@ -8,6 +8,7 @@ a path, a prompt, a credential or a provider error.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import threading
@@ -38,6 +39,9 @@ from writerpool.sessions.work import CloneRefs
 if TYPE_CHECKING:
     from writerpool.pool.warm import WarmPool
     from writerpool.sessions.owned import OwnedSessions
+
+# Subscribes a wake to a turn's end (an agent's `watch` for one turn); see turn_watch.
+TurnWatch = Callable[[Callable[[], None]], Callable[[], None]]
 
 log = logging.getLogger(__name__)
 
@@ -277,11 +281,10 @@ class SessionManager:
         self,
         session_id: str,
         turn_id: str,
-        wait_seconds: float = 0,
         offset: int = 0,
         limit: int = TEXT_PAGE_DEFAULT,
-        progress: Progress | None = None,
     ) -> dict[str, Any]:
+        """The turn as it is now (a caller that waits first asks turn_watch)."""
         session = self._find(session_id)
         agent_turn = session.turns.get(turn_id)
         if agent_turn is None:
@@ -293,19 +296,33 @@ class SessionManager:
                 raise WriterpoolError("turn_unknown", "the closed session no longer has it")
             view = turn_view(turn_id, final, offset, limit)
             return {"sessionId": session_id, "turn": view, "work": session.work()}
-        agent = launched.agent
-        snapshot = agent.turn(agent_turn)
-        if wait_seconds > 0 and snapshot.status == "running" and agent.alive:
-            if progress is not None:
-                progress.follow(lambda: progress_line(agent.turn(agent_turn), time.time()))
-            snapshot = agent.wait(agent_turn, wait_seconds)
-        view = turn_view(turn_id, snapshot, offset, limit)
+        view = turn_view(turn_id, launched.agent.turn(agent_turn), offset, limit)
         denied = launched.grant.denied()
         if denied:
             # What the allowlist proxy refused in this session so far: the agent's
             # client sees why an install failed without reading the audit log.
             view["egressDenied"] = denied
         return {"sessionId": session_id, "turn": view, "work": session.work()}
+
+    def turn_watch(
+        self, session_id: str, turn_id: str, progress: Progress | None = None
+    ) -> TurnWatch | None:
+        """How a caller waits for the turn to end without a thread (sessions/waits.py):
+        None when it does not run now (the answer is due at once). `progress` follows
+        the turn meanwhile."""
+        session = self._find(session_id)
+        agent_turn = session.turns.get(turn_id)
+        if agent_turn is None:
+            raise WriterpoolError("turn_unknown", "no such turn in this session")
+        launched = session.launched
+        if launched is None:
+            return None
+        agent = launched.agent
+        if agent.turn(agent_turn).status != "running" or not agent.alive:
+            return None
+        if progress is not None:
+            progress.follow(lambda: progress_line(agent.turn(agent_turn), time.time()))
+        return functools.partial(agent.watch, agent_turn)
 
     def abort(self, session_id: str) -> dict[str, Any]:
         session = self._find(session_id)

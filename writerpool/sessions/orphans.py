@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Collection
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -23,13 +24,14 @@ class Orphans:
         self._lock = threading.Lock()
         self._closing: set[str] = set()
 
-    def sweep(self, manager: SessionManager) -> None:
-        """Close, each in a thread of its own, the open sessions whose client is gone."""
+    def sweep(self, manager: SessionManager) -> Collection[str] | None:
+        """Close, each in a thread of its own, the open sessions whose client is gone;
+        the clients there are now (None when the token file cannot be read)."""
         try:
             tokens.prune_gone_relays(self._paths)
             clients = tokens.load(self._paths)
         except WriterpoolError:
-            return  # a corrupt token file refuses every request; it closes nothing
+            return None  # a corrupt token file refuses every request; it closes nothing
         for session_id in manager.orphaned(clients):  # bounded by the manager's sessions
             with self._lock:
                 if session_id in self._closing:
@@ -37,6 +39,7 @@ class Orphans:
                 self._closing.add(session_id)
             log.warning("a session's client is gone (token revoked): closing it")
             threading.Thread(target=self._close, args=(manager, session_id), daemon=True).start()
+        return clients
 
     def _close(self, manager: SessionManager, session_id: str) -> None:
         try:

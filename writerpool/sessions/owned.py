@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from writerpool.errors import WriterpoolError
 from writerpool.sessions.progress import Progress
+from writerpool.sessions.waits import Watch
 
 
 class Manager(Protocol):
@@ -29,15 +30,8 @@ class Manager(Protocol):
     ) -> dict[str, Any]: ...
     def get(self, session_id: str) -> dict[str, Any]: ...
     def prompt(self, session_id: str, message: str) -> dict[str, Any]: ...
-    def turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        wait_seconds: float,
-        offset: int,
-        limit: int,
-        progress: Progress,
-    ) -> dict[str, Any]: ...
+    def turn(self, session_id: str, turn_id: str, offset: int, limit: int) -> dict[str, Any]: ...
+    def turn_watch(self, session_id: str, turn_id: str, progress: Progress) -> Watch | None: ...
     def abort(self, session_id: str) -> dict[str, Any]: ...
     def close(self, session_id: str) -> dict[str, Any]: ...
 
@@ -74,16 +68,11 @@ class OwnedSessions:
     def prompt(self, session_id: str, message: str) -> dict[str, Any]:
         return self._m.prompt(self._mine(session_id), message)
 
-    def turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        wait_seconds: float,
-        offset: int,
-        limit: int,
-        progress: Progress,
-    ) -> dict[str, Any]:
-        return self._m.turn(self._mine(session_id), turn_id, wait_seconds, offset, limit, progress)
+    def turn(self, session_id: str, turn_id: str, offset: int, limit: int) -> dict[str, Any]:
+        return self._m.turn(self._mine(session_id), turn_id, offset, limit)
+
+    def turn_watch(self, session_id: str, turn_id: str, progress: Progress) -> Watch | None:
+        return self._m.turn_watch(self._mine(session_id), turn_id, progress)
 
     def abort(self, session_id: str) -> dict[str, Any]:
         return self._m.abort(self._mine(session_id))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from writerpool.gitops.limits import LIMITS
 from writerpool.state.writer import Baseline
+from writerpool.utf8 import valid_text
 
 if TYPE_CHECKING:  # types only: `serve` starts without the inspection's code (pool/inspect.py)
     from writerpool.pool.inspect import Inspection
@@ -34,20 +35,27 @@ def collect_note(writer: str) -> str:
 
 @dataclass(frozen=True)
 class CloneRefs:
-    """A clone's HEAD and branches (short names), as the work view compares them."""
+    """A clone's HEAD and branches (short names), as the work view compares them: valid
+    text, an undecodable byte of a name shown as `\\xNN` (utf8.py). The pool keeps the
+    names as their bytes; these are only ever shown."""
 
     head: str
     head_commit: str | None
     branches: dict[str, str] = field(default_factory=dict)
 
     @classmethod
+    def _shown(cls, head: str, commit: str | None, branches: dict[str, str]) -> CloneRefs:
+        named = {valid_text(name): tip for name, tip in branches.items()}
+        return cls(valid_text(head), commit, named)
+
+    @classmethod
     def seen(cls, inspection: Inspection) -> CloneRefs:
-        return cls(inspection.head, inspection.head_commit, dict(inspection.branches))
+        return cls._shown(inspection.head, inspection.head_commit, inspection.branches)
 
     @classmethod
     def of_baseline(cls, baseline: Baseline) -> CloneRefs:
         """A session starts on a writer the guard found exactly at its baseline."""
-        return cls(baseline.head, baseline.commit, dict(baseline.branches))
+        return cls._shown(baseline.head, baseline.commit, baseline.branches)
 
 
 def changed_branches(start: dict[str, str], now: dict[str, str]) -> list[dict[str, Any]]:

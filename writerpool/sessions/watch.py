@@ -1,22 +1,22 @@
-"""A coding session on a writer whose host is reached over SSH: what it may use, and
-how its connection is watched. Its container is pool/remote_container.py's: the writer's
-storage on that host, the agent directory written there, the provider proxy on this
-machine with its socket forwarded for this session only; the key never leaves here."""
+"""How a coding session on a writer watches its host: once the host is unreachable (a
+connection over SSH lost; this machine's own host never is), the writer is released
+and the session's running turn fails with the host's code instead of a bare exit."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from writerpool.runtime.remote import RemotePodman
+from writerpool.runtime.host import WriterHost
 from writerpool.sessions.turns import Snapshot
 
 log = logging.getLogger(__name__)
 
-# How often a remote session's connection is checked between Podman calls.
+# How often a session's host is checked between Podman calls.
 WATCH_SECONDS = 1.0
 HOST_LOST_ERROR = (
     "writer_host_unreachable: the connection to the writer's host was lost; the work stays "
@@ -34,11 +34,11 @@ def lost(agent: Any, release: Any) -> None:
 
 @dataclass
 class HostWatch:
-    """Watches a remote session's connection: once it is lost, the writer is released
+    """Watches a session's host: once it is unreachable, the writer is released
     (pool/sessions.py WriterSlot.release: its lease freed, its work left on the host) and
     the session's failed turn says why."""
 
-    remote: RemotePodman
+    host: WriterHost
     release: Any  # Callable[[], object]: the writer's release
     lost: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -51,18 +51,18 @@ class HostWatch:
     def _run(self) -> None:
         # Bounded by the session: ends when it stops or its connection is lost.
         while not self._stop.wait(WATCH_SECONDS):
-            if self.remote.connected():
+            if self.host.connected():
                 continue
             self.lost = True
-            log.warning("host %s lost during a session; its writer is released", self.remote.name)
+            log.warning("host %s lost during a session; its writer is released", self.host.name)
             with contextlib.suppress(Exception):
                 self.release()
             return
 
     def confirm(self) -> bool:
-        """Whether the connection is lost, asked now: pi's attachment (an ssh channel of
-        the connection) can end before the next look; the release stays the watch's."""
-        if not self.lost and not self.remote.connected():
+        """Whether the host is lost, asked now: pi's attachment (over SSH a channel of the
+        connection) can end before the next look; the release stays the watch's."""
+        if not self.lost and not self.host.connected():
             self.lost = True
         return self.lost
 
@@ -72,9 +72,9 @@ class HostWatch:
             self._thread.join(timeout=WATCH_SECONDS * 5)
 
 
-class RemoteAgent:
-    """pi attached over the host's connection: its turns end with the host's error when
-    that connection is lost, instead of a bare exit."""
+class WatchedAgent:
+    """pi in a writer's container: its turns end with the host's error when the host is
+    lost, instead of a bare exit."""
 
     def __init__(self, agent: Any, watch: HostWatch) -> None:
         self._agent = agent
@@ -101,6 +101,11 @@ class RemoteAgent:
 
     def wait(self, turn_id: str, timeout: float) -> Snapshot:
         return self._why(self._agent.wait(turn_id, timeout))
+
+    def watch(self, turn_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        # The host lost ends pi's attachment, and so the turn: the watch is pi's own.
+        forget: Callable[[], None] = self._agent.watch(turn_id, wake)
+        return forget
 
     def turns(self) -> list[Snapshot]:
         return [self._why(snap) for snap in self._agent.turns()]

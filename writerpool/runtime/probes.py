@@ -1,8 +1,11 @@
-"""What the harness is checked against, on this machine or on a host over SSH: a canary
-file in the account's home, and (over SSH) a port listening on that host's loopback,
-which a writer's container must not reach. Each lasts for one block and is made and
-removed by one child process (a shell, or ssh running one), so a controller killed
-inside the block leaves nothing behind: the child sees its stdin end and cleans up."""
+"""What the acceptance harness is checked against, and how it runs uncontained, on this
+machine or on a host over SSH (each host's `planted_canary`, `loopback_listener` and
+`run_uncontained` are these): a canary file in the account's home, a port listening on
+the host's loopback (which a writer's container must not reach), and a private work
+directory for the isolation control's uncontained run. Each lasts for one block and is
+made and removed by one child process (a shell, or ssh running one), so a controller
+killed inside the block leaves nothing behind: the child sees its stdin end and cleans
+up. The listener on this machine is a socket of this process: it ends with it."""
 
 from __future__ import annotations
 
@@ -11,16 +14,23 @@ import re
 import secrets
 import select
 import shlex
+import shutil
+import socket
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import Process, clean_env, spawn, stop, wait_or_stop
+from writerpool.proc import CommandFailed, Process, clean_env, run, spawn, stop, wait_or_stop
+from writerpool.runtime.host import Canary
 from writerpool.runtime.ssh import SshHost, classify
 
 LISTENER_READY_SECONDS = 15.0
 REMOVE_SECONDS = 30.0
+# The harness's uncontained run (the isolation control): on this machine, over SSH.
+HERE_SECONDS = 60.0
+OVER_SSH_SECONDS = 90.0
 PATH_MAX = 4096
 _PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,4000}$")
 # Runs on the host: makes the directory ($1 "home" is $HOME), prints its path, waits for
@@ -39,12 +49,6 @@ _LISTEN = (
     "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(8)\n"
     "print(s.getsockname()[1], flush=True); sys.stdin.read()\n"
 )
-
-
-class Canary(NamedTuple):
-    home: str
-    file: str
-    directory: str
 
 
 def _reject_home(ssh: SshHost) -> WriterpoolError:
@@ -145,3 +149,49 @@ def loopback_port(ssh: SshHost) -> Iterator[int]:
         yield int(line)
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def loopback_here() -> Iterator[int]:
+    """A port listening on this machine's loopback for the life of the block."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
+
+
+def run_here(program: Path, env: dict[str, str]) -> bytes:
+    """Run the harness `program` as this account, with no containment, in a fresh private
+    work directory (WRITERPOOL_HARNESS_WORK names it, removed afterwards); its stdout."""
+    work = Path(tempfile.mkdtemp(prefix="writerpool-control-"))
+    try:
+        done = run([sys.executable, str(program)], cwd=work, timeout=HERE_SECONDS,
+                   env=clean_env({**env, "WRITERPOOL_HARNESS_WORK": str(work)}),
+                   check=False)  # fmt: skip
+    except CommandFailed:
+        return b""
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return done.stdout
+
+
+# Runs on the host: the harness read from stdin, as a script.
+_RUN_STDIN = (
+    "import sys\n"
+    "code = sys.stdin.read(); sys.argv = ['harness']\n"
+    "exec(compile(code, 'harness', 'exec'), {'__name__': '__main__'})\n"
+)
+
+
+def run_over(ssh: SshHost, program: Path, env: dict[str, str]) -> bytes:
+    """The same on the host, as its SSH user: the program streamed over the connection
+    and run by the host's python3 in a private work directory that one ssh process
+    makes and removes (a controller killed meanwhile leaves none there)."""
+    name = f"writerpool-control-{secrets.token_hex(6)}"
+    with held_directory(ssh, "/tmp", name, canary=False) as work:
+        given = {**env, "WRITERPOOL_HARNESS_WORK": work}
+        words = ["env", *(f"{k}={v}" for k, v in sorted(given.items())), "python3", "-c",
+                 _RUN_STDIN]  # fmt: skip
+        done = ssh.exec(["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", work, *words],
+                        timeout=OVER_SSH_SECONDS, input=program.read_bytes())  # fmt: skip
+    return done.stdout
