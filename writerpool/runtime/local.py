@@ -88,7 +88,7 @@ class LocalPodman(PodmanEngine):
             ensure_private_dir(self.storage_path(writer, part))
 
     def remove_storage(self, writer: Writer) -> None:
-        # The one removal of agent-made trees, shared with the throwaway container.
+        # The removal of agent-made trees the throwaway container runs too (an identical copy).
         for name in (*STORAGE, *SCRATCH):
             remove_path(writer.record / name)
 
