@@ -210,7 +210,19 @@ debian_podman_service_up() {
     exit 1
 }
 
+debian_tools() {  # what builds the tree; scripts/bootstrap-host installs mmdebstrap too
+    local missing=()
+    for p in mmdebstrap debian-archive-keyring util-linux; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+}
+
 debian_up() {
+    debian_tools
     debian_rootfs
     debian_persistent_up
     network_up

@@ -82,6 +82,7 @@ def _api_forwarders(marker: bytes = b"writerpool-host-", flag: bytes = b"-L") ->
     return found
 
 
+@pytest.mark.every_testhost
 def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: Host
 ) -> None:

@@ -1,6 +1,7 @@
 """Doctor and the container spec on the Podman releases of current Debian: 4.3.1 (Debian 12,
-recorded here) and 5.4.2 (Debian 13, a RECONSTRUCTED `podman info`, see
-data/README-doctor.md: no Debian 13 host was available), and what Podman 6 removes."""
+recorded here) and 5.4.2 (Debian 13: recorded on the Debian 13 test host on this machine's
+hybrid cgroups, and a reconstruction of a Debian 13 host on unified cgroup v2, see
+data/README-doctor.md), and what Podman 6 removes."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from writerpool.runtime.spec import ContainerSpec, Limits
 
 PODMAN5 = "podman-info-5.4.2-debian13-reconstructed.json"
 PODMAN5_VERSION = "podman-version-5.4.2-reconstructed.json"
+RECORDED5 = "podman-info-5.4.2-debian13-hybrid.json"
+RECORDED5_VERSION = "podman-version-5.4.2-debian13.json"
 V2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
 
 
@@ -43,6 +46,15 @@ def debian13_facts(info: dict[str, Any] | None = None) -> HostFacts:
     )
 
 
+def recorded5_facts() -> HostFacts:
+    """Debian 13's Podman 5.4.2 as recorded on the Debian 13 test host (scripts/testhost
+    --debian 13) on this machine's hybrid cgroups: runc, pasta, cgroupfs."""
+    base = recorded_facts(info_json(RECORDED5))
+    binaries = {**base.binaries, "pasta": BinaryFacts("/usr/bin/pasta", 0o100755, 0)}
+    version = parse_version((DATA / RECORDED5_VERSION).read_text())
+    return replace(base, binaries=binaries, podman_version=version)
+
+
 def one(results: list[Any], check_id: str) -> Any:
     found = check(results, check_id)
     assert len(found) == 1, found
@@ -56,6 +68,32 @@ def test_the_reconstructed_podman5_info_parses_with_the_fields_doctor_reads() ->
     assert info.host.pasta is not None and info.host.pasta.executable == "/usr/bin/pasta"
     assert info.host.oci_runtime is not None and info.host.oci_runtime.kind == "crun"
     assert info.store.graph_driver_name == "overlay"
+
+
+def test_the_recorded_podman5_info_has_the_fields_the_reconstruction_gave_doctor() -> None:
+    recorded, reconstructed = (parse_info(json.dumps(info_json(n))) for n in (RECORDED5, PODMAN5))
+    assert recorded.version.version == reconstructed.version.version == "5.4.2"
+    assert recorded.host.pasta is not None and reconstructed.host.pasta is not None
+    assert recorded.host.pasta.executable == reconstructed.host.pasta.executable
+    assert recorded.host.security.rootless and recorded.store.graph_driver_name == "overlay"
+    # This machine's hybrid layout, where Podman 5 reports v1 and runc runs the containers.
+    assert recorded.host.cgroup_version == "v1" and recorded.host.cgroup_controllers == ()
+    assert recorded.host.oci_runtime is not None and recorded.host.oci_runtime.kind == "runc"
+
+
+def test_podman5_as_recorded_on_hybrid_cgroups_warns_of_v1_and_gives_writers_pasta(
+    paths: Paths,
+) -> None:
+    facts = recorded5_facts()
+    results = run_checks(paths, facts)
+    assert [r for r in results if r.severity == "error"] == []
+    podman = one(results, "podman_usable")
+    assert (podman.severity, podman.data["version"]) == ("warning", "5.4.2")
+    assert "deprecates cgroup v1" in podman.message and "cgroup v2" in podman.remedy
+    assert network_helper_name(facts) == "pasta"
+    assert one(results, "network_helper").data["helper"] == "pasta"
+    assert one(results, "oci_runtime").data["runtime"] == "runc"
+    assert one(results, "cgroup_limits").severity == "warning" and not facts.limits_enforced
 
 
 def test_debian13_podman5_has_no_errors_pasta_and_enforced_limits(paths: Paths) -> None:
