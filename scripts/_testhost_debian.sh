@@ -15,7 +15,7 @@
 debian_packages=(podman passt uidmap runc crun fuse-overlayfs slirp4netns openssh-server
                  python3 iproute2 conmon catatonit netavark aardvark-dns)
 # Changing what the root file system holds changes this, and so the cache's name.
-debian_recipe=1
+debian_recipe=2
 debian_cache_root=/var/cache/writerpool-testhost
 debian_lib_root=/var/lib/writerpool-testhost
 
@@ -151,11 +151,14 @@ mount --make-rshared /
 EOF
 }
 
-debian_namespace_up() {
+debian_stop_if_stale() {  # a host still running on an older tree stops before its reset
     if [ -f "$state/rootfs" ] && [ "$(cat "$state/rootfs")" != "$rootfs" ]; then
         echo "testhost $name: its root file system changed; restarting it" >&2
         debian_down
     fi
+}
+
+debian_namespace_up() {
     install -d -m 0700 "$state" "$state/ns"
     mountpoint -q "$nsfile" && return 0
     # The file that keeps the namespace must sit on a mount that is not shared, else the
@@ -224,6 +227,7 @@ debian_tools() {  # what builds the tree; scripts/bootstrap-host installs mmdebs
 debian_up() {
     debian_tools
     debian_rootfs
+    debian_stop_if_stale
     debian_persistent_up
     network_up
     debian_namespace_up

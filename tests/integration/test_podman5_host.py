@@ -68,8 +68,10 @@ def _harness_in_writer(remote: RemotePodman, state: WriterState, image_id: str) 
             "WRITERPOOL_HARNESS_HOST_PORT": str(port),
         }
         out = bytearray()
-        done = remote.stream(spec.model_copy(update={"env": env}), ["python3", HARNESS],
-                             timeout=120, input=b"", consume=lambda f: out.extend(f.read()))  # fmt: skip
+        done = remote.stream(
+            spec.model_copy(update={"env": env}), ["python3", HARNESS],
+            timeout=120, input=b"", consume=lambda f: out.extend(f.read()),
+        )  # fmt: skip
     report = parse_harness_report(bytes(out))
     assert done.returncode == 0 and report is not None, done.stderr[-2000:]
     return report

@@ -15,6 +15,9 @@ import pytest
 from tests.unit.test_doctor_host import DATA, PIN, check, info_json, recorded_facts, run_checks
 from writerpool.config.paths import Paths
 from writerpool.doctor.engine import network_helper_name
+from writerpool.errors import WriterpoolError
+from writerpool.pool.inspect import tool_answer
+from writerpool.proc import CommandFailed
 from writerpool.runtime.info import BinaryFacts, HostFacts, cgroup_layout, parse_info, parse_version
 from writerpool.runtime.spec import ContainerSpec, Limits
 
@@ -22,6 +25,14 @@ PODMAN5 = "podman-info-5.4.2-debian13-reconstructed.json"
 PODMAN5_VERSION = "podman-version-5.4.2-reconstructed.json"
 RECORDED5 = "podman-info-5.4.2-debian13-hybrid.json"
 RECORDED5_VERSION = "podman-version-5.4.2-debian13.json"
+# What Podman 5 printed before its error on the Debian 13 test host (hybrid cgroups): the
+# same warning opens every command's stderr there.
+CGROUPS_V1_STDERR = (
+    b'time="2026-12-06T05:08:24Z" level=warning msg="Using cgroups-v1 which is deprecated in '
+    b"favor of cgroups-v2 with Podman v5 and will be removed in a future version. Set "
+    b'environment variable `PODMAN_IGNORE_CGROUPSV1_WARNING` to hide this warning."\n'
+    b"Error: " + b"a" * 64 + b": image not known\n"
+)
 V2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
 
 
@@ -170,3 +181,11 @@ def test_bootstrap_host_installs_passt_only_for_a_podman_with_pasta() -> None:
     text = (Path(__file__).resolve().parents[2] / "scripts" / "bootstrap-host").read_text()
     assert 'dpkg --compare-versions "$podman_version" ge 4.4' in text
     assert "apt-get install -y -q --no-install-recommends passt" in text
+
+
+def test_a_podman5_failure_on_cgroup_v1_is_named_by_its_error_not_the_warning_before_it() -> None:
+    failed = CommandFailed(["podman", "run"], 125, b"", CGROUPS_V1_STDERR)
+    assert failed.message.endswith(": image not known") and "cgroups-v1" not in failed.message
+    with pytest.raises(WriterpoolError) as exc:
+        tool_answer(b"", CGROUPS_V1_STDERR, 125, "writer_inspect_failed")
+    assert "image not known" in exc.value.message and "cgroups-v1" not in exc.value.message

@@ -100,8 +100,10 @@ def _cgroups(facts: RemoteFacts) -> CheckResult:
     if host.cgroup_version == "v2" and not missing:
         return CheckResult("remote_cgroups", "ok", subject,
                            "cgroups v2: memory, CPU and pids limits apply", data=data)  # fmt: skip
-    message = (f"cgroups {host.cgroup_version or 'unknown'}: Podman ignores "
-               f"{', '.join(missing) or 'some'} limits there, so sessions run unlimited")  # fmt: skip
+    message = (
+        f"cgroups {host.cgroup_version or 'unknown'}: Podman ignores "
+        f"{', '.join(missing) or 'some'} limits there, so sessions run unlimited"
+    )
     if host.cgroup_version != "v2" and version_tuple(facts.version) >= CGROUP_V1_DEPRECATED:
         # As this machine's podman_usable says of itself: the host's next Podman stops.
         message += f"; Podman {facts.version} deprecates cgroup v1 and Podman 6 removes it"
