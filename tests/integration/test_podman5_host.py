@@ -49,6 +49,26 @@ def test_the_debian13_host_runs_podman5_rootless_with_pasta_as_its_network(
     assert info["host"]["pasta"]["executable"].endswith("/pasta")
 
 
+def test_doctor_names_the_podman5_host_and_its_cgroups_with_their_remedy(
+    testhost5: Host,
+) -> None:
+    wp("config", "init", check=True)
+    add_host(testhost5)
+    _, doctor = wp("doctor")
+    checks = {f["code"]: f for f in doctor["findings"] if f["target"] == "host/th"}
+    assert checks["remote_podman"]["status"] == "ok", checks
+    assert checks["remote_podman"]["message"].startswith("rootless Podman 5.")
+    assert checks["remote_tools"]["status"] == "ok", checks
+    cgroups = checks["remote_cgroups"]
+    # The host runs on this machine's kernel: its cgroups are this machine's.
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():  # unified v2
+        assert cgroups["data"]["layout"] == "v2", cgroups
+    else:
+        assert cgroups["status"] == "warning" and cgroups["data"]["layout"] == "v1", cgroups
+        assert "Podman 6 removes it" in cgroups["message"] and "cgroup v2" in cgroups["remedy"]
+    assert testhost5.target.address not in json.dumps(doctor)
+
+
 def _harness_in_writer(remote: RemotePodman, state: WriterState, image_id: str) -> HarnessReport:
     """The harness in the writer's session container on its host, with the probes and the
     environment acceptance gives it: the host's canary and loopback; on an open network
