@@ -138,9 +138,12 @@ def _store_modes(paths: Paths, boxed: bool) -> None:
 
 
 MakeServer = Callable[..., ServerEnv]
+# PYTHONPATH, where a run picks the tree under test by it: a server importing another
+# tree's writerpool would judge the writers the test's commands accepted by other code.
 SERVER_ENV_VARS = (
     "WRITERPOOL_CONFIG", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
     "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL",
+    "PYTHONPATH",
 )  # fmt: skip
 
 
