@@ -59,17 +59,46 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture
-def testhost() -> Host:
-    """The second Podman host scripts/test brings up (scripts/testhost), as configured."""
-    url = os.environ.get("WRITERPOOL_TESTHOST_URL")
+# The test hosts scripts/test brings up (scripts/testhost), by the prefix of the variables
+# that carry them: one on this machine's root file system and Podman, one on Debian 13's
+# own with Podman 5.
+TESTHOSTS = {"machine": "WRITERPOOL_TESTHOST", "debian13": "WRITERPOOL_TESTHOST5"}
+# In CI every host runs (a missing one fails); elsewhere the Debian 13 one when it is up.
+ALL_TESTHOSTS = bool(os.environ.get("CI") or os.environ.get("WRITERPOOL_TESTHOST5_URL"))
+
+
+def _testhost(which: str) -> Host:
+    prefix = TESTHOSTS[which]
+    url = os.environ.get(f"{prefix}_URL")
     if not url:
-        pytest.skip("no test host: run the tests through scripts/test as root")
+        pytest.skip(f"no {which} test host: run the tests through scripts/test as root")
     return Host(
         url=url,
-        identity=Path(os.environ["WRITERPOOL_TESTHOST_IDENTITY"]),
-        known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]),
+        identity=Path(os.environ[f"{prefix}_IDENTITY"]),
+        known_hosts=Path(os.environ[f"{prefix}_KNOWN_HOSTS"]),
     )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A test marked every_testhost runs once per test host; the others on this machine's.
+    if "testhost" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "every_testhost"
+    ):
+        hosts = list(TESTHOSTS) if ALL_TESTHOSTS else ["machine"]
+        metafunc.parametrize("testhost", hosts, indirect=True)
+
+
+@pytest.fixture
+def testhost(request: pytest.FixtureRequest) -> Host:
+    """A second Podman host over SSH, as configured: the one on this machine's root file
+    system, or for a test marked every_testhost each in turn."""
+    return _testhost(getattr(request, "param", "machine"))
+
+
+@pytest.fixture
+def testhost5() -> Host:
+    """The test host on Debian 13's own root file system, with its Podman 5 and pasta."""
+    return _testhost("debian13")
 
 
 @pytest.fixture

@@ -53,6 +53,10 @@ def _remote_writer() -> None:
     assert code == 0 and "writer_accepted" in codes(report), report
     [accepted] = [f for f in report["findings"] if f["code"] == "writer_accepted"]
     assert accepted["data"]["networkClass"] == "limited", accepted
+    # Loopback only and the proxy answering: every probe the class rests on passed.
+    probes = accepted["data"]["networkChecks"]
+    assert {"net_interfaces", "net_routes", "net_proxy"} <= set(probes), probes
+    assert set(probes.values()) == {"pass"}, probes
 
 
 def _mounts_on(remote: RemotePodman) -> list[str]:
@@ -84,6 +88,7 @@ def _api_forwarders(marker: bytes = b"writerpool-host-", flag: bytes = b"-L") ->
     return found
 
 
+@pytest.mark.every_testhost
 def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: Host
 ) -> None:

@@ -70,6 +70,7 @@ def test_writers_are_placed_round_robin_and_open_networks_are_refused_on_other_h
     assert "th.test" not in str(refused) and "wp@" not in str(refused)
 
 
+@pytest.mark.every_testhost
 @pytest.mark.remote
 def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
     tmp_path: Path, image_pin: Path, testhost: Host

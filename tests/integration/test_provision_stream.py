@@ -140,6 +140,7 @@ def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]
         remote.cli(["rm", "--force", created], check=False)
 
 
+@pytest.mark.every_testhost
 @pytest.mark.remote
 def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
     tmp_path: Path, image_pin: Path, testhost: Host

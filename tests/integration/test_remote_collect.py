@@ -103,6 +103,7 @@ def _cut_when_streaming(
     return stop, cut
 
 
+@pytest.mark.every_testhost
 def test_a_remote_writers_work_is_collected_through_the_stream(
     remote_writer: tuple[Path, WriterState], testhost: Host
 ) -> None:
@@ -187,6 +188,7 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}
 
 
+@pytest.mark.every_testhost
 def test_a_remote_writer_is_reset_on_its_host_from_a_streamed_bundle(
     remote_writer: tuple[Path, WriterState], testhost: Host
 ) -> None:

@@ -44,6 +44,7 @@ def _other_key(tmp_path: Path, host: Host) -> Path:
     return known
 
 
+@pytest.mark.every_testhost
 def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> None:
     with connect("th", testhost) as remote:
         assert remote.socket_path.parent.stat().st_mode & 0o077 == 0
@@ -112,6 +113,7 @@ def _only_the_pinned_image_on(testhost: Host, pinned: str) -> None:
                 remote.cli(["image", "rm", "--force", "--", image_id], check=False)
 
 
+@pytest.mark.every_testhost
 @pytest.mark.image
 def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     testhost: Host, image_pin: Path
@@ -170,6 +172,7 @@ def _serve_once(path: Path, stop: threading.Event) -> threading.Thread:
     return thread
 
 
+@pytest.mark.every_testhost
 @pytest.mark.image
 def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_only(
     testhost: Host, image_pin: Path, tmp_path: Path
@@ -231,6 +234,7 @@ def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) 
         assert again.version()
 
 
+@pytest.mark.every_testhost
 def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
     testhost: Host,
 ) -> None:
@@ -295,6 +299,7 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
         run(["podman", "image", "rm", "--force", old], env=podman_env(), check=False)
 
 
+@pytest.mark.every_testhost
 @pytest.mark.image
 def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
     testhost: Host, image_pin: Path

@@ -245,6 +245,7 @@ true
 """
 
 
+@pytest.mark.every_testhost
 @pytest.mark.image
 @pytest.mark.git
 def test_an_agent_on_the_host_can_neither_redirect_the_git_guards_nor_see_a_socket(

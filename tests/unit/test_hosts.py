@@ -24,6 +24,7 @@ from writerpool.runtime.volumes import volume_name
 
 SOCKET = "/run/user/1010/podman/podman.sock"
 PIN = "a" * 64
+DATA = Path(__file__).parent / "data"
 
 
 def test_an_ssh_url_gives_user_address_port_and_socket() -> None:
@@ -159,6 +160,20 @@ def test_a_healthy_host_passes_every_check_but_warns_of_cgroup_v1() -> None:
     v2 = RemoteFacts("th1", info=_info(version="v2", controllers=("cpu", "memory", "pids")),
                      version="5.4.2", image_present=True, free_bytes=10 * 1024**3)  # fmt: skip
     assert _by_id(v2)["remote_cgroups"] == ("ok", False)
+
+
+def test_a_podman5_host_on_cgroup_v1_is_told_podman6_removes_it() -> None:
+    recorded = (DATA / "podman-info-5.4.2-debian13-hybrid.json").read_text()
+    facts = RemoteFacts("th1", info=PodmanInfo.model_validate_json(recorded), version="5.4.2",
+                        image_present=True, free_bytes=10 * 1024**3)  # fmt: skip
+    [cgroups] = [r for r in judge_host(facts, PIN) if r.id == "remote_cgroups"]
+    assert cgroups.severity == "warning" and not cgroups.blocking
+    assert "Podman 5.4.2 deprecates cgroup v1 and Podman 6 removes it" in cgroups.message
+    assert "cgroup v2" in cgroups.remedy
+    older = RemoteFacts("th1", info=_info(), version="4.3.1", image_present=True,
+                        free_bytes=10 * 1024**3)  # fmt: skip
+    [cgroups] = [r for r in judge_host(older, PIN) if r.id == "remote_cgroups"]
+    assert "deprecates" not in cgroups.message
 
 
 def test_a_refused_key_stops_every_later_check_and_blocks() -> None:

@@ -1,6 +1,7 @@
 """Doctor and the container spec on the Podman releases of current Debian: 4.3.1 (Debian 12,
-recorded here) and 5.4.2 (Debian 13, a RECONSTRUCTED `podman info`, see
-data/README-doctor.md: no Debian 13 host was available), and what Podman 6 removes."""
+recorded here) and 5.4.2 (Debian 13: recorded on the Debian 13 test host on this machine's
+hybrid cgroups, and a reconstruction of a Debian 13 host on unified cgroup v2, see
+data/README-doctor.md), and what Podman 6 removes."""
 
 from __future__ import annotations
 
@@ -14,11 +15,24 @@ import pytest
 from tests.unit.test_doctor_host import DATA, PIN, check, info_json, recorded_facts, run_checks
 from writerpool.config.paths import Paths
 from writerpool.doctor.engine import network_helper_name
+from writerpool.errors import WriterpoolError
+from writerpool.pool.inspect import tool_answer
+from writerpool.proc import CommandFailed
 from writerpool.runtime.info import BinaryFacts, HostFacts, cgroup_layout, parse_info, parse_version
 from writerpool.runtime.spec import ContainerSpec, Limits
 
 PODMAN5 = "podman-info-5.4.2-debian13-reconstructed.json"
 PODMAN5_VERSION = "podman-version-5.4.2-reconstructed.json"
+RECORDED5 = "podman-info-5.4.2-debian13-hybrid.json"
+RECORDED5_VERSION = "podman-version-5.4.2-debian13.json"
+# What Podman 5 printed before its error on the Debian 13 test host (hybrid cgroups): the
+# same warning opens every command's stderr there.
+CGROUPS_V1_STDERR = (
+    b'time="2026-12-06T05:08:24Z" level=warning msg="Using cgroups-v1 which is deprecated in '
+    b"favor of cgroups-v2 with Podman v5 and will be removed in a future version. Set "
+    b'environment variable `PODMAN_IGNORE_CGROUPSV1_WARNING` to hide this warning."\n'
+    b"Error: " + b"a" * 64 + b": image not known\n"
+)
 V2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
 
 
@@ -43,6 +57,15 @@ def debian13_facts(info: dict[str, Any] | None = None) -> HostFacts:
     )
 
 
+def recorded5_facts() -> HostFacts:
+    """Debian 13's Podman 5.4.2 as recorded on the Debian 13 test host (scripts/testhost
+    --debian 13) on this machine's hybrid cgroups: runc, pasta, cgroupfs."""
+    base = recorded_facts(info_json(RECORDED5))
+    binaries = {**base.binaries, "pasta": BinaryFacts("/usr/bin/pasta", 0o100755, 0)}
+    version = parse_version((DATA / RECORDED5_VERSION).read_text())
+    return replace(base, binaries=binaries, podman_version=version)
+
+
 def one(results: list[Any], check_id: str) -> Any:
     found = check(results, check_id)
     assert len(found) == 1, found
@@ -56,6 +79,32 @@ def test_the_reconstructed_podman5_info_parses_with_the_fields_doctor_reads() ->
     assert info.host.pasta is not None and info.host.pasta.executable == "/usr/bin/pasta"
     assert info.host.oci_runtime is not None and info.host.oci_runtime.kind == "crun"
     assert info.store.graph_driver_name == "overlay"
+
+
+def test_the_recorded_podman5_info_has_the_fields_the_reconstruction_gave_doctor() -> None:
+    recorded, reconstructed = (parse_info(json.dumps(info_json(n))) for n in (RECORDED5, PODMAN5))
+    assert recorded.version.version == reconstructed.version.version == "5.4.2"
+    assert recorded.host.pasta is not None and reconstructed.host.pasta is not None
+    assert recorded.host.pasta.executable == reconstructed.host.pasta.executable
+    assert recorded.host.security.rootless and recorded.store.graph_driver_name == "overlay"
+    # This machine's hybrid layout, where Podman 5 reports v1 and runc runs the containers.
+    assert recorded.host.cgroup_version == "v1" and recorded.host.cgroup_controllers == ()
+    assert recorded.host.oci_runtime is not None and recorded.host.oci_runtime.kind == "runc"
+
+
+def test_podman5_as_recorded_on_hybrid_cgroups_warns_of_v1_and_gives_writers_pasta(
+    paths: Paths,
+) -> None:
+    facts = recorded5_facts()
+    results = run_checks(paths, facts)
+    assert [r for r in results if r.severity == "error"] == []
+    podman = one(results, "podman_usable")
+    assert (podman.severity, podman.data["version"]) == ("warning", "5.4.2")
+    assert "deprecates cgroup v1" in podman.message and "cgroup v2" in podman.remedy
+    assert network_helper_name(facts) == "pasta"
+    assert one(results, "network_helper").data["helper"] == "pasta"
+    assert one(results, "oci_runtime").data["runtime"] == "runc"
+    assert one(results, "cgroup_limits").severity == "warning" and not facts.limits_enforced
 
 
 def test_debian13_podman5_has_no_errors_pasta_and_enforced_limits(paths: Paths) -> None:
@@ -132,3 +181,11 @@ def test_bootstrap_host_installs_passt_only_for_a_podman_with_pasta() -> None:
     text = (Path(__file__).resolve().parents[2] / "scripts" / "bootstrap-host").read_text()
     assert 'dpkg --compare-versions "$podman_version" ge 4.4' in text
     assert "apt-get install -y -q --no-install-recommends passt" in text
+
+
+def test_a_podman5_failure_on_cgroup_v1_is_named_by_its_error_not_the_warning_before_it() -> None:
+    failed = CommandFailed(["podman", "run"], 125, b"", CGROUPS_V1_STDERR)
+    assert failed.message.endswith(": image not known") and "cgroups-v1" not in failed.message
+    with pytest.raises(WriterpoolError) as exc:
+        tool_answer(b"", CGROUPS_V1_STDERR, 125, "writer_inspect_failed")
+    assert "image not known" in exc.value.message and "cgroups-v1" not in exc.value.message

@@ -7,8 +7,9 @@ every configured host once, in config order (bounded by the [hosts] tables)."""
 
 from __future__ import annotations
 
+from writerpool.doctor.host import CGROUP_V1_DEPRECATED
 from writerpool.doctor.model import CheckContext, CheckResult
-from writerpool.runtime.info import LIMIT_CONTROLLERS
+from writerpool.runtime.info import LIMIT_CONTROLLERS, version_tuple
 from writerpool.runtime.remote_info import RemoteFacts, probe_host
 
 # Below this much free space in the host's container storage, doctor warns: a writer
@@ -99,9 +100,14 @@ def _cgroups(facts: RemoteFacts) -> CheckResult:
     if host.cgroup_version == "v2" and not missing:
         return CheckResult("remote_cgroups", "ok", subject,
                            "cgroups v2: memory, CPU and pids limits apply", data=data)  # fmt: skip
-    return CheckResult("remote_cgroups", "warning", subject,
-                       f"cgroups {host.cgroup_version or 'unknown'}: Podman ignores "
-                       f"{', '.join(missing) or 'some'} limits there, so sessions run unlimited",
+    message = (
+        f"cgroups {host.cgroup_version or 'unknown'}: Podman ignores "
+        f"{', '.join(missing) or 'some'} limits there, so sessions run unlimited"
+    )
+    if host.cgroup_version != "v2" and version_tuple(facts.version) >= CGROUP_V1_DEPRECATED:
+        # As this machine's podman_usable says of itself: the host's next Podman stops.
+        message += f"; Podman {facts.version} deprecates cgroup v1 and Podman 6 removes it"
+    return CheckResult("remote_cgroups", "warning", subject, message,
                        "boot the host with the unified cgroup v2 hierarchy and delegate the "
                        "memory, cpu and pids controllers to users", data=data)  # fmt: skip
 
