@@ -24,8 +24,6 @@ from writerpool.config.network import classification
 from writerpool.config.paths import Paths
 from writerpool.pool.container import writer_spec
 from writerpool.pool.harness_report import HarnessReport, parse_harness_report
-from writerpool.pool.probes import loopback_port, planted_canary
-from writerpool.pool.remote_container import remote_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.podman_api import request
@@ -75,10 +73,9 @@ def _harness_in_writer(remote: RemotePodman, state: WriterState, image_id: str) 
     the key is copied in for a session, so no canary credential is sent
     (pool/acceptance.py). Run by the host's own podman, as a session's pi is: a Podman
     4.3 client on this machine knows no pasta network."""
-    spec = writer_spec(Paths.from_env(), state, image_id, Pool(), remote.facts())
-    spec = remote_spec(remote, spec, state.name, None)
+    spec = writer_spec(Paths.from_env(), remote, state, image_id, Pool(), remote.facts())
     assert spec.network == state.network
-    with planted_canary(remote.host) as canary, loopback_port(remote.host) as port:
+    with remote.planted_canary() as canary, remote.loopback_listener() as port:
         env = {
             **spec.env,
             "WRITERPOOL_HARNESS_CANARIES": canary.file,
