@@ -11,6 +11,7 @@ from writerpool.config.paths import Paths
 from writerpool.doctor.model import CheckContext
 from writerpool.doctor.services import npm_registry, podman_api
 from writerpool.errors import WriterpoolError
+from writerpool.proc import CA_VARIABLES
 from writerpool.report import sanitize
 from writerpool.runtime.info import HostFacts, probe_api
 from writerpool.runtime.local import LocalPodman
@@ -50,6 +51,8 @@ def test_image_builds_check_names_the_cause_the_ca_variables_and_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (Path.home() / ".npmrc").write_text("registry=http://127.0.0.1:9/\nfetch-retries=0\n")
+    for name in CA_VARIABLES:  # whatever the caller's environment set
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NODE_EXTRA_CA_CERTS", str(tmp_path / "proxy-ca.pem"))
     assert not pi_installed(tmp_path / "prefix"), "an empty prefix needs npm"
     problem = reach_problem(timeout=60)
