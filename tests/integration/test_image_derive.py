@@ -85,6 +85,9 @@ def _tinycalc(image_id: str) -> list[str]:
 def _serve(monkeypatch: pytest.MonkeyPatch, url: str, ca: Path) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", f"{url}/simple/")
     monkeypatch.setenv("PIP_CERT", str(ca))
+    # pip's HTTP client prefers these to PIP_CERT: a caller's bundle would hide the index's CA.
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_other_wheels_under_one_name_build_a_new_image_and_the_same_wheels_keep_it(
