@@ -98,16 +98,8 @@ async def _bounded(
         return HandshakeResult(
             "mcp_failed", "the server wrote something other than protocol frames on stdout"
         )
-    except TimeoutError:
-        return HandshakeResult("mcp_timeout", f"no complete handshake within {timeout:g} s")
-    except _HANDLED as exc:
-        return _classify(exc)
-    except BaseExceptionGroup as group:
-        # stdio_client's task group wraps whatever ends the exchange.
-        leaf = _leaf(group)
-        if not isinstance(leaf, _HANDLED):
-            raise
-        return _classify(leaf)
+    except (TimeoutError, BaseExceptionGroup, *_HANDLED) as exc:
+        return _ended(exc, timeout)
 
 
 def http_handshake(url: str, helper: str, timeout: float) -> HandshakeResult:
@@ -145,15 +137,19 @@ async def _bounded_http(url: str, headers: dict[str, str], timeout: float) -> Ha
                 ClientSession(read, write) as session,
             ):
                 return await _checks(session)
-    except TimeoutError:
+    except (TimeoutError, BaseExceptionGroup, *_HANDLED) as exc:
+        return _ended(exc, timeout)
+
+
+def _ended(exc: BaseException, timeout: float) -> HandshakeResult:
+    """What ended a handshake (stdio or HTTP) as its result; anything else is raised."""
+    if isinstance(exc, TimeoutError):
         return HandshakeResult("mcp_timeout", f"no complete handshake within {timeout:g} s")
-    except _HANDLED as exc:
-        return _classify(exc)
-    except BaseExceptionGroup as group:
-        leaf = _leaf(group)
-        if not isinstance(leaf, _HANDLED):
-            raise
-        return _classify(leaf)
+    # The client's task groups wrap whatever ends the exchange.
+    leaf = _leaf(exc)
+    if not isinstance(leaf, _HANDLED):
+        raise exc
+    return _classify(leaf)
 
 
 def _leaf(exc: BaseException) -> BaseException:
