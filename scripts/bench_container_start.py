@@ -31,7 +31,7 @@ from writerpool.agent.environment import HOST, pi_env  # noqa: E402
 from writerpool.agent.install import install_pi  # noqa: E402
 from writerpool.config.models import Profile, Provider  # noqa: E402
 from writerpool.config.paths import Paths  # noqa: E402
-from writerpool.pool.container import AGENT_DIR  # noqa: E402
+from writerpool.pool.writer.container import AGENT_DIR  # noqa: E402
 from writerpool.runtime.image import image_setting_id  # noqa: E402
 from writerpool.runtime.spec import AGENT_HOME, ContainerSpec, Limits, Mount  # noqa: E402
 

@@ -27,7 +27,7 @@ from writerpool.agent.install import NODE_VERSION
 from writerpool.config.models import load_config
 from writerpool.config.modes import ContainerSettings
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.provision import provision
+from writerpool.pool.provision.make import provision
 from writerpool.report import Report
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import podman_env

@@ -3,7 +3,7 @@ against `git status` on the same clone in the same kind of throwaway container.
 
 Both sides pay one `podman run` of the writer image with the clone mounted read-only
 and no network; ours then walks the whole work tree, hashes every file against HEAD's
-tree in a scratch index and reads the refs and git directory (pool/baseline.py
+tree in a scratch index and reads the refs and git directory (pool/writer/baseline.py
 `writer_problems`, what `_admit` calls after readiness), where `git status` trusts the
 clone's index and stat cache.
 """
@@ -14,8 +14,8 @@ from bench_env import BenchEnv, timed
 from bench_figures import Figure, interleave
 
 from writerpool.config.models import load_config
-from writerpool.pool.baseline import writer_problems
-from writerpool.pool.inspect import tool_spec
+from writerpool.pool.writer.baseline import writer_problems
+from writerpool.pool.writer.inspect import tool_spec
 from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 

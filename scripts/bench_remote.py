@@ -3,9 +3,9 @@ in one run: a container's start (`podman run --rm IMAGE true`), 50 MB streamed i
 container's stdin (how provisioning sends a base bundle) and out of its stdout (how
 collection brings one back) by `WriterHost.stream` on each host, the same through the
 bare podman CLI over the forwarded API socket (`_api` rows: Podman's remote attach, for
-comparison), a writer's clone provisioned by that stream (pool/provision_stream.py:
+comparison), a writer's clone provisioned by that stream (pool/provision/stream.py:
 bundle, container, verified answer), and that writer's new work (20 MB on a branch)
-collected back (pool/collect_stream.py: inspection and bundle). Ours: through the host's
+collected back (pool/collect/stream.py: inspection and bundle). Ours: through the host's
 pinned connection (scripts/testhost, WRITERPOOL_TESTHOST_*); baseline: this machine's
 Podman. Goals: start at most 0.3 s more than local, stream in and provisioning at most
 1.3x, stream out and collect at most 1.5x.
@@ -31,10 +31,10 @@ from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.collect_stream import stream_collect
-from writerpool.pool.inspect import tool_spec
-from writerpool.pool.provision import base_record
-from writerpool.pool.provision_stream import clone_on_host
+from writerpool.pool.collect.stream import stream_collect
+from writerpool.pool.writer.inspect import tool_spec
+from writerpool.pool.provision.make import base_record
+from writerpool.pool.provision.stream import clone_on_host
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.image_transfer import transfer_image

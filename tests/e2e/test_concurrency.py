@@ -20,7 +20,7 @@ from tests.e2e.conftest import MakeServer
 from tests.e2e.harness import RawServer, ServerEnv, assert_no_process_in, connect
 from tests.integration.writers_support import make_checkout, wp, writer_containers
 from writerpool.errors import WriterpoolError
-from writerpool.pool.lease import Lease
+from writerpool.pool.writer.lease import Lease
 
 pytestmark = [pytest.mark.pi]
 

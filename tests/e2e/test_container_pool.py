@@ -33,9 +33,9 @@ from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import load_config
 from writerpool.config.providers import PLACEHOLDER_KEY
-from writerpool.pool.container import writer_spec
-from writerpool.pool.lease import leased
-from writerpool.pool.verdicts import current
+from writerpool.pool.writer.container import writer_spec
+from writerpool.pool.writer.lease import leased
+from writerpool.pool.writer.verdicts import current
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image
 from writerpool.state.writer import load_state

@@ -21,7 +21,7 @@ from tests.e2e.pool_support import PoolEnv, make_pool, result_value
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.crash import ENV
 from writerpool.egress.sockets import socket_address
-from writerpool.pool.container import EGRESS_PORT
+from writerpool.pool.writer.container import EGRESS_PORT
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
 

@@ -32,7 +32,7 @@ PLANT_BRANCH = (
     f'git {GIT_ID} commit -q -m hostile; echo "branch-exit=$?"'
 )
 # The tag names a commit no branch reaches, so the inspection lists it among the refs
-# that hold new history (pool/inspect.py ExtraRef), not only among the tags.
+# that hold new history (pool/writer/inspect.py ExtraRef), not only among the tags.
 PLANT_TAG = (
     f'{NAME} && git {GIT_ID} commit -q --allow-empty -m tagged && git tag "$b-tag" && '
     'git reset -q --hard HEAD~1; echo "tag-exit=$?"'

@@ -26,7 +26,7 @@ from tests.integration.writers_support import codes, git, make_checkout, wp
 from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.config.paths import Paths
-from writerpool.pool.lease import Lease
+from writerpool.pool.writer.lease import Lease
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import RemotePodman
 from writerpool.runtime.remote import connect as connect_host

@@ -19,7 +19,7 @@ from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_poo
 from tests.e2e.service_support import http_client, running_service
 from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
-from writerpool.pool.lease import lease_taken, read_holder
+from writerpool.pool.writer.lease import lease_taken, read_holder
 from writerpool.state import tokens
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]

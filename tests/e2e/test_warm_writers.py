@@ -1,4 +1,4 @@
-"""Warm writers (pool/warm.py) on real rootless Podman, pi started in them on the
+"""Warm writers (pool/claims/warm.py) on real rootless Podman, pi started in them on the
 scripted provider: no provider access while warm, a claim that runs a coding session,
 a claim that leaves the clone exactly as a cold start does, and a warm writer yielded
 to an operator command without writer_busy."""
@@ -20,12 +20,12 @@ from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import LoadedConfig, load_config
 from writerpool.config.providers import PLACEHOLDER_KEY
-from writerpool.pool.admission import LEASABLE
-from writerpool.pool.container import EGRESS_PORT
-from writerpool.pool.inspect import Inspection
-from writerpool.pool.lease import read_holder
-from writerpool.pool.verdicts import current
-from writerpool.pool.warm import WarmPool
+from writerpool.pool.claims.admission import LEASABLE
+from writerpool.pool.claims.warm import WarmPool
+from writerpool.pool.writer.container import EGRESS_PORT
+from writerpool.pool.writer.inspect import Inspection
+from writerpool.pool.writer.lease import read_holder
+from writerpool.pool.writer.verdicts import current
 from writerpool.sessions.launch import Launched, Launcher
 from writerpool.sessions.placement import SessionPlan
 

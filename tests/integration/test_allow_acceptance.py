@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.writers_support import codes, make_checkout, wp, write_config
 from writerpool.config.paths import Paths
-from writerpool.pool.control import EXPECTED_NETWORK_ESCAPES, run_control
+from writerpool.pool.acceptance.control import EXPECTED_NETWORK_ESCAPES, run_control
 from writerpool.runtime.local import LocalPodman
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]

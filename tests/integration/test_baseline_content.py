@@ -28,8 +28,8 @@ from tests.support.repos import make_repo
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.baseline import writer_problems
-from writerpool.pool.sessions import lease_ready_writer
+from writerpool.pool.claims.lease_ready import lease_ready_writer
+from writerpool.pool.writer.baseline import writer_problems
 from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 

@@ -24,8 +24,8 @@ from tests.integration.writers_support import codes, wp, writer_containers
 from tests.support.repos import git_out, make_repo
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.inspect import at_baseline, inspect_writer
-from writerpool.pool.work import has_uncollected_work
+from writerpool.pool.writer.inspect import at_baseline, inspect_writer
+from writerpool.pool.writer.work import has_uncollected_work
 from writerpool.runtime.hosts import open_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]

@@ -18,9 +18,9 @@ from tests.integration.writers_support import write_workspaces as write_config_f
 from tests.support.repos import git_out, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.container import writer_spec
-from writerpool.pool.control import run_control
-from writerpool.pool.mode_set import ModeRequest, set_mode
+from writerpool.pool.acceptance.control import run_control
+from writerpool.pool.modes.change import ModeRequest, set_mode
+from writerpool.pool.writer.container import writer_spec
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image
 from writerpool.state.writer import WriterState, load_state

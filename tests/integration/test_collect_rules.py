@@ -4,9 +4,9 @@ is authorized, and what the session guard accepts."""
 
 from __future__ import annotations
 
-from writerpool.pool.collect_rules import decide, shown
-from writerpool.pool.inspect import Export, Inspection, ToolReport, at_baseline
-from writerpool.pool.work import uncollected_reason, work_digest
+from writerpool.pool.collect.rules import decide, shown
+from writerpool.pool.writer.inspect import Export, Inspection, ToolReport, at_baseline
+from writerpool.pool.writer.work import uncollected_reason, work_digest
 from writerpool.state.writer import Baseline, BaseRecord, Collection, WriterState
 
 BASE = "a" * 40

@@ -21,7 +21,7 @@ from tests.integration.test_collect_helpers import (
 from tests.support.repos import git_out, make_repo
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.collect import collect
+from writerpool.pool.collect.export import collect
 from writerpool.runtime.hosts import open_host
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]

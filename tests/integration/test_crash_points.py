@@ -27,7 +27,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV, POINTS
 from writerpool.errors import WriterpoolError
-from writerpool.pool.inspect import VIEW, inspect_writer
+from writerpool.pool.writer.inspect import VIEW, inspect_writer
 from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 

@@ -24,7 +24,7 @@ from tests.support.repos import commit_file, git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.sessions import WriterSlot, lease_ready_writer
+from writerpool.pool.claims.lease_ready import WriterSlot, lease_ready_writer
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 

@@ -26,8 +26,8 @@ from tests.support.testhost import add_host
 from writerpool.config.hosts import Host
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.acceptance import fingerprint_groups, fingerprint_of
-from writerpool.pool.sessions import lease_ready_writer
+from writerpool.pool.acceptance.accept import fingerprint_groups, fingerprint_of
+from writerpool.pool.claims.lease_ready import lease_ready_writer
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import HostSet
 from writerpool.runtime.remote import connect

@@ -1,5 +1,5 @@
 """A clone's refs as the inspection reads them: from the files themselves, in a throwaway
-container of the writer's image on the writer's host (pool/inspect.py, clonetool), as
+container of the writer's image on the writer's host (pool/writer/inspect.py, clonetool), as
 git would list them, with names git would refuse seen too, links and special files
 never followed, and a clone past the read limits refused before the rest is read."""
 
@@ -20,8 +20,8 @@ from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.gitops.bundle import create_base_bundle
 from writerpool.gitops.limits import LIMITS
-from writerpool.pool.inspect import Inspection, inspect_writer
-from writerpool.pool.provision import base_record
+from writerpool.pool.provision.make import base_record
+from writerpool.pool.writer.inspect import Inspection, inspect_writer
 from writerpool.runtime.local import LocalPodman
 from writerpool.state.writer import WriterState
 

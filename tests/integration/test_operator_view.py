@@ -24,8 +24,8 @@ from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.lease import leased
-from writerpool.pool.sessions import lease_ready_writer
+from writerpool.pool.claims.lease_ready import lease_ready_writer
+from writerpool.pool.writer.lease import leased
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 

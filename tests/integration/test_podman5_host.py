@@ -22,8 +22,8 @@ from writerpool.config.hosts import Host
 from writerpool.config.models import Pool
 from writerpool.config.network import classification
 from writerpool.config.paths import Paths
-from writerpool.pool.container import writer_spec
-from writerpool.pool.harness_report import HarnessReport, parse_harness_report
+from writerpool.pool.acceptance.report import HarnessReport, parse_harness_report
+from writerpool.pool.writer.container import writer_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.podman_api import request
@@ -71,7 +71,7 @@ def _harness_in_writer(remote: RemotePodman, state: WriterState, image_id: str) 
     """The harness in the writer's session container on its host, with the probes and the
     environment acceptance gives it: the host's canary and loopback; on an open network
     the key is copied in for a session, so no canary credential is sent
-    (pool/acceptance.py). Run by the host's own podman, as a session's pi is: a Podman
+    (pool/acceptance/accept.py). Run by the host's own podman, as a session's pi is: a Podman
     4.3 client on this machine knows no pasta network."""
     spec = writer_spec(Paths.from_env(), remote, state, image_id, Pool(), remote.facts())
     assert spec.network == state.network

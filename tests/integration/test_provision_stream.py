@@ -28,9 +28,9 @@ from writerpool.crash import ENV
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.gitops.bundle import base_bundle_format
-from writerpool.pool.inspect import tool_spec
-from writerpool.pool.provision import base_record, provision
-from writerpool.pool.provision_stream import clone_on_host
+from writerpool.pool.provision.make import base_record, provision
+from writerpool.pool.provision.stream import clone_on_host
+from writerpool.pool.writer.inspect import tool_spec
 from writerpool.report import Report
 from writerpool.runtime import image_tools
 from writerpool.runtime.host import WriterHost, writer_at
@@ -207,7 +207,7 @@ from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.provision import provision
+from writerpool.pool.provision.make import provision
 from writerpool.report import Report
 from writerpool.runtime.remote import connect
 repo, name, url, identity, known = sys.argv[1:]

@@ -28,10 +28,10 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.baseline import writer_problems
-from writerpool.pool.collect import collect_writer
-from writerpool.pool.inspect import tool_spec
-from writerpool.pool.rebuild import reset_clone
+from writerpool.pool.collect.export import collect_writer
+from writerpool.pool.provision.rebuild import reset_clone
+from writerpool.pool.writer.baseline import writer_problems
+from writerpool.pool.writer.inspect import tool_spec
 from writerpool.proc import run
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at

@@ -29,7 +29,7 @@ from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import writer_spec
+from writerpool.pool.writer.container import writer_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 HOLDER = """
 import sys, time
 from pathlib import Path
-from writerpool.pool.lease import Lease
+from writerpool.pool.writer.lease import Lease
 lease = Lease(Path(sys.argv[1]))
 lease.acquire(wait=5)
 print("held", flush=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from writerpool.config.paths import Paths
-from writerpool.pool.lease import Lease
-from writerpool.pool.sessions import WriterSlot
+from writerpool.pool.claims.lease_ready import WriterSlot
+from writerpool.pool.writer.lease import Lease
 from writerpool.runtime.host import ContainerRef, writer_at
 from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.local import LocalPodman

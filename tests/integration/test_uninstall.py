@@ -26,7 +26,7 @@ from tests.integration.writers_support import (
 from tests.integration.writers_support import write_workspaces as write_config
 from tests.support.repos import make_repo
 from writerpool.config.paths import Paths
-from writerpool.pool.lease import Lease, read_holder
+from writerpool.pool.writer.lease import Lease, read_holder
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 

@@ -24,9 +24,9 @@ from tests.integration.writers_support import (
 )
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.acceptance import accept
-from writerpool.pool.control import run_control
-from writerpool.pool.writers import operate
+from writerpool.pool.acceptance.accept import accept
+from writerpool.pool.acceptance.control import run_control
+from writerpool.pool.provision.reconcile import operate
 from writerpool.runtime.hosts import open_host
 from writerpool.state.writer import load_state
 
@@ -136,7 +136,7 @@ def test_accepted_container_protects_git_config_and_hooks(accepted: Path) -> Non
     paths = Paths.from_env()
     state = load_state(paths.writer_dir("demo-w1"))
     assert state is not None and state.phase == "ready"
-    from writerpool.pool.container import writer_spec
+    from writerpool.pool.writer.container import writer_spec
     from writerpool.runtime.image import resolve_image
 
     config = load_config(paths).config
@@ -231,7 +231,7 @@ def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
 HOLDER = """
 import sys, time
 from pathlib import Path
-from writerpool.pool.lease import Lease
+from writerpool.pool.writer.lease import Lease
 lease = Lease(Path(sys.argv[1]))
 lease.acquire(wait=5)
 print("held", flush=True)
@@ -245,7 +245,7 @@ def test_lease_busy_then_freed_by_sigkill(accepted: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
         from writerpool.errors import WriterpoolError
-        from writerpool.pool.lease import Lease
+        from writerpool.pool.writer.lease import Lease
 
         with pytest.raises(WriterpoolError) as busy:
             Lease(wdir).acquire(wait=0.5)
@@ -299,8 +299,8 @@ def test_fence_removes_orphan_container(accepted: Path) -> None:
         "600",
     )
     assert writer_containers("demo-w1") == ["writerpool-demo-w1"]
-    from writerpool.pool.fence import fence
-    from writerpool.pool.lease import leased
+    from writerpool.pool.writer.fence import fence
+    from writerpool.pool.writer.lease import leased
 
     with leased(paths.writer_dir("demo-w1"), 1.0) as lease:
         removed = fence(open_host(), "demo-w1", lease)

@@ -2,7 +2,7 @@
 checked out), made from a base bundle with git on this machine: for tests of the clone
 check and of the bundle export, which need such a clone without a writer. writerpool
 itself makes a writer's clone in a container on the writer's host
-(pool/provision_stream.py, clonetool `provision`)."""
+(pool/provision/stream.py, clonetool `provision`)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
 from writerpool.gitops.base import resolve_base
-from writerpool.pool.provision import provision
+from writerpool.pool.provision.make import provision
 from writerpool.report import Report
 from writerpool.runtime.image_transfer import transfer_image
 from writerpool.runtime.local import LocalPodman

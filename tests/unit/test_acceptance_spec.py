@@ -10,15 +10,15 @@ import json
 from tests.support.memhost import MemoryHost
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
-from writerpool.pool.acceptance import (
+from writerpool.pool.acceptance.accept import (
     accept,
     fingerprint_groups,
     fingerprint_of,
     groups_given,
     readiness,
 )
-from writerpool.pool.container import session_spec, writer_of
-from writerpool.pool.control import ControlRecord, harness_digest, save_control
+from writerpool.pool.acceptance.control import ControlRecord, harness_digest, save_control
+from writerpool.pool.writer.container import session_spec, writer_of
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.spec import ContainerSpec

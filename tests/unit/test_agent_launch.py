@@ -15,7 +15,7 @@ from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.paths import Paths
 from writerpool.config.providers import PLACEHOLDER_KEY, provider_key, resolve_provider
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import AGENT_DIR, readonly_spec, writer_spec
+from writerpool.pool.writer.container import AGENT_DIR, readonly_spec, writer_spec
 from writerpool.proc import run
 from writerpool.runtime.host import EngineFacts
 from writerpool.runtime.local import LocalPodman

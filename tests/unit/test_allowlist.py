@@ -18,7 +18,7 @@ from writerpool.egress.allowlist import Allowlist, address_refusal, expand
 from writerpool.egress.connect_model import refusal_head
 from writerpool.egress.derived import Defaults, derived_sets, resolve_allowlist, url_entry
 from writerpool.errors import WriterpoolError
-from writerpool.pool.fence import remove_stale_egress
+from writerpool.pool.writer.fence import remove_stale_egress
 
 
 def allow(*words: str, sets: dict[str, tuple[str, ...]] | None = None) -> Allowlist:

@@ -17,7 +17,7 @@ import pytest
 
 from writerpool.errors import CODES, WriterpoolError
 from writerpool.payload.clonetool.stream import CHUNK
-from writerpool.pool.collect_stream import (
+from writerpool.pool.collect.stream import (
     BUNDLE_NAME,
     CHUNK_MAX,
     REPORT_MAX_BYTES,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.pool.image_derive import derive_source
+from writerpool.pool.images.derive import derive_source
 from writerpool.runtime.image_derive import derived_key, wheels_containerfile
 from writerpool.runtime.image_wheels import (
     GUARD_EXIT,

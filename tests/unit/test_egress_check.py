@@ -14,7 +14,7 @@ import pytest
 from writerpool.config.models import parse_config
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
-from writerpool.pool.egress_view import check
+from writerpool.pool.modes.egress_view import check
 
 CONFIG = b"""
 [workspaces]

@@ -16,7 +16,7 @@ import pytest
 from tests.integration.writers_support import config_text, make_checkout
 from tests.support.cli import run_cli
 from writerpool.config.paths import Paths
-from writerpool.pool.harness_report import parse_harness_report
+from writerpool.pool.acceptance.report import parse_harness_report
 
 NESTED = b"a = " + b"[" * 200_000 + b"]" * 200_000 + b"\n"
 NESTED_JSON = b"[" * 200_000 + b"]" * 200_000

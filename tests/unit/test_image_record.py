@@ -6,7 +6,7 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.pool.image_derive import derive_source, image_setting
+from writerpool.pool.images.derive import derive_source, image_setting
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_definition
 from writerpool.runtime.image_derive import PythonFacts, derive_argv
 from writerpool.runtime.image_prune import LocalImage, prunable

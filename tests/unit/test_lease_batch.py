@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.errors import WriterpoolError
-from writerpool.pool.lease import Lease, LeaseBatch, lease_taken, leased_all
+from writerpool.pool.writer.lease import Lease, LeaseBatch, lease_taken, leased_all
 
 
 def test_a_batch_holds_the_free_leases_and_refuses_each_busy_one_by_its_holder(

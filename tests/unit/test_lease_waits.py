@@ -12,7 +12,7 @@ import pytest
 
 from writerpool.cli.output import notices_on_stderr
 from writerpool.errors import WriterpoolError
-from writerpool.pool.lease import Lease, leased, leased_all
+from writerpool.pool.writer.lease import Lease, leased, leased_all
 
 
 @pytest.fixture

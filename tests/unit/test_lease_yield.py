@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.errors import WriterpoolError
-from writerpool.pool.lease import (
+from writerpool.pool.writer.lease import (
     Lease,
     leased,
     leased_all,

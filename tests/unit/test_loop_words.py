@@ -9,10 +9,10 @@ import pytest
 
 from writerpool.config.network import NETWORKS, describe
 from writerpool.gitops.base import BaseRef
-from writerpool.pool.refresh import Refresh
-from writerpool.pool.review_list import ref_rows, rows_text
-from writerpool.pool.review_refs import replaced_by, staying
-from writerpool.pool.status import WriterStatus, fix_round_next
+from writerpool.pool.claims.refresh import Refresh
+from writerpool.pool.collect.review_list import ref_rows, rows_text
+from writerpool.pool.collect.review_refs import replaced_by, staying
+from writerpool.pool.status.writers import WriterStatus, fix_round_next
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 P = "refs/remotes/writer-demo-w1/"

@@ -11,8 +11,8 @@ import pytest
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.pool.image_derive import image_setting
-from writerpool.pool.mode_show import reproduce_for, show_modes
+from writerpool.pool.images.derive import image_setting
+from writerpool.pool.modes.show import reproduce_for, show_modes
 from writerpool.state.images import BuiltImage, record_built
 
 WRITER = "b" * 64

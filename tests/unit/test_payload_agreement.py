@@ -13,7 +13,9 @@ import pytest
 from writerpool import tree_removal
 from writerpool.gitops import git_snapshot
 from writerpool.payload.clonetool import gitsnap, provision, storage, stream
-from writerpool.pool import collect_stream, inspect, provision_stream
+from writerpool.pool.collect import stream as collect_stream
+from writerpool.pool.provision import stream as provision_stream
+from writerpool.pool.writer import inspect
 from writerpool.runtime.image_tools import PACKAGE_DIR
 
 PAYLOAD = PACKAGE_DIR / "payload"

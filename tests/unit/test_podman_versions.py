@@ -16,7 +16,7 @@ from tests.unit.test_doctor_host import DATA, PIN, check, info_json, recorded_fa
 from writerpool.config.paths import Paths
 from writerpool.doctor.engine import network_helper_name
 from writerpool.errors import WriterpoolError
-from writerpool.pool.inspect import tool_answer
+from writerpool.pool.writer.inspect import tool_answer
 from writerpool.proc import CommandFailed
 from writerpool.runtime.info import BinaryFacts, HostFacts, cgroup_layout, parse_info, parse_version
 from writerpool.runtime.spec import ContainerSpec, Limits

@@ -12,7 +12,7 @@ import pytest
 from writerpool.errors import WriterpoolError
 from writerpool.payload.clonetool.gitrun import ToolError
 from writerpool.payload.clonetool.provision import MAX_REQUEST, read_request
-from writerpool.pool.provision_stream import MAX_ANSWER, _baseline, _parse, _read_answer
+from writerpool.pool.provision.stream import MAX_ANSWER, _baseline, _parse, _read_answer
 
 OID = "a" * 40
 GOOD = {"head": "refs/heads/main", "commit": OID, "size": 10,

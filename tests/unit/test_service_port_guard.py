@@ -17,7 +17,7 @@ import pytest
 
 from writerpool.clients import header
 from writerpool.config.paths import Paths
-from writerpool.pool.mode_set import _restart_note
+from writerpool.pool.modes.change import _restart_note
 from writerpool.report import Report
 from writerpool.state import tokens
 from writerpool.state.servers import count_alone, servers_dir

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from writerpool.config.paths import Paths
-from writerpool.pool.choose import candidates
-from writerpool.pool.lease import Lease
-from writerpool.pool.verdicts import Verdict, current, lease_count, mark_changed, remember
+from writerpool.pool.claims.choose import candidates
+from writerpool.pool.writer.lease import Lease
+from writerpool.pool.writer.verdicts import Verdict, current, lease_count, mark_changed, remember
 
 DIRTY = Verdict("writer_not_at_baseline", "not at its baseline", ("3 ignored file(s)",))
 WORK = Verdict("writer_holds_work", "holds work no complete collection covers", ("x",))

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from writerpool.config.paths import Paths
-from writerpool.pool.container import writer_of
+from writerpool.pool.writer.container import writer_of
 from writerpool.runtime.local import LocalPodman
 from writerpool.state.writer import BaseRecord, WriterState, load_state, save_state
 

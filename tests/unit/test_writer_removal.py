@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from writerpool.config.paths import Paths
-from writerpool.pool import writers
+from writerpool.pool.provision import reconcile as writers
 from writerpool.runtime import local
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.hosts import open_host
@@ -103,7 +103,7 @@ def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Pat
     host.create_storage(writer, cache=True)
     for path in (writer.record, clone, agent, cache):
         assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
-    # Empty: provisioning's container clones into it (pool/provision_stream.py).
+    # Empty: provisioning's container clones into it (pool/provision/stream.py).
     assert list(clone.iterdir()) == []
     mount = host.storage_mount(writer, "clone", "/work", read_only=True)
     assert mount.argv() == ["--mount", f"type=bind,src={clone},dst=/work,ro=true"]

@@ -7,7 +7,7 @@ import click
 from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.control import control as run
+from writerpool.pool.acceptance.control import control as run
 from writerpool.runtime.host import LOCAL
 from writerpool.runtime.hosts import HostSet
 

@@ -10,7 +10,7 @@ from writerpool.config.paths import Paths
 from writerpool.doctor import diagnose, exit_code
 from writerpool.doctor.pool_service import service_settings
 from writerpool.doctor.render import render_json, render_text
-from writerpool.pool.checks import POOL_CHECKS
+from writerpool.pool.status.checks import POOL_CHECKS
 from writerpool.service.checks import service_port
 
 

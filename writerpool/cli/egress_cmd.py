@@ -7,7 +7,7 @@ import click
 from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool import egress_view
+from writerpool.pool.modes import egress_view
 
 
 @click.group()

@@ -12,8 +12,8 @@ from writerpool.agent.install import PI_VERSION, install_pi, pi_installed, reach
 from writerpool.cli.output import emit, json_option
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.image_derive import derive_image, derive_source
-from writerpool.pool.image_prune import images_in_use, prune_images
+from writerpool.pool.images.derive import derive_image, derive_source
+from writerpool.pool.images.prune import images_in_use, prune_images
 from writerpool.report import Report
 from writerpool.runtime.image import LABEL_INPUTS, inspect_image, load_definition, load_pin
 from writerpool.runtime.image_build import PiSource, Progress, build_image

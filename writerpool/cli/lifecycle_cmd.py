@@ -7,9 +7,9 @@ import click
 from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool import lifecycle
-from writerpool.pool.collect import collect
-from writerpool.pool.writer_host import writer_host
+from writerpool.pool.collect.export import collect
+from writerpool.pool.lifecycle import actions as lifecycle
+from writerpool.pool.provision.writer_host import writer_host
 
 apply_option = click.option("--apply", is_flag=True, help="Do it; without this, only plan.")
 discard_option = click.option(

@@ -9,9 +9,9 @@ from writerpool.config.allow_entry import split_words
 from writerpool.config.models import load_config
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
-from writerpool.pool.image_derive import image_setting, require_cache_tool
-from writerpool.pool.mode_set import ModeRequest, set_mode
-from writerpool.pool.mode_show import show_modes
+from writerpool.pool.images.derive import image_setting, require_cache_tool
+from writerpool.pool.modes.change import ModeRequest, set_mode
+from writerpool.pool.modes.show import show_modes
 from writerpool.runtime.hosts import open_host
 
 CONTAINER_OPTIONS = (

@@ -47,7 +47,7 @@ def terminal_steps(line: str) -> None:
 
 
 # Pool modules whose notices an operator must see at once, tty or not (a lease wait).
-NOTICE_LOGGERS = ("writerpool.pool.lease",)
+NOTICE_LOGGERS = ("writerpool.pool.writer.lease",)
 
 
 class _Notice(logging.Handler):

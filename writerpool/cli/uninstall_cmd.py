@@ -8,7 +8,7 @@ from writerpool.cli.output import emit, json_option
 from writerpool.clients.uninstall import remove_registrations
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.uninstall import uninstall
+from writerpool.pool.lifecycle.uninstall import uninstall
 from writerpool.runtime.hosts import open_host
 
 

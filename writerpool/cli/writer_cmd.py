@@ -9,12 +9,12 @@ from writerpool.clients.model import server_command
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.pool.gate import doctor_gate
-from writerpool.pool.listing import verify_writer
-from writerpool.pool.review import writer_diff, writer_log
-from writerpool.pool.review_list import writer_refs
-from writerpool.pool.status import writer_statuses
-from writerpool.pool.writer_host import writer_host
+from writerpool.pool.collect.review import writer_diff, writer_log
+from writerpool.pool.collect.review_list import writer_refs
+from writerpool.pool.modes.gate import doctor_gate
+from writerpool.pool.provision.listing import verify_writer
+from writerpool.pool.provision.writer_host import writer_host
+from writerpool.pool.status.writers import writer_statuses
 from writerpool.report import Report
 from writerpool.runtime.hosts import open_host
 

@@ -108,7 +108,7 @@ def build_context(paths: Paths, facts: HostFacts) -> CheckContext:
 
 def run_checks(paths: Paths, facts: HostFacts, extra: Sequence[Check] = ()) -> list[CheckResult]:
     """Every built-in check, then `extra` (checks other parts of writerpool own, such as
-    pool/checks.py's: doctor never imports them), in order, with the same context."""
+    pool/status/checks.py's: doctor never imports them), in order, with the same context."""
     ctx = build_context(paths, facts)
     results: list[CheckResult] = []
     for check in (*BUILTIN_CHECKS, *extra):

@@ -1,5 +1,5 @@
 """Bundles: the base exported from the operator's checkout (cloned on the writer's host:
-pool/provision_stream.py), and collected work verified and imported back."""
+pool/provision/stream.py), and collected work verified and imported back."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def transfer_to_host(paths: Paths, name: str, say: Callable[[str], None]) -> Rep
 
 def prune_host(paths: Paths, name: str, keep: set[str], apply: bool) -> Report:
     """Plan (or remove) the images writerpool built that host `name` holds and nothing
-    uses (`keep`: the images in use, pool/image_prune.py images_in_use)."""
+    uses (`keep`: the images in use, pool/images/prune.py images_in_use)."""
     host = configured_host(paths, name)
     record = load_record(paths)
     keep = keep | record.found_ids()  # found ones: maybe another install's

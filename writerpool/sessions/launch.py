@@ -22,8 +22,8 @@ from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.container import EGRESS_PORT
-from writerpool.pool.sweep import sweep_writer_credentials
+from writerpool.pool.writer.container import EGRESS_PORT
+from writerpool.pool.writer.sweep import sweep_writer_credentials
 from writerpool.sessions.placement import SessionPlan
 from writerpool.sessions.scratch import ScratchRoot, sweep
 from writerpool.sessions.turns import Snapshot
@@ -31,10 +31,10 @@ from writerpool.sessions.watch import HostWatch, WatchedAgent, lost
 
 if TYPE_CHECKING:
     from writerpool.egress.host import EgressHost
-    from writerpool.pool.inspect import Inspection
-    from writerpool.pool.readonly import ReadonlyContainer
-    from writerpool.pool.sessions import WriterSlot
-    from writerpool.pool.warm import WarmPool, WarmWriter
+    from writerpool.pool.claims.lease_ready import WriterSlot
+    from writerpool.pool.claims.readonly import ReadonlyContainer
+    from writerpool.pool.claims.warm import WarmPool, WarmWriter
+    from writerpool.pool.writer.inspect import Inspection
     from writerpool.runtime.hosts import HostSet
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Launched:
     grant: Grant  # the session's egress: ended at close
     scratch: Path | None = None  # the session's private directory, removed at close
     slot: WriterSlot | None = None
-    # A writer session's clone as seen at close (pool/sessions.py WriterSlot.look).
+    # A writer session's clone as seen at close (pool/claims/lease_ready.py WriterSlot.look).
     seen: Inspection | str | None = None
     container: ReadonlyContainer | None = None  # a read-only session's
     warm: bool = False  # the session claimed a writer the pool service kept warm
@@ -240,7 +240,7 @@ class Launcher:
     def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
-        from writerpool.pool.readonly import ReadonlyContainer  # noqa: PLC0415
+        from writerpool.pool.claims.readonly import ReadonlyContainer  # noqa: PLC0415
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")
@@ -270,7 +270,7 @@ class Launcher:
             warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
         if warm is not None:
             return self._claim_warm(plan, session_id, warm)
-        from writerpool.pool.sessions import WriterSlot  # noqa: PLC0415 - see _lease_cold
+        from writerpool.pool.claims.lease_ready import WriterSlot  # noqa: PLC0415 - see _lease_cold
 
         slot = self._lease_cold(plan, self._host_set())
         if not isinstance(slot, WriterSlot):
@@ -315,7 +315,7 @@ class Launcher:
         provider or base gives way and the lease is tried once more."""
         # Loaded on first use: a server whose sessions all run on the host never
         # loads the Podman and writer-pool code.
-        from writerpool.pool.sessions import lease_ready_writer  # noqa: PLC0415
+        from writerpool.pool.claims.lease_ready import lease_ready_writer  # noqa: PLC0415
 
         try:
             return lease_ready_writer(self._paths, self._loaded, plan.workspace, plan.base,

@@ -37,7 +37,7 @@ from writerpool.sessions.turns import now_iso, progress_line, turn_view
 from writerpool.sessions.work import CloneRefs
 
 if TYPE_CHECKING:
-    from writerpool.pool.warm import WarmPool
+    from writerpool.pool.claims.warm import WarmPool
     from writerpool.sessions.owned import OwnedSessions
 
 # Subscribes a wake to a turn's end (an agent's `watch` for one turn); see turn_watch.
@@ -74,7 +74,7 @@ class SessionManager:
         self._modes = modes
         self._warm: WarmPool | None = None
         if warm:
-            from writerpool.pool.warm import WarmPool  # noqa: PLC0415 - Podman code, service only
+            from writerpool.pool.claims.warm import WarmPool  # noqa: PLC0415 - Podman code, service only
 
             self._warm = WarmPool(paths, loaded, modes=modes)
         self._launcher = Launcher(paths, loaded, warm=self._warm)

@@ -15,8 +15,10 @@ from writerpool.sessions.placement import SessionPlan
 from writerpool.sessions.turns import Snapshot
 from writerpool.sessions.work import CloneRefs, clone_work, other_work
 
-if TYPE_CHECKING:  # types only: `serve` starts without the inspection's code (pool/inspect.py)
-    from writerpool.pool.inspect import Inspection
+if (
+    TYPE_CHECKING
+):  # types only: `serve` starts without the inspection's code (pool/writer/inspect.py)
+    from writerpool.pool.writer.inspect import Inspection
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +151,7 @@ class Session:
                 earlier = _split(self.checked[1])[0] if self.checked else self.start_refs
                 return earlier, None
             # Loaded on first use: `serve` answers its client's handshake sooner without it.
-            from writerpool.pool.inspect import VIEW  # noqa: PLC0415
+            from writerpool.pool.writer.inspect import VIEW  # noqa: PLC0415
 
             self.checked = (last, launched.slot.look(VIEW))
         return _split(self.checked[1])

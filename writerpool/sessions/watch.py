@@ -35,7 +35,7 @@ def lost(agent: Any, release: Any) -> None:
 @dataclass
 class HostWatch:
     """Watches a session's host: once it is unreachable, the writer is released
-    (pool/sessions.py WriterSlot.release: its lease freed, its work left on the host) and
+    (pool/claims/lease_ready.py WriterSlot.release: its lease freed, its work left on the host) and
     the session's failed turn says why."""
 
     host: WriterHost

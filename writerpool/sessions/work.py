@@ -1,5 +1,5 @@
 """Where a session's work is: the writer clone's head and the branches it changed, as
-a throwaway container on the writer's host saw them (pool/sessions.py WriterSlot.look);
+a throwaway container on the writer's host saw them (pool/claims/lease_ready.py WriterSlot.look);
 the controller never reads the clone.
 
 A summary, bounded whatever the clone holds: at most `listed` changed branches are
@@ -18,8 +18,10 @@ from writerpool.gitops.limits import LIMITS
 from writerpool.state.writer import Baseline
 from writerpool.utf8 import valid_text
 
-if TYPE_CHECKING:  # types only: `serve` starts without the inspection's code (pool/inspect.py)
-    from writerpool.pool.inspect import Inspection
+if (
+    TYPE_CHECKING
+):  # types only: `serve` starts without the inspection's code (pool/writer/inspect.py)
+    from writerpool.pool.writer.inspect import Inspection
 
 UNCOMMITTED_NOTE = " It also holds uncommitted or untracked changes, collected as <branch>-wip."
 HOST_NOTE = "This session works in the operator's checkout itself; nothing is collected."

@@ -19,7 +19,7 @@ SEP = "\x1f"
 FORMAT = SEP.join(["%H", "%P", "%an", "%ae", "%aI", "%s"]) + "\x1e"
 DIFF = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames"]
 # The answer is bounded whatever the clone holds: fields are cut, files beyond the cap
-# are only counted (pool/review.py's model holds the same limits).
+# are only counted (pool/collect/review.py's model holds the same limits).
 MAX_FIELD = 4096
 MAX_FILES = 2000
 

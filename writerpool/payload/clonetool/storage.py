@@ -1,5 +1,5 @@
 """The writer's other storage a tool is given, each part mounted at /storage/PART by the
-controller (pool/inspect.py tool_spec): the inspection tells whether the cache holds
+controller (pool/writer/inspect.py tool_spec): the inspection tells whether the cache holds
 anything; reset and provision (a recreate) empty every part they are given, on the
 writer's host, so the controller never reads or removes that storage itself."""
 

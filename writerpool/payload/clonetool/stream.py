@@ -1,7 +1,7 @@
 """`collect`: the inspection and the bundle of new work, streamed on stdout.
 
 Nothing of the controller is mounted for it: the bundle leaves the container the way
-the request came in, over its stdio. The frame (pool/collect_stream.py reads it):
+the request came in, over its stdio. The frame (pool/collect/stream.py reads it):
 
     one line of JSON: the inspection, as `inspect` answers it (or {"error": ...})
     when it names a bundle: chunks, each a 4-byte big-endian length and that many

@@ -1,0 +1,1 @@
+"""Images this install builds beyond the writer image: derived images and pruning."""

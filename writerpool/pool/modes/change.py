@@ -1,0 +1,397 @@
+"""`writerpool mode set`: plan by default, change only with apply."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from writerpool.config.hosts import known_host
+from writerpool.config.models import Config, LoadedConfig, describe_validation
+from writerpool.config.modes import (
+    IMAGE_ID_RE,
+    LOCAL_HOST,
+    ContainerSettings,
+    ModeEntry,
+    host_for,
+    load_modes,
+    store_entry,
+)
+from writerpool.config.network import DEFAULT_NETWORK, check_remote_network, describe
+from writerpool.config.paths import Paths
+from writerpool.config.providers import resolve_provider
+from writerpool.crash import crash_point
+from writerpool.egress.allowlist import expand
+from writerpool.egress.derived import DerivedSet, known_sets
+from writerpool.errors import UsageError, WriterpoolError
+from writerpool.gitops.base import BaseRef, default_base_name, resolve_base, validate_base_name
+from writerpool.pool.modes.gate import doctor_gate
+from writerpool.pool.modes.plan import report_changes
+from writerpool.pool.modes.rebase import move_to_base, plan_base_moves
+from writerpool.pool.modes.replace import plan_replacement, replace_writer
+from writerpool.pool.provision.make import existing_states, settings_digest, writer_name
+from writerpool.pool.provision.reconcile import (
+    PoolContext,
+    accept_kept,
+    provision_one,
+    remove_surplus,
+    report_stateless,
+    stateless_clone,
+)
+from writerpool.pool.writer.lease import leased_all
+from writerpool.pool.writer.work import has_uncollected_work
+from writerpool.report import Report, Step, quiet
+from writerpool.runtime.host import WriterHost
+from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.podman import PodmanUnavailable
+from writerpool.state.servers import count_alone
+from writerpool.state.writer import WriterState
+
+
+@dataclass(frozen=True)
+class ModeRequest:
+    alias: str
+    mode: str | None
+    accept_host_writes: bool = False
+    profiles: tuple[str, ...] = ()
+    writers: int = 1
+    lifecycle: str = "persistent"
+    image: str = "default"
+    network: str = DEFAULT_NETWORK
+    tags: str = "none"
+    cache: str = "none"
+    base: str | None = None
+    allow: tuple[str, ...] = ()
+    warm: int = 0
+    hosts: tuple[str, ...] = ()
+    discard: bool = False
+    apply: bool = False
+    container_options_given: bool = False
+
+
+def rootless_podman_usable(host: WriterHost) -> bool:
+    if os.geteuid() == 0:
+        return False
+    try:
+        host.facts()
+    except (PodmanUnavailable, WriterpoolError):
+        return False
+    return True
+
+
+def check_profiles(config: Config, names: tuple[str, ...]) -> None:
+    if not names:
+        raise WriterpoolError("container_profiles_required", "give --profiles with coding profiles")
+    for name in names:
+        profile = config.profiles.get(name)
+        if profile is None:
+            raise WriterpoolError(
+                "container_profile_unsupported", f"profile {name!r} is not configured"
+            )
+        if profile.permission != "coding" or profile.default:
+            raise WriterpoolError(
+                "container_profile_unsupported",
+                f"profile {name!r} must be a non-default coding profile",
+            )
+        if resolve_provider(config, profile.provider) is None:
+            raise WriterpoolError(
+                "container_profile_unsupported", f"profile {name!r} names an unknown provider"
+            )
+
+
+def check_allow(config: Config, req: ModeRequest) -> list[DerivedSet]:
+    """Every --allow word is a valid entry or a known, non-empty set (nothing stored else);
+    returns the derived sets it names, with where their hosts came from."""
+    if req.network != "provider":
+        raise WriterpoolError(
+            "allow_network_unsupported",
+            f"--allow needs --network provider (the allowlist proxy sits beside the "
+            f"provider proxy), not {req.network}",
+        )
+    sets = known_sets(config)
+    expand(req.allow, sets, sets.why_empty)
+    return list(sets.derived.values())
+
+
+def report_derived(report: Report, alias: str, derived: list[DerivedSet]) -> None:
+    for found in derived:
+        report.add("allow_set_derived", "ok", f"modes/workspace/{alias}/{found.name}",
+                   f"{found.name} names {', '.join(found.hosts)} now, from {found.source}; "
+                   "it is derived again when each session starts",
+                   hosts=list(found.hosts), source=found.source)  # fmt: skip
+
+
+def choose_base(
+    paths: Paths, repo_base: str | None, recorded: str | None, alias: str, repo: object
+) -> str:
+    if repo_base is not None:
+        validate_base_name(repo_base)
+        return repo_base
+    if recorded is not None:
+        return recorded
+    bases = {s.base.name for s in existing_states(paths, alias).values() if s is not None}
+    if len(bases) > 1:
+        raise WriterpoolError(
+            "workspace_base_ambiguous", "writers sit on different bases; give --base"
+        )
+    if bases:
+        return bases.pop()
+    return default_base_name(repo)  # type: ignore[arg-type]
+
+
+def check_hosts(config: Config, hosts: tuple[str, ...]) -> None:
+    """Every --hosts name is `local` or a configured [hosts.NAME] (nothing stored else)."""
+    for name in hosts:
+        if not known_host(name, config.hosts):
+            raise UsageError(f"--hosts: no [hosts.{name}] in the configuration",
+                             code="host_unknown")  # fmt: skip
+
+
+def _entry(
+    config: Config, req: ModeRequest, mode: str, base: str | None, report: Report
+) -> ModeEntry:
+    if req.allow:
+        report_derived(report, req.alias, check_allow(config, req))
+    check_hosts(config, req.hosts)
+    if mode == "host":
+        return ModeEntry(mode="host", accept_host_writes=True)
+    if mode == "read-only":
+        return ModeEntry(mode="read-only")
+    try:
+        settings = ContainerSettings(
+            profiles=req.profiles,
+            writers=req.writers,
+            lifecycle=req.lifecycle,
+            image=req.image,
+            network=req.network,
+            tags=req.tags,
+            cache=req.cache,
+            base=base or "",
+            allow=req.allow or None,
+            warm=req.warm,
+            hosts=req.hosts if req.hosts and req.hosts != (LOCAL_HOST,) else None,
+        )
+    except ValidationError as exc:
+        raise UsageError(f"invalid container settings: {describe_validation(exc)}") from exc
+    return ModeEntry(mode="container", container=settings)
+
+
+def set_mode(
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
+) -> Report:
+    # Each writer's steps run on its own host; a host over SSH is connected once.
+    with HostSet(loaded.config.hosts, host) as hosts:
+        return _set_mode(paths, hosts, loaded, req, step)
+
+
+def _set_mode(
+    paths: Paths, hosts: HostSet, loaded: LoadedConfig, req: ModeRequest, step: Step
+) -> Report:
+    host = hosts.get(LOCAL_HOST)
+    config = loaded.config
+    report = Report("mode set")
+    target = f"modes/workspace/{req.alias}"
+    if req.alias not in config.workspaces:
+        raise UsageError(f"workspace {req.alias!r} is not configured", code="alias_unknown")
+    if req.image != "default" and not IMAGE_ID_RE.fullmatch(req.image):
+        raise UsageError("--image takes 'default' or a local image id of 64 lowercase hex digits")
+    mode = req.mode
+    if mode is None:
+        if not rootless_podman_usable(host):
+            report.add(
+                "mode_choice_required",
+                "error",
+                target,
+                "rootless Podman is not usable here; choose host or read-only explicitly",
+                remedy="writerpool mode set ALIAS read-only (or host --accept-host-writes)",
+            )
+            return report
+        mode = "container"
+    if mode != "container" and req.container_options_given:
+        raise UsageError("container options apply to container mode only")
+    if mode == "host" and not req.accept_host_writes:
+        report.add(
+            "host_ack_required",
+            "error",
+            target,
+            "host mode lets coding sessions write the checkout; add --accept-host-writes",
+        )
+        return report
+    current = load_modes(paths).workspaces.get(req.alias)
+    base: BaseRef | None = None
+    if mode == "container":
+        check_profiles(config, req.profiles)
+        repo = config.workspaces[req.alias]
+        recorded = current.container.base if current and current.container else None
+        base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))
+    entry = _entry(config, req, mode, base.name if base else None, report)
+    if not req.apply:
+        report_changes(report, req.alias, current, entry, apply=False)
+    if current == entry:
+        report.add("mode_unchanged", "ok", target, f"mode {mode} already stored")
+    elif not req.apply:
+        network = f", network {describe(req.network)}" if mode == "container" else ""
+        report.add("mode_planned", "planned", target, f"would store mode {mode}{network}")
+    if mode == "container" and entry.container is not None:
+        ctx = PoolContext(
+            paths=paths,
+            host=host,
+            loaded=loaded,
+            alias=req.alias,
+            settings=entry.container,
+            base=base,
+            report=report,
+            apply=req.apply,
+            discard=req.discard,
+            step=step,
+            hosts=hosts,
+        )
+        if not remote_placement_supported(ctx) or not plan_writers(ctx):
+            return report
+        if not req.apply:
+            plan_base_moves(ctx)
+    if not req.apply:
+        return report
+    if mode == "container" and not doctor_gate(
+        paths, report, target, workspace=req.alias, profiles=req.profiles, network=req.network
+    ):
+        return report
+    if current != entry:
+        crash_point("mode_set.storing")
+        store_entry(paths, req.alias, entry)
+        report_changes(report, req.alias, current, entry, apply=True)
+        network = f", network {describe(req.network)}" if mode == "container" else ""
+        crash_point("mode_set.stored")
+        report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
+        _restart_note(paths, report, target)
+    if mode == "container" and entry.container is not None:
+        apply_writers(ctx)
+    return report
+
+
+def _restart_note(paths: Paths, report: Report, target: str) -> None:
+    """Warn only about servers that keep the modes they loaded: each `serve` running
+    alone. The pool service and the `serve` relays to it pick the change up themselves."""
+    alone = count_alone(paths)
+    if alone:
+        report.add(
+            "controllers_restart_required",
+            "warning",
+            target,
+            f"{alone} `writerpool serve` running alone keep the modes they loaded; "
+            "restart their clients' servers to apply this",
+            servers=alone,
+        )
+
+
+def apply_writers(ctx: PoolContext) -> None:
+    """Reconcile and move every writer of the workspace (the wanted and the surplus),
+    under leases taken with one wait for all of them, not one per writer."""
+    indices = set(range(1, ctx.settings.writers + 1)) | set(existing_states(ctx.paths, ctx.alias))
+    names = [writer_name(ctx.alias, index) for index in sorted(indices)]
+    wait = ctx.loaded.config.pool.lease_wait_seconds
+    with leased_all(ctx.paths.writer_dir, names, wait) as leases:
+        ctx.leases = leases
+        reconcile(ctx)
+        move_to_base(ctx)
+
+
+def plan_writers(ctx: PoolContext) -> bool:
+    """Report what would happen to each writer; False when something must stop the apply."""
+    ok = True
+    digest = settings_digest(ctx.settings)
+    states = existing_states(ctx.paths, ctx.alias)
+    for index in range(1, ctx.settings.writers + 1):
+        name = writer_name(ctx.alias, index)
+        target = f"writer/{ctx.alias}/{name}"
+        state = states.get(index)
+        if stateless_clone(ctx, name, state, host_for(index, ctx.settings.placed_on())):
+            report_stateless(ctx, name)
+            ok = False
+        elif state is None:
+            if not ctx.apply:
+                host = host_for(index, ctx.settings.placed_on())
+                ctx.report.add("writer_planned", "planned", target,
+                               f"would be provisioned on host {host}", host=host)  # fmt: skip
+        elif state.settings_digest != digest:
+            ok = plan_replacement(ctx, state) and ok
+        elif not ctx.apply:
+            _report_kept_writer(ctx, state)
+    for index, state in states.items():
+        if index <= ctx.settings.writers:
+            continue
+        target = f"writer/{ctx.alias}/{writer_name(ctx.alias, index)}"
+        if not ctx.discard and stateless_clone(ctx, writer_name(ctx.alias, index), state):
+            report_stateless(ctx, writer_name(ctx.alias, index))
+            ok = False
+        elif state is not None and not ctx.discard and _uncollected(ctx, state):
+            ctx.report.add(
+                "writer_uncollected",
+                "error",
+                target,
+                "surplus writer holds uncollected work; collect it or pass --discard",
+            )
+            ok = False
+        elif not ctx.apply:
+            ctx.report.add(
+                "writer_remove_planned", "planned", target, "surplus writer would be removed"
+            )
+    return ok
+
+
+def remote_placement_supported(ctx: PoolContext) -> bool:
+    """A writer on a host over SSH reaches its provider only through the forwarded proxy
+    (or not at all): settings that need the key or a CA there are refused before anything
+    is stored or provisioned."""
+    remote = sorted({host_for(i, ctx.settings.placed_on())
+                     for i in range(1, ctx.settings.writers + 1)} - {LOCAL_HOST})  # fmt: skip
+    if not remote:
+        return True
+    try:
+        check_remote_network(remote[0], ctx.settings.network, ctx.settings.allow)
+    except WriterpoolError as exc:
+        ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
+                       f"writers on {', '.join(remote)}: {exc.message}; nothing changed",
+                       remedy="use --network provider or none without --allow, or place the "
+                       "writers on local (--hosts local)")  # fmt: skip
+        return False
+    return True
+
+
+def _report_kept_writer(ctx: PoolContext, state: WriterState) -> None:
+    """A kept writer's plan: the settings it takes without a rebuild, or none."""
+    target = f"writer/{ctx.alias}/{state.name}"
+    free = {"lifecycle": (state.lifecycle, ctx.settings.lifecycle),
+            "profiles": (",".join(state.profiles), ",".join(ctx.settings.profiles))}  # fmt: skip
+    changed = [f"{k} {old} → {new}" for k, (old, new) in free.items() if old != new]
+    if changed:
+        ctx.report.add("writer_settings_adopted", "planned", target,
+                       f"would take {'; '.join(changed)} (no rebuild needed)")  # fmt: skip
+    else:
+        ctx.report.add("writer_unchanged", "ok", target, "settings match")
+
+
+def _uncollected(ctx: PoolContext, state: WriterState) -> bool:
+    # Fail closed: work that cannot be inspected counts as uncollected.
+    try:
+        return has_uncollected_work(ctx.paths, ctx.host_of(state.name), state,
+                                    ctx.loaded.config.pool)  # fmt: skip
+    except WriterpoolError:
+        return True
+
+
+def reconcile(ctx: PoolContext) -> None:
+    digest = settings_digest(ctx.settings)
+    states = existing_states(ctx.paths, ctx.alias)
+    for index in range(1, ctx.settings.writers + 1):
+        state = states.get(index)
+        if state is None or state.phase == "provisioning":
+            provision_one(ctx, index)
+        elif state.settings_digest == digest:
+            accept_kept(ctx, index)
+        else:
+            replace_writer(ctx, index)
+    for index in sorted(states):
+        if index > ctx.settings.writers:
+            remove_surplus(ctx, index)

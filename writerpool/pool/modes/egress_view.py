@@ -1,0 +1,201 @@
+"""`writerpool egress check` and `egress log`: what a workspace's allowlist lets through,
+and what a writer's allowlist proxy decided."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from writerpool.config.allow_entry import Scheme, normalize_host
+from writerpool.config.models import Config
+from writerpool.config.modes import load_modes
+from writerpool.config.paths import Paths
+from writerpool.egress.allowlist import Allowlist, admitting_entry, expand
+from writerpool.egress.connect_model import split_authority, split_target
+from writerpool.egress.derived import derived_sets, known_sets
+from writerpool.egress.resolve import Lookup, Resolution, resolve, system_lookup
+from writerpool.errors import UsageError
+from writerpool.pool.provision.listing import unknown_writer, writer_names
+from writerpool.report import Report
+
+LOG_TAIL_BYTES = 4 * 1024 * 1024  # of the audit log, read from its end
+LOG_LINES = 50
+
+
+def parse_target(text: str) -> tuple[str, int, Scheme]:
+    """`host`, `host:port`, `[v6]:port` or `http://host[:port]` into its parts."""
+    word = text.strip()
+    plain = word.startswith("http://")
+    target = split_target("GET" if plain else "CONNECT", f"{word}/" if plain else word)
+    name = normalize_host(target[0]) if target is not None and word.isascii() else None
+    if target is None or name is None:
+        shown = "".join(c for c in text[:80] if c.isprintable())
+        raise UsageError(f"{shown!r} is not HOST, HOST:PORT or http://HOST[:PORT]")
+    return name, target[1], target[2]
+
+
+def check(
+    config: Config, paths: Paths, alias: str, target: str, lookup: Lookup = system_lookup
+) -> Report:
+    """What the workspace's allowlist proxy would do with `target`: the name decided as
+    it decides, then resolved as it resolves (`egress.resolve`, the same function, on
+    this host) and every answer judged; a name that does not resolve here is said so."""
+    report = Report("egress check")
+    if alias not in config.workspaces:
+        raise UsageError(f"workspace {alias!r} is not configured", code="alias_unknown")
+    host, port, scheme = parse_target(target)
+    where = f"egress/{alias}/{host}:{port}"
+    entry = load_modes(paths).workspaces.get(alias)
+    words = entry.container.allow if entry and entry.container else None
+    if not words:
+        report.add("egress_check_denied", "error", where,
+                   f"{host}:{port} is not allowed: workspace {alias} has no allowlist",
+                   remedy=f"writerpool mode set {alias} container ... --allow {host}",
+                   reason="no_allowlist")  # fmt: skip
+        return report
+    sets = known_sets(config)
+    entries, origin = expand(words, sets, sets.why_empty)
+    allowlist = Allowlist(entries)
+    decision = allowlist.decide(host, port, scheme)
+    if not decision.allowed:
+        fix = admitting_entry(host, port, scheme, decision.reason)
+        report.add("egress_check_denied", "error", where,
+                   f"{host}:{port} is not allowed ({decision.reason})",
+                   remedy=_add_remedy(alias, fix), reason=decision.reason,
+                   admit=fix)  # fmt: skip
+        return report
+    via = decision.entry or ""
+    named = origin.get(via, ())
+    told = [f"{n}: {sets.derived[n].source}" if n in sets.derived else n for n in named]
+    source = f"entry {via}" + (f" (from set {'; '.join(told)})" if named else "")
+    found = resolve(host, port, config.egress.resolve, allowlist.ranges, lookup)
+    _judged(report, where, (host, port, scheme), source, found, alias)
+    report.findings[-1].data.update(entry=via, sets=list(named))
+    return report
+
+
+_FROM = {"address": "an address", "map": "[egress.resolve]",
+         "resolver": "this host's resolver, as the proxy asks it"}  # fmt: skip
+
+
+def _judged(
+    report: Report, where: str, target: tuple[str, int, Scheme], source: str,
+    found: Resolution, alias: str,
+) -> None:  # fmt: skip
+    """The finding for a listed name: allowed, refused on its answers, or unresolved."""
+    host, port, scheme = target
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    answers = ", ".join(f"{j.address}" + (f" refused: {j.refusal}" if j.refusal else "")
+                        for j in found.judged)  # fmt: skip
+    addresses = [{"address": str(j.address), "refusal": j.refusal} for j in found.judged]
+    if found.failure is not None:
+        report.add("egress_check_unresolved", "error", where,
+                   f"{shown} is listed by {source}, but {host} does not resolve on this host "
+                   f"({found.failure}): the proxy asks the same resolver and would answer "
+                   "502 resolve_failed", reason="resolve_failed",
+                   remedy=f"if only another resolver knows {host}, map it in [egress.resolve]",
+                   addresses=[])  # fmt: skip
+        return
+    refused = found.refused
+    if refused is not None and refused.refusal is not None:
+        fix = admitting_entry(host, port, scheme, refused.refusal, str(refused.address))
+        report.add("egress_check_denied", "error", where,
+                   f"{shown} is listed by {source} but every answer from {_FROM[found.source]} "
+                   f"is refused ({answers})", remedy=_add_remedy(alias, fix),
+                   reason=refused.refusal, address=str(refused.address), admit=fix,
+                   addresses=addresses)  # fmt: skip
+        return
+    report.add("egress_check_allowed", "ok", where,
+               f"{shown} is allowed by {source}; answers from {_FROM[found.source]}: "
+               f"{answers}; the proxy connects to {found.usable[0]}",
+               addresses=addresses)  # fmt: skip
+
+
+def _add_remedy(alias: str, entry: str | None) -> str:
+    if entry is None:
+        return ""
+    return f"add {entry} to the --allow list of workspace {alias} (writerpool mode set)"
+
+
+def set_report(config: Config) -> Report:
+    """Every set an allowlist may name: the configuration's, and the derived ones with
+    the hosts they name on this host now and where those came from."""
+    report = Report("egress sets")
+    for name, configured in config.egress.sets.items():
+        report.add("egress_set_shown", "ok", f"egress/sets/{name}",
+                   f"{name}: {', '.join(configured.hosts)} (from [egress.sets.{name}])",
+                   hosts=list(configured.hosts), source="config")  # fmt: skip
+    for name, found in derived_sets().items():
+        hosts = ", ".join(found.hosts) or "no host"
+        report.add("egress_set_shown", "ok" if found.hosts else "warning",
+                   f"egress/sets/{name}", f"{name}: {hosts} (from {found.source})",
+                   remedy=known_sets(config).why_empty(name) if not found.hosts else "",
+                   hosts=list(found.hosts), source=found.source)  # fmt: skip
+    return report
+
+
+def _tail_lines(paths: Paths) -> list[bytes]:
+    try:
+        fd = os.open(paths.audit_log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        handle.seek(max(0, size - LOG_TAIL_BYTES))
+        data = handle.read(LOG_TAIL_BYTES)
+    lines = data.split(b"\n")
+    return lines[1:] if size > LOG_TAIL_BYTES else lines  # the first may be cut
+
+
+def log(paths: Paths, name: str, limit: int = LOG_LINES) -> Report:
+    """The writer's most recent allowlist-proxy decisions from the audit log's tail."""
+    if name not in {n for _, n in writer_names(paths)}:
+        raise unknown_writer(paths, name)
+    report = Report("egress log")
+    rows: list[dict[str, Any]] = []
+    for raw in _tail_lines(paths):  # bounded: LOG_TAIL_BYTES of lines
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("action") == "egress_connect" \
+                and line.get("writer") == name:  # fmt: skip
+            rows.append({**line, "admit": admitting(line)})
+    rows = rows[-limit:]
+    report.data["decisions"] = rows
+    if not rows:
+        report.add("egress_log_empty", "ok", f"writer/{name}",
+                   "no allowlist-proxy decision recorded for this writer")  # fmt: skip
+        return report
+    text = "\n".join(_row(r) for r in rows)
+    report.add("egress_log_shown", "ok", f"writer/{name}",
+               f"{len(rows)} recent decision(s), oldest first:\n{text}")  # fmt: skip
+    return report
+
+
+def _row(line: dict[str, Any]) -> str:
+    allowed = line.get("decision") == "allowed"
+    verdict = "allowed" if allowed else "DENIED "
+    entry = ""
+    if line.get("entry"):
+        entry = f" by {line['entry']}" if allowed else f" (listed as {line['entry']})"
+    address = f" {line['address']}" if line.get("address") else ""
+    sni = f" tls name {line['sni']}" if line.get("sni") else ""
+    admit = f"; to admit it add {line['admit']} to --allow" if line.get("admit") else ""
+    size = f" up {line.get('bytesUp', 0)} B, down {line.get('bytesDown', 0)} B"
+    return (f"  {line.get('time', '?')} {verdict} {line.get('method', '?')} "
+            f"{line.get('destination', '?')}: {line.get('reason', '?')}{address}{sni}{entry}"
+            f"{admit};{size}")  # fmt: skip
+
+
+def admitting(line: dict[str, Any]) -> str | None:
+    """The entry that would admit a denied decision of the audit log, if one would."""
+    destination, reason, address = line.get("destination"), line.get("reason"), line.get("address")
+    if line.get("decision") != "denied" or not isinstance(destination, str):
+        return None
+    scheme: Scheme = "https" if line.get("method") == "CONNECT" else "http"
+    parts = split_authority(destination, 443 if scheme == "https" else 80)
+    if parts is None or not isinstance(reason, str):
+        return None
+    return admitting_entry(*parts, scheme, reason, address if isinstance(address, str) else None)

@@ -1,0 +1,43 @@
+"""The fence: with the lease held, no container of the writer may exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from writerpool.egress.sockets import unlink_socket
+from writerpool.errors import WriterpoolError
+from writerpool.pool.writer.container import CONNECT_SOCKET, EGRESS_SOCKET
+from writerpool.pool.writer.lease import Lease
+from writerpool.runtime.host import WriterHost
+from writerpool.runtime.podman import PodmanApiUnavailable, PodmanUnavailable
+from writerpool.runtime.spec import LABEL_WRITER
+
+
+def fence(host: WriterHost, writer: str, lease: Lease) -> int:
+    """Remove the writer's orphaned containers; return how many. writer_fenced if unsure."""
+    if not lease.held:
+        raise WriterpoolError("writer_operation_failed", "the fence needs the writer's lease")
+    try:
+        orphans = host.containers(LABEL_WRITER, writer)
+        for container in orphans:
+            host.remove(container.id)
+        # The lease is held, so nothing makes a container of the writer meanwhile: only
+        # removals need confirming (one Podman call less on every session start).
+        if orphans and host.containers(LABEL_WRITER, writer):
+            raise WriterpoolError("writer_fenced", "a container of the writer is still present")
+    except PodmanApiUnavailable:
+        raise  # its own code and remedy say more than "could not confirm"
+    except PodmanUnavailable as exc:
+        raise WriterpoolError(
+            "writer_fenced", "could not confirm that no container of the writer exists"
+        ) from exc
+    remove_stale_egress(lease.path.parent / "egress")
+    return len(orphans)
+
+
+def remove_stale_egress(egress_dir: Path) -> None:
+    """Remove the proxy sockets a killed server left (the provider proxy's and the
+    allowlist proxy's); with the lease held and no container left, no session can be
+    using them. Only a socket is removed, never through a link."""
+    for name in (EGRESS_SOCKET, CONNECT_SOCKET):
+        unlink_socket(egress_dir / name)
