@@ -156,7 +156,7 @@ def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
             lines = _in_clone(remote, state, CHECK).split()
             assert lines[:4] == [head, "refs/heads/main", "0", "nologs"] and "nobundle" in lines
             # Nothing of the clone is on this machine: only the record (state) is.
-            here = {p.name for p in writer.record.iterdir()}
+            here = {p.name for p in writer.record.path.iterdir()}
             assert "state.json" in here and not {"clone", "agent", "cache"} & here, here
             # A provisioning killed midway left a part (files, an unwritable directory, a
             # broken git directory): the next run starts again and completes.

@@ -125,7 +125,7 @@ class MemoryHost:
 
     @contextlib.contextmanager
     def agent_dir(self, writer: Writer) -> Iterator[Path]:
-        rendered = writer.rendered_agent
+        rendered = writer.record.rendered_agent
         rendered.mkdir(mode=0o700, parents=True, exist_ok=True)
         yield rendered
         self.agent_files[writer.name] = {

@@ -33,7 +33,7 @@ def test_a_state_without_a_host_is_the_local_hosts(tmp_path: Path) -> None:
     state = load_state(wdir)
     assert state is not None and state.host == "local"
     writer = writer_of(paths, state)
-    assert (writer.host, writer.record) == ("local", wdir)
+    assert (writer.host, writer.record.path) == ("local", wdir)
     # The local host keeps the writer's storage in its record (the layout on disk).
     assert LocalPodman().storage_path(writer, "clone") == wdir / "clone"
 

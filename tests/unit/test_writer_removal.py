@@ -98,10 +98,10 @@ def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Pat
     host = LocalPodman()
     writer = writer_at(paths, "demo-w2", host.name)
     clone, agent, cache = (host.storage_path(writer, p) for p in ("clone", "agent", "cache"))
-    assert clone.parent == writer.record == paths.writer_dir("demo-w2")
-    assert agent == writer.rendered_agent  # rendered in place: what containers mount
+    assert clone.parent == writer.record.path == paths.writer_dir("demo-w2")
+    assert agent == writer.record.rendered_agent  # rendered in place: what containers mount
     host.create_storage(writer, cache=True)
-    for path in (writer.record, clone, agent, cache):
+    for path in (writer.record.path, clone, agent, cache):
         assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
     # Empty: provisioning's container clones into it (pool/provision/stream.py).
     assert list(clone.iterdir()) == []
@@ -113,12 +113,17 @@ def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Pat
         with pytest.raises(ValueError):
             host.storage_mount(writer, part, "/work", sub_path=sub_path)
     _hostile_tree(clone)
-    _hostile_tree(writer.record / "clone.new")  # left by an earlier provisioning
-    (writer.record / "state.json").write_text("{}")
-    (writer.record / "lease").write_text("")
-    writer.egress.mkdir()
-    writer.collections.mkdir()
+    _hostile_tree(writer.record.path / "clone.new")  # left by an earlier provisioning
+    writer.record.state_file.write_text("{}")
+    writer.record.lease_file.write_text("")
+    writer.record.egress.mkdir()
+    writer.record.collections.mkdir()
     host.remove_storage(writer)
     # The controller's record (state, lease, the proxy sockets, the bundles) stays.
-    assert sorted(os.listdir(writer.record)) == ["collections", "egress", "lease", "state.json"]
+    assert sorted(os.listdir(writer.record.path)) == [
+        "collections",
+        "egress",
+        "lease",
+        "state.json",
+    ]
     host.remove_storage(writer)  # nothing left to remove is no error

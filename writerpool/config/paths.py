@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ class Paths:
     def writer_dir(self, name: str) -> Path:
         return self.writers_dir / name
 
+    def writer_record(self, name: str) -> WriterRecord:
+        return WriterRecord(self.writer_dir(name))
+
     @property
     def control_file(self) -> Path:
         return self.state_dir / "isolation-control.json"
@@ -72,3 +76,70 @@ class Paths:
     @property
     def image_cache_dir(self) -> Path:
         return self.cache_dir / "image"
+
+
+@dataclass(frozen=True)
+class WriterRecord:
+    """A writer's record directory on the controller, and every name in it: its state,
+    lease and the lease's bookkeeping, the session guard's verdict, the acceptance
+    failure, the collected bundles, a session's proxy sockets and the rendering of its
+    agent directory. A local writer's storage parts sit beside them (runtime/local.py)."""
+
+    path: Path
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def lease_file(self) -> Path:
+        return self.path / "lease"
+
+    @property
+    def lease_count_file(self) -> Path:
+        return self.path / "lease-count"
+
+    @property
+    def yield_request(self) -> Path:
+        """An operator command asks the warm writer's holder to yield (pool/writer/lease.py)."""
+        return self.path / "yield"
+
+    @property
+    def verdict_file(self) -> Path:
+        return self.path / "verdict.json"
+
+    @property
+    def changed_file(self) -> Path:
+        return self.path / "changed"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.path / "acceptance-failure.json"
+
+    @property
+    def egress(self) -> Path:
+        return self.path / "egress"
+
+    @property
+    def rendered_agent(self) -> Path:
+        """The agent directory as the controller last rendered it. Written only through
+        `WriterHost.agent_dir`, which makes it what the writer's containers mount; a key
+        is taken out of it here (a host over SSH never receives one)."""
+        return self.path / "agent"
+
+    @property
+    def collections(self) -> Path:
+        # Collection streams the bundle to the controller, which keeps it for audit.
+        return self.path / "collections"
+
+    def state_digest(self) -> str:
+        """The state file's digest ("" when unreadable): verdicts and warm writers are
+        current only for the state they were made from."""
+        try:
+            return hashlib.sha256(self.state_file.read_bytes()).hexdigest()
+        except OSError:
+            return ""
+
+
+# Files of a writer's record that do not make a writer (a removed writer may keep them).
+BOOKKEEPING = frozenset({"lease", "lease-count", "verdict.json", "changed", "yield"})

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, NamedTuple, Protocol
 
 from writerpool.config.hosts import LOCAL as LOCAL  # noqa: PLC0414 - the reserved name
-from writerpool.config.paths import Paths
+from writerpool.config.paths import Paths, WriterRecord
 from writerpool.proc import Completed
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
 
@@ -58,47 +58,26 @@ class Canary(NamedTuple):
 
 @dataclass(frozen=True)
 class Writer:
-    """A writer by name on its host. `record` is the controller's directory of it: its
-    state, lease, acceptance failure record, the bundles collected from it, a session's
-    proxy sockets (their processes run on the controller) and the rendering of its agent
-    directory (settings, a session's token or key: the controller's). Its storage (clone,
-    agent directory, cache) is its host's: reached only through `WriterHost` (mounts,
-    presence, creation, removal, `agent_dir`), never by a path here. `host` and `name`
-    are the handle a host finds that storage by."""
+    """A writer by name on its host. `record` is the controller's directory of it
+    (config/paths.py `WriterRecord`: its state, lease, verdicts, collected bundles, a
+    session's proxy sockets, whose processes run on the controller, and the rendering of
+    its agent directory). Its storage (clone, agent directory, cache) is its host's:
+    reached only through `WriterHost` (mounts, presence, creation, removal, `agent_dir`),
+    never by a path here. `host` and `name` are the handle a host finds that storage by."""
 
     name: str
     host: str
-    record: Path
-
-    @property
-    def egress(self) -> Path:
-        return self.record / "egress"
+    record: WriterRecord
 
     @property
     def proxy_socket(self) -> Path:
         """The session's provider proxy listens here (egress/sockets.py makes it)."""
-        return self.egress / EGRESS_SOCKET
-
-    @property
-    def rendered_agent(self) -> Path:
-        """The agent directory as the controller last rendered it. Written only through
-        `WriterHost.agent_dir`, which makes it what the writer's containers mount; a key
-        is taken out of it here (a host over SSH never receives one)."""
-        return self.record / "agent"
-
-    @property
-    def collections(self) -> Path:
-        # Collection streams the bundle to the controller, which keeps it for audit.
-        return self.record / "collections"
-
-    @property
-    def failure_file(self) -> Path:
-        return self.record / "acceptance-failure.json"
+        return self.record.egress / EGRESS_SOCKET
 
 
 def writer_at(paths: Paths, name: str, host: str = LOCAL) -> Writer:
     """The writer `name` on `host`."""
-    return Writer(name=name, host=host, record=paths.writer_dir(name))
+    return Writer(name=name, host=host, record=paths.writer_record(name))
 
 
 def inside(sub_path: str) -> tuple[str, ...]:
@@ -187,7 +166,7 @@ class WriterHost(Protocol):
 
     def agent_dir(self, writer: Writer) -> AbstractContextManager[Path]:
         """The writer's agent directory, rendered during the block into
-        `writer.rendered_agent`, which this yields; when the block ends without an error,
+        `writer.record.rendered_agent`, which this yields; when the block ends without an error,
         that is what the writer's containers mount (read-only) as their agent directory.
         The lease is held: nothing else writes it meanwhile."""
         ...

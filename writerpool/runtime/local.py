@@ -67,10 +67,10 @@ class LocalPodman(PodmanEngine):
     # -- a writer's storage ------------------------------------------------
     def storage_path(self, writer: Writer, part: str) -> Path:
         """The directory of the writer's storage `part` on this machine, in its record
-        (its agent directory is `writer.rendered_agent`)."""
+        (its agent directory is `writer.record.rendered_agent`)."""
         if part not in STORAGE:
             raise ValueError(f"not a storage part: {part}")
-        return writer.record / part
+        return writer.record.path / part
 
     def storage_mount(
         self, writer: Writer, part: str, target: str, *, sub_path: str = "",
@@ -83,25 +83,25 @@ class LocalPodman(PodmanEngine):
         return self.storage_path(writer, part).exists()
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
-        ensure_private_dir(writer.record)
+        ensure_private_dir(writer.record.path)
         for part in ("clone", "agent", *(("cache",) if cache else ())):  # three at most
             ensure_private_dir(self.storage_path(writer, part))
 
     def remove_storage(self, writer: Writer) -> None:
         # The removal of agent-made trees the throwaway container runs too (an identical copy).
         for name in (*STORAGE, *SCRATCH):
-            remove_path(writer.record / name)
+            remove_path(writer.record.path / name)
 
     @contextlib.contextmanager
     def agent_dir(self, writer: Writer) -> Iterator[Path]:
         # The controller's rendering is the agent storage itself (the same directory of
         # the record), which containers mount: rendered in place, nothing to write after.
-        yield writer.rendered_agent
+        yield writer.record.rendered_agent
 
     # -- what a writer's session reaches -----------------------------------
     def egress_mount(self, writer: Writer) -> Mount:
         # Read-only: the agent may connect to the proxies' sockets, never replace one.
-        return Mount(source=writer.egress, target=EGRESS_DIR, read_only=True)
+        return Mount(source=writer.record.egress, target=EGRESS_DIR, read_only=True)
 
     @contextlib.contextmanager
     def egress_endpoint(self, writer: Writer) -> Iterator[Mount]:

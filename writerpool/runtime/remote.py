@@ -231,10 +231,10 @@ class RemotePodman(PodmanEngine):
 
     @contextlib.contextmanager
     def agent_dir(self, writer: Writer) -> Iterator[Path]:
-        """Rendered on the controller (`writer.rendered_agent`), then written into the
+        """Rendered on the controller (`writer.record.rendered_agent`), then written into the
         agent volume by the host's account over the master: no container writes it, and
         the writer's containers mount that volume read-only."""
-        rendered = ensure_private_dir(writer.rendered_agent)
+        rendered = ensure_private_dir(writer.record.rendered_agent)
         yield rendered
         packed = volumes.packed_agent_dir(rendered)  # refused past its cap before asking
         volumes.unpack_agent_dir(self.host, self._root(writer, "agent"), writer.name, packed)

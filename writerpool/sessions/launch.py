@@ -302,7 +302,7 @@ class Launcher:
         host, writer = slot.host, slot.writer
         host.check_network(slot.network, slot.allow)
         with host.agent_dir(writer) as agent_dir:
-            held = self._grant(plan, slot.network, agent_dir, writer.egress, session_id,
+            held = self._grant(plan, slot.network, agent_dir, writer.record.egress, session_id,
                                slot.name, slot.allow, rendered)  # fmt: skip
             undo.append(held.revoke)
         if network_info(slot.network).egress:

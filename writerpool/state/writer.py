@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.atomic import write_atomic
+from writerpool.config.paths import WriterRecord
 from writerpool.errors import WriterpoolError
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
@@ -75,7 +76,7 @@ class WriterState(Strict):
 
 
 def state_file(writer_dir: Path) -> Path:
-    return writer_dir / "state.json"
+    return WriterRecord(writer_dir).state_file
 
 
 def load_state(writer_dir: Path) -> WriterState | None:

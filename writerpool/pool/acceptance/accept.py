@@ -154,7 +154,7 @@ def _canary_granted(
         with host.agent_dir(writer) as agent_dir:
             request = EgressRequest(
                 config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-                agent_dir=agent_dir, egress_dir=writer.egress, session="acceptance",
+                agent_dir=agent_dir, egress_dir=writer.record.egress, session="acceptance",
                 writer=state.name, port=EGRESS_PORT,
                 allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
             )  # fmt: skip
@@ -208,7 +208,7 @@ def accept(
 ) -> tuple[WriterState, Finding]:
     """Run acceptance on a leased, fenced writer; record readiness or the failure."""
     target = f"writer/{state.alias}/{state.name}"
-    failure_file = writer_of(paths, state).failure_file
+    failure_file = writer_of(paths, state).record.failure_file
     if not control_current(paths, host.name):
         state = save_state(
             paths.writer_dir(state.name),

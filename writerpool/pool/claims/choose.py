@@ -13,7 +13,7 @@ concurrent starts spread over the writers.
 
 from __future__ import annotations
 
-from writerpool.config.paths import Paths
+from writerpool.config.paths import Paths, WriterRecord
 from writerpool.pool.claims.admission import LEASABLE
 from writerpool.pool.provision.make import writer_name
 from writerpool.pool.writer.verdicts import current, known_changed
@@ -28,7 +28,7 @@ def candidates(paths: Paths, alias: str, writers: int, refusals: list[str]) -> l
     for index in range(1, writers + 1):
         name = writer_name(alias, index)
         wdir = paths.writer_dir(name)
-        if not (wdir / "state.json").exists():
+        if not WriterRecord(wdir).state_file.exists():
             continue
         known = current(wdir)
         if known is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from writerpool.audit import audit
 from writerpool.config.models import Config, LoadedConfig, Pool
 from writerpool.config.modes import load_modes
-from writerpool.config.paths import Paths
+from writerpool.config.paths import Paths, WriterRecord
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.claims.admission import admit, clone_verdict
@@ -241,7 +241,7 @@ def _try_writer(
 ) -> WriterSlot | str | None:
     """The writer leased, or why not (None: it does not exist)."""
     wdir = paths.writer_dir(name)
-    if not (wdir / "state.json").exists():
+    if not WriterRecord(wdir).state_file.exists():
         return None
     lease = Lease(wdir)
     try:

@@ -15,19 +15,17 @@ nothing and keeps no state under /work (PiAgent.configure, agent/launch.py).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
 from writerpool.config.models import LoadedConfig, Profile
 from writerpool.config.modes import ExecutionModes, load_modes
-from writerpool.config.paths import Paths
+from writerpool.config.paths import Paths, WriterRecord
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance.accept import fingerprint_of, groups_given
 from writerpool.pool.acceptance.control import control_current
@@ -60,13 +58,6 @@ class WarmWriter:
     image_id: str
     state_digest: str
     facts: EngineFacts  # the host's when the writer started
-
-
-def _state_digest(writer_dir: Path) -> str:
-    try:
-        return hashlib.sha256((writer_dir / "state.json").read_bytes()).hexdigest()
-    except OSError:
-        return ""
 
 
 class WarmPool:
@@ -235,7 +226,7 @@ class WarmPool:
             profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
         )
         agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
-        digest = _state_digest(self._paths.writer_dir(slot.name))
+        digest = self._paths.writer_record(slot.name).state_digest()
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
             state_digest=digest, facts=self._host.facts(),
@@ -310,7 +301,7 @@ class WarmPool:
             return "its pi ended"
         if yield_asked(writer_dir):
             return "an operator command asked for it"
-        if state is None or _state_digest(writer_dir) != warm.state_digest:
+        if state is None or WriterRecord(writer_dir).state_digest() != warm.state_digest:
             return "its state changed"
         verdict = current(writer_dir)
         if verdict is None or verdict.code != LEASABLE:

@@ -159,7 +159,7 @@ def collect_writer(
         raise WriterpoolError("writer_state_invalid", "the writer was never fully provisioned")
     target = f"writer/{state.alias}/{state.name}"
     repo = workspace_repo(loaded, state.alias)
-    collections = writer_of(paths, state).collections
+    collections = writer_of(paths, state).record.collections
     ensure_private_dir(collections)
     _clear_incoming(collections)
     incoming = collections / f".incoming-{secrets.token_hex(6)}"

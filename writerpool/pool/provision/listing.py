@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from writerpool.config.models import LoadedConfig
 from writerpool.config.modes import load_modes
-from writerpool.config.paths import Paths
+from writerpool.config.paths import BOOKKEEPING, Paths
 from writerpool.errors import UsageError
 from writerpool.pool.acceptance.accept import readiness
 from writerpool.pool.provision.make import MAX_WRITERS, writer_name
 from writerpool.pool.writer.inspect import VIEW, inspect_writer
-from writerpool.pool.writer.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import load_state

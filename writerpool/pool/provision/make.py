@@ -10,12 +10,11 @@ from pathlib import Path
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
-from writerpool.config.paths import Paths
+from writerpool.config.paths import BOOKKEEPING, Paths
 from writerpool.crash import crash_point
 from writerpool.gitops.base import BaseRef
 from writerpool.pool.provision.stream import clone_on_host
 from writerpool.pool.writer.container import writer_image
-from writerpool.pool.writer.verdicts import BOOKKEEPING
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.state.writer import BaseRecord, WriterState, load_state, save_state
@@ -66,7 +65,7 @@ def provision(
     # The image by ID on the writer's host first: without it nothing is made there.
     writer_image(paths, host, settings.image)
     writer = writer_at(paths, name, placed)
-    ensure_private_dir(writer.record)
+    ensure_private_dir(writer.record.path)
     state = WriterState(
         name=name,
         alias=alias,
@@ -81,14 +80,14 @@ def provision(
         host=placed,
     )
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
-    save_state(writer.record, state)
+    save_state(writer.record.path, state)
     crash_point("provision.state_recorded")
     host.create_storage(writer, cache=False)
     baseline = clone_on_host(paths, host, state, pool, repo, base, report)
     crash_point("provision.cloned")
     host.create_storage(writer, cache=settings.cache != "none")
     state = save_state(
-        writer.record,
+        writer.record.path,
         state.model_copy(
             update={"baseline": baseline, "phase": "not_ready", "reason": "writer_provisioned"}
         ),

@@ -75,7 +75,7 @@ def recreate_clone(
         return state
     crash_point("recreate.cloned")
     state = save_state(
-        writer.record,
+        writer.record.path,
         state.model_copy(
             update={"base": base_record(base), "baseline": baseline, "collection": None}
         ),

@@ -70,7 +70,7 @@ def operate(
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
         fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credential(writer_at(paths, name, host.name).rendered_agent)
+        remove_credential(writer_at(paths, name, host.name).record.rendered_agent)
         yield lease
 
 
@@ -237,8 +237,9 @@ def delete_writer_files(paths: Paths, host: WriterHost, name: str) -> None:
     behind does not make a writer: see provision.existing_states.
     """
     host.remove_storage(writer_at(paths, name, host.name))
-    root = paths.writer_dir(name)
-    for child in sorted(os.listdir(root)):
-        if child not in ("lease", "state.json"):
-            remove_path(root / child)
-    (root / "state.json").unlink(missing_ok=True)
+    record = paths.writer_record(name)
+    keep = (record.lease_file.name, record.state_file.name)
+    for child in sorted(os.listdir(record.path)):
+        if child not in keep:
+            remove_path(record.path / child)
+    record.state_file.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from writerpool.atomic import ensure_private_dir
+from writerpool.config.paths import WriterRecord
 from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.verdicts import advance
 
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 # A warm writer's holder (the pool service) yields it when an operator command asks:
 # the request is a file beside the lease, and the command waits at least this long.
-YIELD_REQUEST = "yield"
 YIELD_WAIT_SECONDS = 10.0
 
 
@@ -35,7 +35,7 @@ class Lease:
     a lock, so a session's stop and its connection watch may both release it."""
 
     def __init__(self, writer_dir: Path) -> None:
-        self.path = writer_dir / "lease"
+        self.path = WriterRecord(writer_dir).lease_file
         self._fd: int | None = None
         self._lock = threading.Lock()
 
@@ -168,7 +168,9 @@ def _clear_holder(fd: int) -> None:
 def read_holder(writer_dir: Path) -> Holder | None:
     """The holder a busy lease names, or None (free, unnamed, or an unreadable file)."""
     try:
-        fd = os.open(writer_dir / "lease", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(
+            WriterRecord(writer_dir).lease_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+        )
     except OSError:
         return None
     try:
@@ -216,7 +218,9 @@ def ask_to_yield(writer_dir: Path) -> bool:
     if holder is None or not holder.warm:
         return False
     try:
-        fd = os.open(writer_dir / YIELD_REQUEST, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(
+            WriterRecord(writer_dir).yield_request, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600
+        )
     except OSError:
         return False
     os.close(fd)
@@ -224,12 +228,12 @@ def ask_to_yield(writer_dir: Path) -> bool:
 
 
 def yield_asked(writer_dir: Path) -> bool:
-    return os.path.lexists(writer_dir / YIELD_REQUEST)
+    return os.path.lexists(WriterRecord(writer_dir).yield_request)
 
 
 def withdraw_yield(writer_dir: Path) -> None:
     with suppress(OSError):
-        os.unlink(writer_dir / YIELD_REQUEST)
+        os.unlink(WriterRecord(writer_dir).yield_request)
 
 
 def lease_taken(writer_dir: Path) -> bool:
@@ -237,7 +241,7 @@ def lease_taken(writer_dir: Path) -> bool:
     even for a moment, could turn a session start away). Read from /proc/locks, which
     lists every flock by device and inode; bounded by the host's lock count."""
     try:
-        info = os.stat(writer_dir / "lease", follow_symlinks=False)
+        info = os.stat(WriterRecord(writer_dir).lease_file, follow_symlinks=False)
         with open("/proc/locks", encoding="ascii", errors="replace") as locks:
             table = locks.read(LOCKS_LIMIT)
     except OSError:

@@ -64,7 +64,7 @@ def _holds_socket(egress_dir: Path) -> bool:
 
 def sweep_writer_credentials(paths: Paths) -> int:
     """Remove the keys a killed server left in writers' agent directories as the
-    controller rendered them (`Writer.rendered_agent`: on this machine the one its
+    controller rendered them (`WriterRecord.rendered_agent`: on this machine the one its
     containers mount; a host over SSH never receives a key), and its proxies' sockets;
     returns how many. A writer whose lease is held (a live session elsewhere, or an
     operator command) is left alone: its lease is dropped by the kernel only when its
@@ -74,7 +74,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
         writer = writer_at(paths, writer_dir.name)
-        agent_dir, egress_dir = writer.rendered_agent, writer.egress
+        agent_dir, egress_dir = writer.record.rendered_agent, writer.record.egress
         if writer_dir.is_symlink() or not agent_dir.is_dir():
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before

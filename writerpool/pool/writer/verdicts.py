@@ -12,18 +12,13 @@ judged on every start.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from writerpool.atomic import write_atomic
+from writerpool.config.paths import WriterRecord
 
-COUNT = "lease-count"
-VERDICT = "verdict.json"
-CHANGED = "changed"
-# Files of a writer's directory that do not make a writer (a removed writer may keep them).
-BOOKKEEPING = frozenset({"lease", COUNT, VERDICT, CHANGED})
 _LIMIT = 64 * 1024
 
 
@@ -38,7 +33,7 @@ def lease_count(writer_dir: Path) -> int | None:
     """How many times a session or command has taken the writer's lease (0: never);
     None when the count cannot be read, which no verdict matches."""
     try:
-        text = (writer_dir / COUNT).read_text()
+        text = WriterRecord(writer_dir).lease_count_file.read_text()
     except FileNotFoundError:
         return 0
     except OSError:
@@ -50,14 +45,7 @@ def advance(writer_dir: Path) -> None:
     """The clone may change: every verdict recorded so far stops being current. The
     caller holds the lease."""
     count = lease_count(writer_dir) or 0
-    write_atomic(writer_dir / COUNT, f"{count + 1}\n".encode())
-
-
-def _state_digest(writer_dir: Path) -> str:
-    try:
-        return hashlib.sha256((writer_dir / "state.json").read_bytes()).hexdigest()
-    except OSError:
-        return ""
+    write_atomic(WriterRecord(writer_dir).lease_count_file, f"{count + 1}\n".encode())
 
 
 def remember(writer_dir: Path, count: int | None, verdict: Verdict) -> None:
@@ -66,18 +54,18 @@ def remember(writer_dir: Path, count: int | None, verdict: Verdict) -> None:
         return
     record = {
         "count": count,
-        "state": _state_digest(writer_dir),
+        "state": WriterRecord(writer_dir).state_digest(),
         "code": verdict.code,
         "reason": verdict.reason,
         "problems": list(verdict.problems)[:20],
     }
-    write_atomic(writer_dir / VERDICT, json.dumps(record).encode())
+    write_atomic(WriterRecord(writer_dir).verdict_file, json.dumps(record).encode())
 
 
 def current(writer_dir: Path) -> Verdict | None:
     """The recorded verdict when nothing has leased the writer since, else None."""
     try:
-        with open(writer_dir / VERDICT, "rb") as handle:
+        with open(WriterRecord(writer_dir).verdict_file, "rb") as handle:
             record = json.loads(handle.read(_LIMIT))
     except (OSError, ValueError):
         return None
@@ -86,7 +74,7 @@ def current(writer_dir: Path) -> Verdict | None:
     count = lease_count(writer_dir)
     if count is None or record.get("count") != count:
         return None
-    if record.get("state") != _state_digest(writer_dir):
+    if record.get("state") != WriterRecord(writer_dir).state_digest():
         return None
     problems = record.get("problems")
     if not isinstance(problems, list) or not isinstance(record.get("code"), str):
@@ -100,13 +88,13 @@ def mark_changed(writer_dir: Path) -> None:
     try it last until it is leased again. Holds the lease."""
     count = lease_count(writer_dir)
     if count is not None:
-        write_atomic(writer_dir / CHANGED, f"{count}\n".encode())
+        write_atomic(WriterRecord(writer_dir).changed_file, f"{count}\n".encode())
 
 
 def known_changed(writer_dir: Path) -> bool:
     """Whether a mark_changed is still current (nothing leased the writer since)."""
     try:
-        text = (writer_dir / CHANGED).read_text()
+        text = WriterRecord(writer_dir).changed_file.read_text()
     except OSError:
         return False
     return text.strip().isdigit() and int(text) == lease_count(writer_dir)
