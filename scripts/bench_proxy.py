@@ -27,8 +27,8 @@ from bench_figures import Figure
 
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.host import EgressHost
 from writerpool.egress.model import EgressRecord
+from writerpool.egress.supervisor import EgressSupervisor
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 # About 60 events over half a second: a model streaming ~120 tokens a second.
@@ -89,7 +89,7 @@ def proxy_figure(reps: int) -> Figure:
         config = Config(providers={"bench": Provider(base_url=base_url, api_key_env="K")})
         upstream = resolve_provider(config, "bench")
         assert upstream is not None
-        host = EgressHost(audit=records.append)
+        host = EgressSupervisor(audit=records.append)
         proxy = host.open(session="bench", writer=None, socket_path=directory / "egress.sock",
                           upstream=upstream, credential="sk-bench",
                           caps=Caps(requests=10**6, bytes_up=10**10, bytes_down=10**10,

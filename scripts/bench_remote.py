@@ -27,14 +27,14 @@ from typing import IO
 from bench_figures import Figure
 
 from tests.support.repos import make_repo
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.gitops.base import resolve_base
 from writerpool.pool.collect.stream import stream_collect
-from writerpool.pool.writer.inspect import tool_spec
 from writerpool.pool.provision.make import base_record
 from writerpool.pool.provision.stream import clone_on_host
+from writerpool.pool.writer.inspect import tool_spec
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost, writer_at
 from writerpool.runtime.image_transfer import transfer_image
@@ -57,11 +57,11 @@ _WORK = (
 )
 
 
-def configured() -> Host | None:
+def configured() -> HostConfig | None:
     url = os.environ.get("WRITERPOOL_TESTHOST_URL")
     if not url:
         return None
-    return Host(url=url, identity=Path(os.environ["WRITERPOOL_TESTHOST_IDENTITY"]),
+    return HostConfig(url=url, identity=Path(os.environ["WRITERPOOL_TESTHOST_IDENTITY"]),
                 known_hosts=Path(os.environ["WRITERPOOL_TESTHOST_KNOWN_HOSTS"]))  # fmt: skip
 
 

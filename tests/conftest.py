@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 
 # The operator account's real locations, read before any test redirects HOME and XDG_*:
@@ -67,12 +67,12 @@ TESTHOSTS = {"machine": "WRITERPOOL_TESTHOST", "debian13": "WRITERPOOL_TESTHOST5
 ALL_TESTHOSTS = bool(os.environ.get("CI") or os.environ.get("WRITERPOOL_TESTHOST5_URL"))
 
 
-def _testhost(which: str) -> Host:
+def _testhost(which: str) -> HostConfig:
     prefix = TESTHOSTS[which]
     url = os.environ.get(f"{prefix}_URL")
     if not url:
         pytest.skip(f"no {which} test host: run the tests through scripts/test as root")
-    return Host(
+    return HostConfig(
         url=url,
         identity=Path(os.environ[f"{prefix}_IDENTITY"]),
         known_hosts=Path(os.environ[f"{prefix}_KNOWN_HOSTS"]),
@@ -89,14 +89,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def testhost(request: pytest.FixtureRequest) -> Host:
+def testhost(request: pytest.FixtureRequest) -> HostConfig:
     """A second Podman host over SSH, as configured: the one on this machine's root file
     system, or for a test marked every_testhost each in turn."""
     return _testhost(getattr(request, "param", "machine"))
 
 
 @pytest.fixture
-def testhost5() -> Host:
+def testhost5() -> HostConfig:
     """The test host on Debian 13's own root file system, with its Podman 5 and pasta."""
     return _testhost("debian13")
 

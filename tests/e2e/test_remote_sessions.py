@@ -24,7 +24,7 @@ from tests.e2e.harness import Client, RawServer, connect
 from tests.integration.test_collect_helpers import collected
 from tests.integration.writers_support import codes, git, make_checkout, wp
 from tests.support.testhost import add_host
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 from writerpool.pool.writer.lease import Lease
 from writerpool.runtime.host import writer_at
@@ -90,7 +90,7 @@ def _api_forwarders(marker: bytes = b"writerpool-host-", flag: bytes = b"-L") ->
 
 @pytest.mark.every_testhost
 def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
-    tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: Host
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: HostConfig
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
@@ -187,7 +187,7 @@ def _settled(check: Any) -> bool:
 
 
 def test_a_killed_server_leaves_no_forward_and_the_next_session_takes_the_writer(
-    tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: Host
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, testhost: HostConfig
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)

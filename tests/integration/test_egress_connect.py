@@ -22,9 +22,9 @@ from tests.support.registry import NAME, Registry, registry
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress.connect import ConnectLimits
-from writerpool.egress.host import EgressHost
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.spec import ConnectListenerSpec
+from writerpool.egress.supervisor import EgressSupervisor
 
 
 @pytest.fixture
@@ -418,7 +418,7 @@ def test_a_tunnel_the_agent_closes_stops_counting_at_once(
 def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(
     tmp_path: Path, test_host: Registry
 ) -> None:
-    """Through `EgressHost.open`, as a session gets it: the same process as the provider
+    """Through `EgressSupervisor.open`, as a session gets it: the same process as the provider
     proxy (not this one), its records and refusals back on the server's side, its socket
     gone when the session's egress stops."""
     records = Records()
@@ -431,7 +431,7 @@ def test_the_allowlist_proxy_runs_in_the_sessions_egress_process(
         header_seconds=5.0, idle_seconds=30.0,
     )  # fmt: skip
     egress = tmp_path / "egress"
-    host = EgressHost(connect_audit=records)
+    host = EgressSupervisor(connect_audit=records)
     try:
         session = host.open(
             session="s-0123456789abcdef", writer="ws-w1", socket_path=egress / "proxy.sock",
@@ -473,7 +473,7 @@ def test_a_flood_of_idle_connections_is_refused_and_the_proxy_recovers(
         header_seconds=2.0, idle_seconds=30.0,
     )  # fmt: skip
     egress = tmp_path / "egress"
-    host = EgressHost(connect_audit=Records())
+    host = EgressSupervisor(connect_audit=Records())
     try:
         session = host.open(
             session="s-0123456789abcdef", writer="ws-w1", socket_path=egress / "proxy.sock",

@@ -23,7 +23,7 @@ import pytest
 from tests.integration.test_egress_proxy import REAL_KEY, ROOMY, Records, request, upstream_of
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.egress.gate import GateLimits
-from writerpool.egress.host import EgressHost, EgressSession
+from writerpool.egress.supervisor import EgressSession, EgressSupervisor
 from writerpool.egress.worker import ADDRESS_SPACE
 
 LIMITS = GateLimits()
@@ -46,8 +46,8 @@ def provider() -> Iterator[ScriptedProvider]:
 
 
 @pytest.fixture
-def host() -> Iterator[EgressHost]:
-    egress = EgressHost(audit=Records())
+def host() -> Iterator[EgressSupervisor]:
+    egress = EgressSupervisor(audit=Records())
     try:
         yield egress
     finally:
@@ -55,7 +55,7 @@ def host() -> Iterator[EgressHost]:
 
 
 def open_session(
-    host: EgressHost, directory: Path, provider: ScriptedProvider, name: str
+    host: EgressSupervisor, directory: Path, provider: ScriptedProvider, name: str
 ) -> EgressSession:
     upstream = upstream_of(provider.base_url())
     path = directory / name / "proxy.sock"
@@ -104,7 +104,7 @@ def closed_by_peer(socks: list[socket.socket], wait: float) -> set[socket.socket
 
 
 def test_idle_connections_past_the_cap_are_closed_and_the_rest_cut_at_the_deadline(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, "idle")
     other = open_session(host, short_dir, provider, "other")
@@ -123,7 +123,7 @@ def test_idle_connections_past_the_cap_are_closed_and_the_rest_cut_at_the_deadli
 
 
 def test_endless_header_blocks_are_cut_and_the_proxy_stays_small(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, "heads")
     line = b"X-Filler: " + b"a" * 1000 + b"\r\n"
@@ -147,7 +147,7 @@ def test_endless_header_blocks_are_cut_and_the_proxy_stays_small(
 
 
 def test_the_egress_process_runs_under_its_own_limits(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, "limits")
     limits = Path(f"/proc/{proxy.pid}/limits").read_text()
@@ -160,7 +160,7 @@ def test_the_egress_process_runs_under_its_own_limits(
 
 
 def test_no_host_path_is_bound_in_proc_net_unix(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, "named")
     assert request(proxy)[0] == 200
@@ -169,7 +169,7 @@ def test_no_host_path_is_bound_in_proc_net_unix(
 
 
 def test_a_killed_egress_process_is_reported_gone(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, "killed")
     assert proxy.alive
@@ -184,8 +184,8 @@ SERVER = """
 import sys
 from pathlib import Path
 from tests.integration.test_egress_proxy import REAL_KEY, ROOMY, upstream_of
-from writerpool.egress.host import EgressHost
-host = EgressHost()
+from writerpool.egress.supervisor import EgressSupervisor
+host = EgressSupervisor()
 proxy = host.open(session="s", writer=None, socket_path=Path(sys.argv[1]),
                   upstream=upstream_of(sys.argv[2]), credential=REAL_KEY, caps=ROOMY)
 print(proxy.pid, flush=True)
@@ -234,7 +234,7 @@ def test_an_audit_line_per_request_reaches_the_server(
     short_dir: Path, provider: ScriptedProvider
 ) -> None:
     records = Records()
-    egress = EgressHost(audit=records)
+    egress = EgressSupervisor(audit=records)
     try:
         proxy = open_session(egress, short_dir, provider, "audited")
         assert request(proxy)[0] == 200

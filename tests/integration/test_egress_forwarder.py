@@ -28,7 +28,7 @@ from tests.conftest import REQUIRE
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
-from writerpool.egress.host import EgressHost, EgressSession
+from writerpool.egress.supervisor import EgressSession, EgressSupervisor
 from writerpool.proc import run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
 from writerpool.runtime.podman import podman_env
@@ -223,7 +223,9 @@ def test_it_refuses_to_start_without_its_variables_or_port() -> None:
     assert proc.returncode == 1 and b"cannot listen" in err
 
 
-def proxied_session(short_dir: Path, provider: ScriptedProvider, host: EgressHost) -> EgressSession:
+def proxied_session(
+    short_dir: Path, provider: ScriptedProvider, host: EgressSupervisor
+) -> EgressSession:
     config = Config(providers={"local": Provider(base_url=provider.base_url(), api_key_env="K")})
     upstream = resolve_provider(config, "local")
     assert upstream is not None
@@ -240,7 +242,7 @@ def proxied_session(short_dir: Path, provider: ScriptedProvider, host: EgressHos
 def test_the_forwarder_carries_a_streamed_completion_through_the_proxy(short_dir: Path) -> None:
     port = free_port()
     with ScriptedProvider(SCRIPT, host="127.0.0.1") as provider:
-        host = EgressHost()
+        host = EgressSupervisor()
         try:
             proxy = proxied_session(short_dir, provider, host)
             forwarder = start_forwarder(port, proxy.socket_path)
@@ -317,7 +319,7 @@ def test_inside_a_writer_without_network_the_launcher_forwards_to_the_proxy(
     assert pin is not None
     name = f"writerpool-test-egress-{uuid.uuid4().hex[:8]}"
     with ScriptedProvider(SCRIPT, host="127.0.0.1") as provider:
-        host = EgressHost()
+        host = EgressSupervisor()
         try:
             proxy = proxied_session(short_dir, provider, host)
             argv = [

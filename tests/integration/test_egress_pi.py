@@ -26,8 +26,8 @@ from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Profile, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress import model
-from writerpool.egress.host import EgressHost
 from writerpool.egress.model import EgressRecord
+from writerpool.egress.supervisor import EgressSupervisor
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR
 
 pytestmark = pytest.mark.pi
@@ -79,7 +79,7 @@ def test_pi_works_through_the_forwarder_and_the_proxy_without_the_key(
         )
         upstream = resolve_provider(config, "scripted")
         assert upstream is not None
-        host = EgressHost(audit=records.append)
+        host = EgressSupervisor(audit=records.append)
         proxy = host.open(
             session="s1",
             writer="demo-w1",

@@ -26,10 +26,10 @@ from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import ResolvedProvider, resolve_provider
 from writerpool.egress import model
-from writerpool.egress.host import EgressHost, EgressSession
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.proxy import AUDIT_PAST_CAP
 from writerpool.egress.sockets import remove_stale_socket
+from writerpool.egress.supervisor import EgressSession, EgressSupervisor
 from writerpool.errors import WriterpoolError
 
 REAL_KEY = "sk-real-key-0123456789"
@@ -84,8 +84,8 @@ def records() -> Records:
 
 
 @pytest.fixture
-def host(records: Records) -> Iterator[EgressHost]:
-    egress = EgressHost(audit=records)
+def host(records: Records) -> Iterator[EgressSupervisor]:
+    egress = EgressSupervisor(audit=records)
     try:
         yield egress
     finally:
@@ -108,7 +108,7 @@ def upstream_of(base_url: str, api: str = "openai-completions") -> ResolvedProvi
 
 
 def open_session(
-    host: EgressHost,
+    host: EgressSupervisor,
     short_dir: Path,
     provider: ScriptedProvider,
     name: str = "s1",
@@ -160,7 +160,7 @@ def request(
 
 
 def test_the_right_token_passes_and_only_the_real_key_reaches_the_provider(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     status, body = request(proxy, headers={"X-Api-Key": "leak", "Cookie": "c=1"})
@@ -179,7 +179,7 @@ def test_the_right_token_passes_and_only_the_real_key_reaches_the_provider(
 
 
 def test_the_key_goes_in_the_api_kinds_own_header(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider, api="anthropic-messages")
     status, _ = request(
@@ -194,7 +194,7 @@ def test_the_key_goes_in_the_api_kinds_own_header(
 
 
 def test_a_missing_token_is_401_a_wrong_one_403_and_neither_reaches_the_provider(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     assert request(proxy, token=None)[0] == 401
@@ -225,7 +225,7 @@ def test_a_missing_token_is_401_a_wrong_one_403_and_neither_reaches_the_provider
     ],
 )
 def test_anything_but_the_kinds_routes_is_403(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, method: str, path: str
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, method: str, path: str
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     status, _ = request(proxy, method=method, path=path, body=chat_body())
@@ -234,7 +234,7 @@ def test_anything_but_the_kinds_routes_is_403(
 
 
 def test_a_key_query_parameter_is_stripped_and_other_parameters_kept(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     status, _ = request(proxy, method="GET", path="/p/models?key=leak&alt=sse")
@@ -245,7 +245,7 @@ def test_a_key_query_parameter_is_stripped_and_other_parameters_kept(
 
 
 def test_past_the_request_cap_429_and_another_session_is_unaffected(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     caps = Caps(requests=2, bytes_up=10**6, bytes_down=10**6, concurrent=4)
     first = open_session(host, short_dir, provider, "s1", caps)
@@ -256,7 +256,7 @@ def test_past_the_request_cap_429_and_another_session_is_unaffected(
 
 
 def test_past_the_upload_cap_429_whether_declared_or_streamed(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     caps = Caps(requests=100, bytes_up=1000, bytes_down=10**6, concurrent=4)
     proxy = open_session(host, short_dir, provider, caps=caps)
@@ -279,7 +279,7 @@ def test_past_the_upload_cap_429_whether_declared_or_streamed(
 
 
 def test_past_the_download_cap_the_stream_is_cut_and_the_next_request_429(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     caps = Caps(requests=100, bytes_up=10**6, bytes_down=300, concurrent=4)
     proxy = open_session(host, short_dir, provider, caps=caps)
@@ -302,7 +302,7 @@ def test_past_the_download_cap_the_stream_is_cut_and_the_next_request_429(
 
 
 def test_past_the_concurrency_cap_429_while_a_stream_is_in_flight(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     caps = Caps(requests=100, bytes_up=10**6, bytes_down=10**6, concurrent=1)
     proxy = open_session(host, short_dir, provider, caps=caps)
@@ -324,7 +324,7 @@ def test_past_the_concurrency_cap_429_while_a_stream_is_in_flight(
 
 
 def test_events_arrive_while_the_provider_is_still_streaming(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     conn = UnixHTTPConnection(proxy.socket_path)
@@ -346,7 +346,7 @@ def test_events_arrive_while_the_provider_is_still_streaming(
 
 
 def test_audit_records_never_hold_the_key_or_the_token(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     request(proxy)
@@ -358,7 +358,7 @@ def test_audit_records_never_hold_the_key_or_the_token(
 
 
 def test_stop_removes_the_socket_and_is_idempotent(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     assert request(proxy)[0] == 200
@@ -372,7 +372,7 @@ def test_stop_removes_the_socket_and_is_idempotent(
 
 
 def test_stop_cancels_a_request_in_flight(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     proxy = open_session(host, short_dir, provider)
     conn = UnixHTTPConnection(proxy.socket_path)
@@ -395,14 +395,14 @@ def test_stop_cancels_a_request_in_flight(
 def test_close_stops_every_session(
     short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
-    egress = EgressHost(audit=records)
+    egress = EgressSupervisor(audit=records)
     proxies = [open_session(egress, short_dir, provider, name) for name in ("a", "b")]
     egress.close()
     assert not any(p.socket_path.exists() for p in proxies)
 
 
 def test_an_unreachable_provider_is_502(
-    host: EgressHost, short_dir: Path, records: Records
+    host: EgressSupervisor, short_dir: Path, records: Records
 ) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
@@ -420,7 +420,9 @@ def test_an_unreachable_provider_is_502(
     assert records.wait(1)[0].outcome == model.UPSTREAM_FAILED
 
 
-def test_remove_stale_socket_after_the_holder_was_killed(host: EgressHost, short_dir: Path) -> None:
+def test_remove_stale_socket_after_the_holder_was_killed(
+    host: EgressSupervisor, short_dir: Path
+) -> None:
     path = short_dir / "held.sock"
     holder = subprocess.Popen(
         [
@@ -458,7 +460,7 @@ def tls_provider(short_dir: Path) -> Iterator[tuple[ScriptedProvider, Path, Path
 
 
 def test_an_https_provider_is_verified_with_the_hosts_ca_variables(
-    host: EgressHost,
+    host: EgressSupervisor,
     short_dir: Path,
     tls_provider: tuple[ScriptedProvider, Path, Path],
     records: Records,
@@ -479,7 +481,7 @@ def test_an_https_provider_is_verified_with_the_hosts_ca_variables(
 
 
 def test_node_extra_ca_certs_is_honoured_too(
-    host: EgressHost,
+    host: EgressSupervisor,
     short_dir: Path,
     tls_provider: tuple[ScriptedProvider, Path, Path],
     monkeypatch: pytest.MonkeyPatch,
@@ -491,7 +493,7 @@ def test_node_extra_ca_certs_is_honoured_too(
 
 
 def test_a_closed_host_opens_nothing(short_dir: Path, provider: ScriptedProvider) -> None:
-    egress = EgressHost()
+    egress = EgressSupervisor()
     proxy = open_session(egress, short_dir, provider)
     assert request(proxy)[0] == 200
     egress.close()
@@ -504,7 +506,7 @@ def test_a_closed_host_opens_nothing(short_dir: Path, provider: ScriptedProvider
 
 
 def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
-    host: EgressHost, short_dir: Path, provider: ScriptedProvider, records: Records
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
 ) -> None:
     caps = Caps(requests=2, bytes_up=10**6, bytes_down=10**6, concurrent=4)
     proxy = open_session(host, short_dir, provider, caps=caps)

@@ -23,13 +23,13 @@ from tests.integration.test_collect_helpers import (
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import fingerprint_groups, fingerprint_of
 from writerpool.pool.claims.lease_ready import lease_ready_writer
 from writerpool.runtime.host import writer_at
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.runtime.remote import connect
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
@@ -73,7 +73,7 @@ def test_writers_are_placed_round_robin_and_open_networks_are_refused_on_other_h
 @pytest.mark.every_testhost
 @pytest.mark.remote
 def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     alias = unique_alias("two")
     write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
@@ -111,7 +111,7 @@ def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
 
 @pytest.mark.remote
 def test_the_fingerprint_recorded_at_acceptance_on_a_host_is_that_of_the_spec_a_session_runs(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     alias = unique_alias("spec")
     write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
@@ -125,7 +125,7 @@ def test_the_fingerprint_recorded_at_acceptance_on_a_host_is_that_of_the_spec_a_
         assert code == 0 and "writer_accepted" in codes(report), report
         paths, loaded = Paths.from_env(), load_config(Paths.from_env())
         state = state_of(name)
-        with HostSet(loaded.config.hosts) as hosts:
+        with WriterHosts(loaded.config.hosts) as hosts:
             slot = lease_ready_writer(paths, loaded, alias, None, hosts=hosts)
             try:
                 assert (slot.name, slot.host.name) == (name, "th")

@@ -18,7 +18,7 @@ from tests.integration.test_collect_helpers import unique_alias, write_workspace
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.network import classification
 from writerpool.config.paths import Paths
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.podman, pytest.mark.remote]
 
 
 def test_the_debian13_host_runs_podman5_rootless_with_pasta_as_its_network(
-    testhost5: Host,
+    testhost5: HostConfig,
 ) -> None:
     with connect("th", testhost5) as remote:
         facts = remote.facts()
@@ -48,7 +48,7 @@ def test_the_debian13_host_runs_podman5_rootless_with_pasta_as_its_network(
 
 
 def test_doctor_names_the_podman5_host_and_its_cgroups_with_their_remedy(
-    testhost5: Host,
+    testhost5: HostConfig,
 ) -> None:
     wp("config", "init", check=True)
     add_host(testhost5)
@@ -97,7 +97,7 @@ def _harness_in_writer(remote: RemotePodman, state: WriterState, image_id: str) 
 @pytest.mark.image
 @pytest.mark.git
 def test_a_pasta_writer_on_podman5_is_contained_and_classified_not_limited(
-    tmp_path: Path, image_pin: Path, testhost5: Host
+    tmp_path: Path, image_pin: Path, testhost5: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=2, files=2)
     alias = unique_alias("pasta")
@@ -124,7 +124,7 @@ def test_a_pasta_writer_on_podman5_is_contained_and_classified_not_limited(
 @pytest.mark.image
 @pytest.mark.git
 def test_a_placement_with_pasta_on_the_podman5_host_is_refused_for_the_key(
-    tmp_path: Path, image_pin: Path, testhost5: Host
+    tmp_path: Path, image_pin: Path, testhost5: HostConfig
 ) -> None:
     alias = unique_alias("pastaplace")
     paths = write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})

@@ -20,7 +20,7 @@ from tests.integration.test_collect_helpers import ready_writer, unique_alias, w
 from tests.integration.writers_support import wp
 from tests.support.repos import make_repo, run_git
 from tests.support.testhost import add_host, provision_there, send_image
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
@@ -143,7 +143,7 @@ def _mounts_of(remote: RemotePodman, spec: ContainerSpec) -> list[dict[str, Any]
 @pytest.mark.every_testhost
 @pytest.mark.remote
 def test_a_remote_writer_is_cloned_on_its_host_and_no_mount_names_this_machine(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=4, files=2)
     with connect("th", testhost) as remote:
@@ -201,7 +201,7 @@ def _assert_not_the_controllers(source: str, tmp_path: Path) -> None:
 PROVISION = """
 import sys
 from pathlib import Path
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
@@ -211,7 +211,7 @@ from writerpool.pool.provision.make import provision
 from writerpool.report import Report
 from writerpool.runtime.remote import connect
 repo, name, url, identity, known = sys.argv[1:]
-host = Host(url=url, identity=Path(identity), known_hosts=Path(known))
+host = HostConfig(url=url, identity=Path(identity), known_hosts=Path(known))
 settings = ContainerSettings(profiles=("code",), base="main", network="none")
 with connect("th", host) as remote:
     provision(Paths.from_env(), remote, name[:-3], name, Path(repo), settings,
@@ -237,7 +237,7 @@ def _ssh_pids() -> set[int]:
 @pytest.mark.remote
 @pytest.mark.parametrize("point", ["provision.state_recorded", "provision.cloned"])
 def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_run_completes(
-    tmp_path: Path, image_pin: Path, testhost: Host, point: str
+    tmp_path: Path, image_pin: Path, testhost: HostConfig, point: str
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=3)
     name = f"tkill{secrets.token_hex(3)}-w1"
@@ -270,7 +270,7 @@ def test_a_remote_provisioning_killed_midway_leaves_state_readable_and_the_next_
 
 @pytest.mark.remote
 def test_writer_list_shows_writers_on_two_hosts_each_read_on_its_own(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=3)
     alias = unique_alias("two")
@@ -331,7 +331,7 @@ def test_a_bundle_with_prerequisites_is_not_a_base(tmp_path: Path) -> None:
 
 @pytest.mark.remote
 def test_provisioning_on_a_host_without_the_image_refuses_before_anything_is_made(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=2, files=2)
     name = f"tnoimg{secrets.token_hex(3)}-w1"

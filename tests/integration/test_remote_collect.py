@@ -23,7 +23,7 @@ from tests.integration.test_remote_host import _forwarder_pid
 from tests.integration.writers_support import codes, wp, write_workspaces
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, send_image
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -50,7 +50,7 @@ WORK = (
 
 @pytest.fixture
 def remote_writer(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> Iterator[tuple[Path, WriterState]]:
     """A writer provisioned on the test host, its workspace configured here."""
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
@@ -105,7 +105,7 @@ def _cut_when_streaming(
 
 @pytest.mark.every_testhost
 def test_a_remote_writers_work_is_collected_through_the_stream(
-    remote_writer: tuple[Path, WriterState], testhost: Host
+    remote_writer: tuple[Path, WriterState], testhost: HostConfig
 ) -> None:
     repo, state = remote_writer
     with connect("th", testhost) as remote:
@@ -128,7 +128,7 @@ def test_a_remote_writers_work_is_collected_through_the_stream(
 
 
 def test_collect_on_an_unreachable_host_refuses_and_changes_nothing(
-    remote_writer: tuple[Path, WriterState], testhost: Host
+    remote_writer: tuple[Path, WriterState], testhost: HostConfig
 ) -> None:
     repo, state = remote_writer
     with connect("th", testhost) as remote:
@@ -142,7 +142,7 @@ def test_collect_on_an_unreachable_host_refuses_and_changes_nothing(
 
 
 def test_a_connection_killed_while_the_bundle_streams_changes_nothing_and_the_next_completes(
-    remote_writer: tuple[Path, WriterState], testhost: Host
+    remote_writer: tuple[Path, WriterState], testhost: HostConfig
 ) -> None:
     repo, state = remote_writer
     with connect("th", testhost) as remote:
@@ -163,7 +163,7 @@ def test_a_connection_killed_while_the_bundle_streams_changes_nothing_and_the_ne
 
 
 def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreachable(
-    remote_writer: tuple[Path, WriterState], testhost: Host
+    remote_writer: tuple[Path, WriterState], testhost: HostConfig
 ) -> None:
     repo, state = remote_writer
     with connect("th", testhost) as remote:
@@ -190,7 +190,7 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
 
 @pytest.mark.every_testhost
 def test_a_remote_writer_is_reset_on_its_host_from_a_streamed_bundle(
-    remote_writer: tuple[Path, WriterState], testhost: Host
+    remote_writer: tuple[Path, WriterState], testhost: HostConfig
 ) -> None:
     repo, state = remote_writer
     paths = Paths.from_env()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.testhost import add_host
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import run
@@ -27,14 +27,14 @@ from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.podman import podman_env
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 from writerpool.runtime.volumes import create_volumes, writer_volumes
 from writerpool.state.images import BuiltImage, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
 
 
-def _other_key(tmp_path: Path, host: Host) -> Path:
+def _other_key(tmp_path: Path, host: HostConfig) -> Path:
     """A known_hosts file pinning a freshly made key for the host's address."""
     key = tmp_path / "other_host_key"
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
@@ -45,7 +45,7 @@ def _other_key(tmp_path: Path, host: Host) -> Path:
 
 
 @pytest.mark.every_testhost
-def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> None:
+def test_remote_podman_answers_through_the_pinned_connection(testhost: HostConfig) -> None:
     with connect("th", testhost) as remote:
         assert remote.socket_path.parent.stat().st_mode & 0o077 == 0
         version = remote.version()
@@ -59,12 +59,14 @@ def test_remote_podman_answers_through_the_pinned_connection(testhost: Host) -> 
     assert not forwarded.exists()
 
 
-def test_a_changed_host_key_is_refused_and_the_pin_is_kept(testhost: Host, tmp_path: Path) -> None:
+def test_a_changed_host_key_is_refused_and_the_pin_is_kept(
+    testhost: HostConfig, tmp_path: Path
+) -> None:
     known = _other_key(tmp_path, testhost)
     before = known.read_bytes()
     changed = testhost.model_copy(update={"known_hosts": known})
     with pytest.raises(WriterpoolError) as exc:
-        SshHost.from_config("th", changed).exec(["true"])
+        SshRoute.from_config("th", changed).exec(["true"])
     assert exc.value.code == "host_key_mismatch"
     with pytest.raises(WriterpoolError) as exc, connect("th", changed):
         pass
@@ -72,23 +74,23 @@ def test_a_changed_host_key_is_refused_and_the_pin_is_kept(testhost: Host, tmp_p
     assert known.read_bytes() == before
 
 
-def test_a_host_with_no_pinned_key_is_refused(testhost: Host, tmp_path: Path) -> None:
+def test_a_host_with_no_pinned_key_is_refused(testhost: HostConfig, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts_empty"
     empty.write_text("")
     unpinned = testhost.model_copy(update={"known_hosts": empty})
     with pytest.raises(WriterpoolError) as exc:
-        SshHost.from_config("th", unpinned).exec(["true"])
+        SshRoute.from_config("th", unpinned).exec(["true"])
     assert exc.value.code == "host_key_unpinned"
     assert empty.read_text() == ""
 
 
-def test_a_closed_port_is_writer_host_unreachable(testhost: Host) -> None:
+def test_a_closed_port_is_writer_host_unreachable(testhost: HostConfig) -> None:
     target = testhost.target
     closed = testhost.model_copy(
         update={"url": f"ssh://{target.user}@{target.address}:2{target.socket}"}
     )
     with pytest.raises(WriterpoolError) as exc:
-        SshHost.from_config("th", closed).exec(["true"])
+        SshRoute.from_config("th", closed).exec(["true"])
     assert exc.value.code == "writer_host_unreachable"
 
 
@@ -99,12 +101,12 @@ def _cli(*args: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, json.loads(done.out)
 
 
-def _configure_host(testhost: Host) -> None:
+def _configure_host(testhost: HostConfig) -> None:
     assert _cli("config", "init")[0] == 0
     add_host(testhost)
 
 
-def _only_the_pinned_image_on(testhost: Host, pinned: str) -> None:
+def _only_the_pinned_image_on(testhost: HostConfig, pinned: str) -> None:
     """The test host is the tests' own account: earlier writer images it received (one per
     rebuild) are removed, so its storage holds one writer image, not one per build."""
     with connect("th", testhost) as remote:
@@ -116,7 +118,7 @@ def _only_the_pinned_image_on(testhost: Host, pinned: str) -> None:
 @pytest.mark.every_testhost
 @pytest.mark.image
 def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
-    testhost: Host, image_pin: Path
+    testhost: HostConfig, image_pin: Path
 ) -> None:
     _configure_host(testhost)
     pinned = json.loads(image_pin.read_text())["imageId"]
@@ -141,7 +143,9 @@ def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     assert pinned not in prune["data"]["prunable"]
 
 
-def test_doctor_reports_a_changed_host_key_with_its_remedy(testhost: Host, tmp_path: Path) -> None:
+def test_doctor_reports_a_changed_host_key_with_its_remedy(
+    testhost: HostConfig, tmp_path: Path
+) -> None:
     _configure_host(testhost.model_copy(update={"known_hosts": _other_key(tmp_path, testhost)}))
     _, doctor = _cli("doctor")
     [reach] = [f for f in doctor["findings"] if f["target"] == "host/th"]
@@ -175,7 +179,7 @@ def _serve_once(path: Path, stop: threading.Event) -> threading.Thread:
 @pytest.mark.every_testhost
 @pytest.mark.image
 def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_only(
-    testhost: Host, image_pin: Path, tmp_path: Path
+    testhost: HostConfig, image_pin: Path, tmp_path: Path
 ) -> None:
     pinned = json.loads(image_pin.read_text())["imageId"]
     local = tmp_path / "proxy.sock"
@@ -218,7 +222,7 @@ def _forwarder_pid(local_socket: Path) -> int:
     raise AssertionError("no ssh process forwards the socket")
 
 
-def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) -> None:
+def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: HostConfig) -> None:
     with connect("th", testhost) as remote:
         assert remote.version()
         os.kill(_forwarder_pid(remote.socket_path), signal.SIGKILL)
@@ -236,7 +240,7 @@ def test_a_connection_killed_mid_use_is_writer_host_unreachable(testhost: Host) 
 
 @pytest.mark.every_testhost
 def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
-    testhost: Host,
+    testhost: HostConfig,
 ) -> None:
     _configure_host(testhost)
     code, plan = _cli("control", "--host", "th")
@@ -271,7 +275,7 @@ def _tiny_image(tmp_path: Path) -> str:
 
 
 def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
-    testhost: Host, image_pin: Path, tmp_path: Path
+    testhost: HostConfig, image_pin: Path, tmp_path: Path
 ) -> None:
     _configure_host(testhost)
     pinned = json.loads(image_pin.read_text())["imageId"]
@@ -302,7 +306,7 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
 @pytest.mark.every_testhost
 @pytest.mark.image
 def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
-    testhost: Host, image_pin: Path
+    testhost: HostConfig, image_pin: Path
 ) -> None:
     pinned = json.loads(image_pin.read_text())["imageId"]
     writer = f"tvol{secrets.token_hex(3)}-w1"
@@ -331,7 +335,7 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
 
 @pytest.mark.image
 def test_a_stream_cut_by_a_killed_connection_is_writer_host_unreachable_then_one_completes(
-    testhost: Host, image_pin: Path
+    testhost: HostConfig, image_pin: Path
 ) -> None:
     """Collection's stream (WriterHost.stream) from a container on the host: the SSH
     connection killed while the data flows is the host's failure, and a new connection
@@ -373,9 +377,9 @@ def test_a_stream_cut_by_a_killed_connection_is_writer_host_unreachable_then_one
 
 OPEN_AND_WAIT = """
 import json, sys, time
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.runtime.remote import connect
-with connect("th", Host(**json.loads(sys.argv[1]))) as remote:
+with connect("th", HostConfig(**json.loads(sys.argv[1]))) as remote:
     print(remote.socket_path, flush=True)
     time.sleep(600)
 """
@@ -389,7 +393,7 @@ def _ended(pid: int) -> bool:
         return True
 
 
-def test_a_forward_ends_with_the_process_that_opened_it_even_killed(testhost: Host) -> None:
+def test_a_forward_ends_with_the_process_that_opened_it_even_killed(testhost: HostConfig) -> None:
     given = {"url": testhost.url, "identity": str(testhost.identity),
              "known_hosts": str(testhost.known_hosts)}  # fmt: skip
     opener = subprocess.Popen([sys.executable, "-c", OPEN_AND_WAIT, json.dumps(given)],

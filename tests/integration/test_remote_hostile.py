@@ -24,7 +24,7 @@ from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV
@@ -33,14 +33,14 @@ from writerpool.pool.writer.container import writer_spec
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 from writerpool.runtime.volumes import volume_name
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
 
 
 def test_a_known_hosts_file_another_account_may_rewrite_pins_nothing(
-    testhost: Host, tmp_path: Path
+    testhost: HostConfig, tmp_path: Path
 ) -> None:
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)
@@ -60,7 +60,7 @@ def test_a_known_hosts_file_another_account_may_rewrite_pins_nothing(
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "/run/user/1/podman/none.sock"])
 def test_a_url_whose_socket_is_no_podman_service_is_refused_with_its_code(
-    testhost: Host, path: str
+    testhost: HostConfig, path: str
 ) -> None:
     url = testhost.url.replace(testhost.target.socket, path)
     with (
@@ -74,7 +74,7 @@ def test_a_url_whose_socket_is_no_podman_service_is_refused_with_its_code(
 
 
 def test_a_host_whose_podman_lies_is_refused_and_its_words_cannot_drive_the_terminal(
-    testhost: Host,
+    testhost: HostConfig,
 ) -> None:
     with hostile_podman(testhost) as lying:
         with connect("th", lying) as remote, pytest.raises(WriterpoolError) as exc:
@@ -90,11 +90,11 @@ def test_a_host_whose_podman_lies_is_refused_and_its_words_cannot_drive_the_term
 
 @pytest.mark.parametrize("shared", ["0777", "link"])
 def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
-    testhost: Host, tmp_path: Path, shared: str
+    testhost: HostConfig, tmp_path: Path, shared: str
 ) -> None:
     # The sockets' directory sits beside the url's socket directory: a url whose socket
     # is reached through /tmp puts it where another account could have made it first.
-    ssh = SshHost.from_config("th", testhost)
+    ssh = SshRoute.from_config("th", testhost)
     base = f"/tmp/wp-shared-{secrets.token_hex(4)}"
     made = (
         f"mkdir -m 0777 {base}/writerpool"
@@ -123,8 +123,8 @@ def test_a_sessions_socket_is_made_only_in_a_directory_of_the_ssh_users_own(
         ssh.exec(["rm", "-rf", "--", base])
 
 
-def test_a_host_that_answers_without_end_is_cut_off_at_the_bound(testhost: Host) -> None:
-    ssh = SshHost.from_config("th", testhost)
+def test_a_host_that_answers_without_end_is_cut_off_at_the_bound(testhost: HostConfig) -> None:
+    ssh = SshRoute.from_config("th", testhost)
     with pytest.raises(WriterpoolError) as exc:  # 64 MiB where a line was expected
         ssh.exec(["sh", "-c", "head -c 67108864 /dev/zero"], timeout=120)
     assert exc.value.code == "command_failed" and "answered with over" in exc.value.message
@@ -140,28 +140,28 @@ from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.runtime.probes import held_directory, planted_canary
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, VolumeMount
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 from writerpool.runtime.volumes import volume_name
-ssh = SshHost.from_config("th", Host(**json.loads(sys.argv[1])))
+ssh = SshRoute.from_config("th", HostConfig(**json.loads(sys.argv[1])))
 with planted_canary(ssh) as canary, held_directory(ssh, "/tmp", "wp-left", canary=False) as work:
     print(json.dumps([canary.file, work]), flush=True)
     time.sleep(600)
 """
 
 
-def _present(ssh: SshHost, path: str) -> bool:
+def _present(ssh: SshRoute, path: str) -> bool:
     return ssh.exec(["test", "-e", path], timeout=20).returncode == 0
 
 
 def test_what_acceptance_plants_on_the_host_goes_with_a_killed_controller(
-    testhost: Host,
+    testhost: HostConfig,
 ) -> None:
-    ssh = SshHost.from_config("th", testhost)
+    ssh = SshRoute.from_config("th", testhost)
     given = {"url": testhost.url, "identity": str(testhost.identity),
              "known_hosts": str(testhost.known_hosts)}  # fmt: skip
     planter = subprocess.Popen([sys.executable, "-c", PLANT_AND_WAIT, json.dumps(given)],
@@ -193,7 +193,7 @@ from tests.support.cli import run_cli
 from tests.support.hostile_podman import hostile_podman
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.paths import Paths
 from writerpool.runtime.remote import connect
@@ -201,15 +201,15 @@ local = Path(tempfile.mkdtemp()) / "proxy.sock"
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(str(local))
 listener.listen()
-with connect("th", Host(**json.loads(sys.argv[1]))) as remote, \\
+with connect("th", HostConfig(**json.loads(sys.argv[1]))) as remote, \\
         remote.forwarded_socket(local, "s-left") as there:
     print(there, flush=True)
     time.sleep(600)
 """
 
 
-def test_a_sessions_socket_on_the_host_goes_with_a_killed_controller(testhost: Host) -> None:
-    ssh = SshHost.from_config("th", testhost)
+def test_a_sessions_socket_on_the_host_goes_with_a_killed_controller(testhost: HostConfig) -> None:
+    ssh = SshRoute.from_config("th", testhost)
     given = {"url": testhost.url, "identity": str(testhost.identity),
              "known_hosts": str(testhost.known_hosts)}  # fmt: skip
     opener = subprocess.Popen([sys.executable, "-c", FORWARD_AND_WAIT, json.dumps(given)],
@@ -249,7 +249,7 @@ true
 @pytest.mark.image
 @pytest.mark.git
 def test_an_agent_on_the_host_can_neither_redirect_the_git_guards_nor_see_a_socket(
-    testhost: Host, image_pin: Path, tmp_path: Path
+    testhost: HostConfig, image_pin: Path, tmp_path: Path
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=2, files=2)
     alias = unique_alias("hostile")
@@ -276,7 +276,7 @@ def _clone_reader(image: str, writer: str) -> ContainerSpec:
                          volumes=(clone,), labels={LABEL_WRITER: writer})  # fmt: skip
 
 
-def _on_host(ssh: SshHost, pattern: str) -> list[str]:
+def _on_host(ssh: SshRoute, pattern: str) -> list[str]:
     """Names matching `pattern` (a shell glob under the SSH user's home or runtime dir)."""
     listed = ssh.exec(["sh", "-c", f"ls -d {pattern} 2>/dev/null || true"], timeout=20)
     return listed.out.split()
@@ -285,7 +285,7 @@ def _on_host(ssh: SshHost, pattern: str) -> list[str]:
 @pytest.mark.image
 @pytest.mark.git
 def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_next_completes(
-    testhost: Host, image_pin: Path, tmp_path: Path
+    testhost: HostConfig, image_pin: Path, tmp_path: Path
 ) -> None:
     alias = unique_alias("killed")
     write_workspaces({alias: make_repo(tmp_path / "checkout", commits=2, files=2)})
@@ -293,7 +293,7 @@ def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_nex
     wp("image", "transfer", "--host", "th", check=True)
     wp("control", "--apply", check=True)
     wp("control", "--host", "th", "--apply", check=True)
-    ssh = SshHost.from_config("th", testhost)
+    ssh = SshRoute.from_config("th", testhost)
     # The canary in the SSH user's home, and the proxy's socket forwarded for the writer.
     canaries = "$HOME/.writerpool-canary-*"
     sockets = f"/run/user/$(id -u)/writerpool/{alias}-w1.sock"

@@ -22,7 +22,7 @@ from tests.integration.test_provision_stream import _in_clone_rw
 from tests.integration.writers_support import codes, wp
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import connect
@@ -38,7 +38,7 @@ WORK = (
 
 
 def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
     alias = unique_alias("cli")
@@ -80,7 +80,7 @@ def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
 
 
 def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
     alias = unique_alias("surplus")
@@ -112,7 +112,7 @@ def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
 
 
 def test_uninstall_judges_and_removes_a_writer_on_its_own_host(
-    tmp_path: Path, image_pin: Path, testhost: Host
+    tmp_path: Path, image_pin: Path, testhost: HostConfig
 ) -> None:
     repo = make_repo(tmp_path / "checkout", commits=3, files=2)
     alias = unique_alias("gone")

@@ -11,9 +11,9 @@ import secrets
 import shlex
 from collections.abc import Iterator
 
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.proc import clean_env, spawn, stop
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 
 CONTROLS = "\x1b[2J\x1b]0;owned\x07\x1b[31mEVIL\r"
 _SERVER = """
@@ -52,9 +52,9 @@ os.unlink(sys.argv[1])
 
 
 @contextlib.contextmanager
-def hostile_podman(host: Host) -> Iterator[Host]:
+def hostile_podman(host: HostConfig) -> Iterator[HostConfig]:
     """`host` with its url pointing at the stand-in, for the life of the block."""
-    ssh = SshHost.from_config("th", host)
+    ssh = SshRoute.from_config("th", host)
     socket = f"{host.target.socket.rsplit('/', 2)[0]}/wp-hostile-{secrets.token_hex(4)}.sock"
     words = ["python3", "-c", _SERVER, socket, json.dumps(CONTROLS)]
     proc = spawn([*ssh.argv("-T"), " ".join(shlex.quote(w) for w in words)], env=clean_env())

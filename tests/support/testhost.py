@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.models import Pool
 from writerpool.config.modes import ContainerSettings
 from writerpool.config.paths import Paths
@@ -20,7 +20,7 @@ from writerpool.runtime.remote import RemotePodman
 from writerpool.state.writer import WriterState
 
 
-def add_host(host: Host, url: str | None = None, config: Path | None = None) -> None:
+def add_host(host: HostConfig, url: str | None = None, config: Path | None = None) -> None:
     """Append `[hosts.th]` naming `host` (reached at `url` when given: a closed port) to
     `config`, by default the test's configuration file."""
     with (config or Path(os.environ["WRITERPOOL_CONFIG"])).open("a") as out:

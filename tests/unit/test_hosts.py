@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from writerpool.config.hosts import Host, parse_ssh_url
+from writerpool.config.hosts import HostConfig, parse_ssh_url
 from writerpool.config.models import parse_config
 from writerpool.config.modes import ContainerSettings, host_for
 from writerpool.doctor.remote import judge_host
@@ -19,7 +19,7 @@ from writerpool.runtime.info import PodmanInfo
 from writerpool.runtime.probes import _usable
 from writerpool.runtime.remote_info import RemoteFacts
 from writerpool.runtime.spec import ContainerSpec, VolumeMount
-from writerpool.runtime.ssh import SshHost, classify
+from writerpool.runtime.ssh import SshRoute, classify
 from writerpool.runtime.volumes import volume_name
 
 SOCKET = "/run/user/1010/podman/podman.sock"
@@ -90,9 +90,9 @@ def test_the_ssh_argv_checks_the_pinned_key_and_ignores_the_users_config(tmp_pat
     for name in ("id", "known"):
         (tmp_path / name).write_text("x")
     (tmp_path / "id").chmod(0o600)
-    host = Host(url=f"ssh://u@10.0.0.2:2222{SOCKET}", identity=tmp_path / "id",
+    host = HostConfig(url=f"ssh://u@10.0.0.2:2222{SOCKET}", identity=tmp_path / "id",
                 known_hosts=tmp_path / "known")  # fmt: skip
-    argv = SshHost.from_config("th1", host).argv("-N")
+    argv = SshRoute.from_config("th1", host).argv("-N")
     pairs = {argv[i + 1] for i, word in enumerate(argv) if word == "-o"}
     assert {"StrictHostKeyChecking=yes", f"UserKnownHostsFile={tmp_path / 'known'}",
             "GlobalKnownHostsFile=/dev/null", "BatchMode=yes"} <= pairs  # fmt: skip
@@ -101,10 +101,10 @@ def test_the_ssh_argv_checks_the_pinned_key_and_ignores_the_users_config(tmp_pat
 
 
 def test_missing_key_files_are_host_config_invalid(tmp_path: Path) -> None:
-    host = Host(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=tmp_path / "none",
+    host = HostConfig(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=tmp_path / "none",
                 known_hosts=tmp_path / "none2")  # fmt: skip
     with pytest.raises(WriterpoolError) as exc:
-        SshHost.from_config("th1", host)
+        SshRoute.from_config("th1", host)
     assert exc.value.code == "host_config_invalid" and str(tmp_path) not in exc.value.message
 
 
@@ -247,20 +247,20 @@ def test_key_paths_ssh_would_expand_or_unquote_are_refused(char: str) -> None:
     assert exc.value.code == "config_invalid" and "hosts.a.known_hosts" in exc.value.message
 
 
-def _key_files(tmp_path: Path) -> Host:
+def _key_files(tmp_path: Path) -> HostConfig:
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)
     (keys / "id").write_text("x")
     (keys / "id").chmod(0o600)
     (keys / "known").write_text("10.0.0.2 ssh-ed25519 AAAA\n")
     (keys / "known").chmod(0o644)
-    return Host(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=keys / "id",
+    return HostConfig(url=f"ssh://u@10.0.0.2:22{SOCKET}", identity=keys / "id",
                 known_hosts=keys / "known")  # fmt: skip
 
 
-def _refused(host: Host) -> str:
+def _refused(host: HostConfig) -> str:
     with pytest.raises(WriterpoolError) as exc:
-        SshHost.from_config("th1", host)
+        SshRoute.from_config("th1", host)
     assert exc.value.code == "host_config_invalid"
     assert str(host.known_hosts.parent) not in exc.value.message
     return exc.value.message
@@ -268,7 +268,7 @@ def _refused(host: Host) -> str:
 
 def test_key_files_only_this_account_can_change_are_accepted(tmp_path: Path) -> None:
     host = _key_files(tmp_path)
-    assert SshHost.from_config("th1", host).known_hosts == host.known_hosts
+    assert SshRoute.from_config("th1", host).known_hosts == host.known_hosts
     host.known_hosts.chmod(0o666)
     assert "known_hosts may be written by another account" in _refused(host)
     host.known_hosts.chmod(0o644)

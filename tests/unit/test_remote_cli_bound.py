@@ -12,7 +12,7 @@ from writerpool.config.hosts import parse_ssh_url
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import CLI_OUTPUT_MAX, RemotePodman
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 
 
 def _remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int) -> RemotePodman:
@@ -21,7 +21,7 @@ def _remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int) -> Remot
     client.chmod(0o755)
     monkeypatch.setenv("WRITERPOOL_PODMAN", str(client))
     target = parse_ssh_url("ssh://wp@th.test:22/run/user/1000/podman/podman.sock")
-    ssh = SshHost("th", target, tmp_path / "id", tmp_path / "known_hosts")
+    ssh = SshRoute("th", target, tmp_path / "id", tmp_path / "known_hosts")
     return RemotePodman(ssh, tmp_path / "api.sock")
 
 

@@ -14,7 +14,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 from writerpool.runtime.volumes import AGENT_DIR_CAP
 
 
@@ -42,7 +42,7 @@ def test_an_agent_directory_over_the_cap_is_refused_before_the_host_is_asked(
     # Neither a podman client nor ssh exists: any question to the host would fail otherwise.
     monkeypatch.setenv("WRITERPOOL_PODMAN", str(tmp_path / "no-podman"))
     target = parse_ssh_url("ssh://wp@th.test:22/run/user/1000/podman/podman.sock")
-    ssh = SshHost("th", target, tmp_path / "id", tmp_path / "known", binary=str(tmp_path / "no"))
+    ssh = SshRoute("th", target, tmp_path / "id", tmp_path / "known", binary=str(tmp_path / "no"))
     host = RemotePodman(ssh, tmp_path / "api.sock")
     writer = writer_at(Paths.from_env(), "w-w1", host.name)
     with pytest.raises(WriterpoolError) as refused, host.agent_dir(writer) as agent_dir:
@@ -53,7 +53,7 @@ def test_an_agent_directory_over_the_cap_is_refused_before_the_host_is_asked(
 
 def test_a_host_over_ssh_refuses_an_open_network_for_its_writers(tmp_path: Path) -> None:
     target = parse_ssh_url("ssh://wp@th.test:22/run/user/1000/podman/podman.sock")
-    host = RemotePodman(SshHost("th", target, tmp_path / "id", tmp_path / "known"),
+    host = RemotePodman(SshRoute("th", target, tmp_path / "id", tmp_path / "known"),
                         tmp_path / "api.sock")  # fmt: skip
     host.check_network("provider", None)
     with pytest.raises(WriterpoolError) as refused:

@@ -26,7 +26,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.runtime.host import EGRESS_SOCKET
 
 if TYPE_CHECKING:  # types only: the egress process's host side loads when a session needs it
-    from writerpool.egress.host import EgressHost, EgressSession
+    from writerpool.egress.supervisor import EgressSession, EgressSupervisor
 
 
 class Grant(Protocol):
@@ -121,14 +121,14 @@ def resolve(config: Config, name: str) -> tuple[ResolvedProvider, str]:
     return resolved, key
 
 
-def grant(request: EgressRequest, host: EgressHost | None) -> Grant:
+def grant(request: EgressRequest, host: EgressSupervisor | None) -> Grant:
     """Render the agent directory for this session's provider and open its egress."""
     resolved, key = resolve(request.config, request.provider)
     return grant_key(request, host, resolved, key)
 
 
 def grant_key(
-    request: EgressRequest, host: EgressHost | None, resolved: ResolvedProvider, key: str
+    request: EgressRequest, host: EgressSupervisor | None, resolved: ResolvedProvider, key: str
 ) -> Grant:
     """The same for a given key: acceptance sends a canary credential this way."""
     container = request.network != "host"

@@ -9,7 +9,7 @@ from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.control import control as run
 from writerpool.runtime.host import LOCAL
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 
 
 @click.command()
@@ -21,5 +21,5 @@ def control(apply: bool, host: str | None, as_json: bool) -> None:
     paths = Paths.from_env()
     # This machine's control needs no configuration; another host's is its [hosts.NAME].
     configured = load_config(paths).config.hosts if host else {}
-    with HostSet(configured) as hosts:
+    with WriterHosts(configured) as hosts:
         emit(run(paths, hosts, host or LOCAL, apply), as_json)

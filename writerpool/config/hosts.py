@@ -89,7 +89,7 @@ def _absolute(value: Path) -> Path:
     return value
 
 
-class Host(BaseModel):
+class HostConfig(BaseModel):
     """One `[hosts.NAME]` table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

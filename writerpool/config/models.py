@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from writerpool.config.allow_entry import DERIVED_SETS, normalize_host, parse_address, parse_entry
-from writerpool.config.hosts import LOCAL, Host
+from writerpool.config.hosts import LOCAL, HostConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.untrusted import DocumentRefused, loads_toml, read_regular
@@ -174,7 +174,7 @@ class Config(Strict):
     egress: Egress = Egress()
     service: Service = Service()
     # Further Podman hosts reached over SSH; `local` is this machine's own.
-    hosts: dict[Alias, Host] = {}
+    hosts: dict[Alias, HostConfig] = {}
 
     @model_validator(mode="after")
     def _local_is_reserved(self) -> Config:

@@ -167,7 +167,7 @@ async def _main(spec: WorkerSpec, out: _Out) -> None:
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="writerpool: %(message)s")
     out = _Out(sys.stdout.buffer)
-    # Imported before the spec is read: a spare process (EgressHost.keep_spares) is
+    # Imported before the spec is read: a spare process (EgressSupervisor.keep_spares) is
     # ready to serve the moment its session's spec arrives.
     import writerpool.egress.proxy  # noqa: F401, PLC0415
 

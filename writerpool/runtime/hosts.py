@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from types import TracebackType
 
-from writerpool.config.hosts import Host, known_host
+from writerpool.config.hosts import HostConfig, known_host
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
@@ -18,11 +18,11 @@ from writerpool.runtime.remote import RemotePodman, connect
 
 def open_host() -> WriterHost:
     """This machine's host (`local`: this account's Podman). A host over SSH needs a
-    connection held open: `HostSet`."""
+    connection held open: `WriterHosts`."""
     return LocalPodman()
 
 
-def configured_host(paths: Paths, name: str) -> Host:
+def configured_host(paths: Paths, name: str) -> HostConfig:
     """The `[hosts.NAME]` table of the configuration, or host_unknown."""
     host = load_config(paths).config.hosts.get(name)
     if host is None:
@@ -30,13 +30,15 @@ def configured_host(paths: Paths, name: str) -> Host:
     return host
 
 
-class HostSet:
+class WriterHosts:
     """The hosts one command (or one server, across its sessions) reaches: the local one,
     and each configured host over SSH connected on first use and kept until the set
     closes (one connection per host, shared by the command's threads). A connection
     found lost is made again by the next `get`."""
 
-    def __init__(self, configured: Mapping[str, Host], local: WriterHost | None = None) -> None:
+    def __init__(
+        self, configured: Mapping[str, HostConfig], local: WriterHost | None = None
+    ) -> None:
         self._configured = dict(configured)
         self._local = local or open_host()
         self._open: dict[str, tuple[RemotePodman, contextlib.ExitStack]] = {}
@@ -70,7 +72,7 @@ class HostSet:
             for _, own in held:  # bounded by the configured hosts
                 closing.push(own)
 
-    def __enter__(self) -> HostSet:
+    def __enter__(self) -> WriterHosts:
         return self
 
     def __exit__(

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Process, clean_env, run, spawn, stop, wait_or_stop
 from writerpool.runtime.host import Canary
-from writerpool.runtime.ssh import SshHost, classify
+from writerpool.runtime.ssh import SshRoute, classify
 
 LISTENER_READY_SECONDS = 15.0
 REMOVE_SECONDS = 30.0
@@ -51,7 +51,7 @@ _LISTEN = (
 )
 
 
-def _reject_home(ssh: SshHost) -> WriterpoolError:
+def _reject_home(ssh: SshRoute) -> WriterpoolError:
     return WriterpoolError("command_failed", f"host {ssh.name} reports no usable home directory "
                            "(an absolute path of letters, digits and ._-/ only)")  # fmt: skip
 
@@ -78,7 +78,7 @@ def _held(
 
 
 def held_directory(
-    ssh: SshHost, base: str, name: str, *, canary: bool
+    ssh: SshRoute, base: str, name: str, *, canary: bool
 ) -> contextlib.AbstractContextManager[str]:
     """A private directory `name` under `base` on the host ("home": the SSH user's home),
     with a canary file in it when asked, for the life of the block: made and removed by
@@ -108,7 +108,7 @@ def _usable(directory: str, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def planted_canary(ssh: SshHost) -> Iterator[Canary]:
+def planted_canary(ssh: SshRoute) -> Iterator[Canary]:
     """A private canary file in the SSH user's home on the host, removed after the block
     (or when the process that planted it ends, killed too)."""
     name = f".writerpool-canary-{secrets.token_hex(6)}"
@@ -134,7 +134,7 @@ def canary_here() -> Iterator[Canary]:
 
 
 @contextlib.contextmanager
-def loopback_port(ssh: SshHost) -> Iterator[int]:
+def loopback_port(ssh: SshRoute) -> Iterator[int]:
     """A port listening on the host's own loopback for the life of the block."""
     proc = spawn([*ssh.argv("-T"), "python3 -c " + shlex.quote(_LISTEN)], env=clean_env())
     try:
@@ -183,7 +183,7 @@ _RUN_STDIN = (
 )
 
 
-def run_over(ssh: SshHost, program: Path, env: dict[str, str]) -> bytes:
+def run_over(ssh: SshRoute, program: Path, env: dict[str, str]) -> bytes:
     """The same on the host, as its SSH user: the program streamed over the connection
     and run by the host's python3 in a private work directory that one ssh process
     makes and removes (a controller killed meanwhile leaves none there)."""

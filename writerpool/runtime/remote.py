@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from writerpool.atomic import ensure_private_dir
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.config.network import check_remote_network
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, Completed, OutputTooLarge
@@ -47,7 +47,7 @@ from writerpool.runtime.podman import (
 )
 from writerpool.runtime.podman_api import pings
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
-from writerpool.runtime.ssh import Forward, HostUnreachable, SshHost
+from writerpool.runtime.ssh import Forward, HostUnreachable, SshRoute
 
 # A Podman service answers `_ping` at once; a slow link still gets a few seconds.
 API_PING_SECONDS = 15.0
@@ -65,7 +65,7 @@ FORWARD_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,79}$")
 class RemotePodman(PodmanEngine):
     """The `WriterHost` of Podman on `host`, through the forwarded socket `socket_path`."""
 
-    def __init__(self, host: SshHost, socket_path: Path, forward: Forward | None = None) -> None:
+    def __init__(self, host: SshRoute, socket_path: Path, forward: Forward | None = None) -> None:
         super().__init__(name=host.name, socket_path=socket_path)
         self.host = host
         self.forward = forward
@@ -316,9 +316,9 @@ class RemotePodman(PodmanEngine):
 
 
 @contextlib.contextmanager
-def connect(name: str, host: Host) -> Iterator[RemotePodman]:
+def connect(name: str, host: HostConfig) -> Iterator[RemotePodman]:
     """Podman on the configured host `name` for the life of the block."""
-    ssh = SshHost.from_config(name, host)
+    ssh = SshRoute.from_config(name, host)
     base = default_socket().parent.parent  # $XDG_RUNTIME_DIR
     base = base if base.is_dir() else Path(tempfile.gettempdir())
     private = Path(tempfile.mkdtemp(prefix="writerpool-host-", dir=base))  # 0700

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 from pydantic import Field, ValidationError
 
-from writerpool.config.hosts import Host
+from writerpool.config.hosts import HostConfig
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed
 from writerpool.runtime.image_transfer import remote_image_id
 from writerpool.runtime.info import PodmanInfo, _Parsed
 from writerpool.runtime.remote import RemotePodman, connect
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 
 
 class _Store(_Parsed):
@@ -49,9 +49,9 @@ class RemoteFacts:
 HOST_TOOLS = ("podman", "python3")
 
 
-def probe_host(name: str, host: Host, image_id: str | None) -> RemoteFacts:
+def probe_host(name: str, host: HostConfig, image_id: str | None) -> RemoteFacts:
     try:
-        ssh = SshHost.from_config(name, host)
+        ssh = SshRoute.from_config(name, host)
         ssh.exec(["true"], timeout=20)
     except WriterpoolError as exc:
         return RemoteFacts(name, reach_error=exc)
@@ -62,7 +62,7 @@ def probe_host(name: str, host: Host, image_id: str | None) -> RemoteFacts:
         return RemoteFacts(name, api_error=exc.message)
 
 
-def _probe_podman(ssh: SshHost, remote: RemotePodman, image_id: str | None) -> RemoteFacts:
+def _probe_podman(ssh: SshRoute, remote: RemotePodman, image_id: str | None) -> RemoteFacts:
     name = ssh.name
     try:
         raw = remote.cli(["info", "--format", "json"], timeout=60).out
@@ -80,14 +80,14 @@ def _probe_podman(ssh: SshHost, remote: RemotePodman, image_id: str | None) -> R
                        _missing_tools(ssh))  # fmt: skip
 
 
-def _missing_tools(ssh: SshHost) -> tuple[str, ...]:
+def _missing_tools(ssh: SshRoute) -> tuple[str, ...]:
     """Which of HOST_TOOLS a non-interactive SSH session's PATH lacks."""
     script = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
     done = ssh.exec(["sh", "-c", script, "sh", *HOST_TOOLS], timeout=20)
     return tuple(t for t in HOST_TOOLS if t in done.out.split())
 
 
-def _free_bytes(ssh: SshHost, path: str) -> tuple[int | None, str | None]:
+def _free_bytes(ssh: SshRoute, path: str) -> tuple[int | None, str | None]:
     """Bytes available to the host's container storage (POSIX `df -Pk`)."""
     if not path.startswith("/"):
         return None, "the host's `podman info` names no storage directory"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from writerpool.config.hosts import Host, SshTarget
+from writerpool.config.hosts import HostConfig, SshTarget
 from writerpool.errors import WriterpoolError
 from writerpool.proc import (
     CommandFailed,
@@ -107,7 +107,7 @@ class Forward:
 
 
 @dataclass(frozen=True)
-class SshHost:
+class SshRoute:
     """One configured host: how to reach it, and the argv that does, checked keys only."""
 
     name: str
@@ -120,13 +120,13 @@ class SshHost:
     control: Path | None = None
 
     @classmethod
-    def from_config(cls, name: str, host: Host) -> SshHost:
+    def from_config(cls, name: str, host: HostConfig) -> SshRoute:
         check_key_file(name, "identity", host.identity, private=True)
         check_key_file(name, "known_hosts", host.known_hosts, private=False)
         binary = os.environ.get("WRITERPOOL_SSH", "ssh")
         return cls(name, host.target, host.identity, host.known_hosts, binary)
 
-    def multiplexed(self, control: Path) -> SshHost:
+    def multiplexed(self, control: Path) -> SshRoute:
         """This host, its commands riding the master whose control socket is `control`."""
         return replace(self, control=control)
 

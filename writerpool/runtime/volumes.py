@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.podman import PodmanEngine
 from writerpool.runtime.spec import LABEL_WRITER
-from writerpool.runtime.ssh import SshHost
+from writerpool.runtime.ssh import SshRoute
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def packed_agent_dir(rendered: Path) -> bytes:
     return data
 
 
-def unpack_agent_dir(ssh: SshHost, root: PurePosixPath, writer: str, packed: bytes) -> None:
+def unpack_agent_dir(ssh: SshRoute, root: PurePosixPath, writer: str, packed: bytes) -> None:
     """Replace the agent volume's content (its directory `root` on the host) with the
     packed directory, as the host's account."""
     done = ssh.exec(["sh", "-ec", _UNPACK, "sh", str(root)], timeout=AGENT_PUSH_SECONDS,

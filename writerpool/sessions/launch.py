@@ -30,12 +30,12 @@ from writerpool.sessions.turns import Snapshot
 from writerpool.sessions.watch import HostWatch, WatchedAgent, lost
 
 if TYPE_CHECKING:
-    from writerpool.egress.host import EgressHost
+    from writerpool.egress.supervisor import EgressSupervisor
     from writerpool.pool.claims.lease_ready import WriterSlot
     from writerpool.pool.claims.readonly import ReadonlyContainer
     from writerpool.pool.claims.warm import WarmPool, WarmWriter
     from writerpool.pool.writer.inspect import Inspection
-    from writerpool.runtime.hosts import HostSet
+    from writerpool.runtime.hosts import WriterHosts
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +96,11 @@ class Launcher:
         self._config = loaded.config
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None
-        self._egress: EgressHost | None = None
+        self._egress: EgressSupervisor | None = None
         # Hosts over SSH, connected once for all sessions (facts and image asked once);
         # those of a configuration reloaded away are closed at shutdown.
-        self._hosts: HostSet | None = None
-        self._retired: list[HostSet] = []
+        self._hosts: WriterHosts | None = None
+        self._retired: list[WriterHosts] = []
         self._lock = threading.Lock()
         # Credentials and proxy sockets left by a server that was killed go now, not
         # at the next session.
@@ -163,22 +163,22 @@ class Launcher:
                 self._scratch.close()
                 self._scratch = None
 
-    def _egress_host(self) -> EgressHost:
+    def _egress_host(self) -> EgressSupervisor:
         with self._lock:
             if self._egress is None:
                 # Made on first use: a server without contained sessions starts no egress process.
-                from writerpool.egress.host import EgressHost  # noqa: PLC0415
+                from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
 
-                self._egress = EgressHost(audit=egress_auditor(self._paths),
+                self._egress = EgressSupervisor(audit=egress_auditor(self._paths),
                                           connect_audit=connect_auditor(self._paths))  # fmt: skip
             return self._egress
 
-    def _host_set(self) -> HostSet:
-        from writerpool.runtime.hosts import HostSet  # noqa: PLC0415 - see _lease_cold
+    def _host_set(self) -> WriterHosts:
+        from writerpool.runtime.hosts import WriterHosts  # noqa: PLC0415 - see _lease_cold
 
         with self._lock:
             if self._hosts is None:
-                self._hosts = HostSet(self._config.hosts)
+                self._hosts = WriterHosts(self._config.hosts)
             return self._hosts
 
     def _scratch_root(self) -> ScratchRoot:
@@ -309,7 +309,7 @@ class Launcher:
             seat.enter_context(host.egress_endpoint(writer))
         return held
 
-    def _lease_cold(self, plan: SessionPlan, hosts: HostSet) -> WriterSlot | WarmWriter:
+    def _lease_cold(self, plan: SessionPlan, hosts: WriterHosts) -> WriterSlot | WarmWriter:
         """A writer leased for a cold start. When none is free, the warm pool may hold the
         rest: one it is warming now is waited for and claimed, else one warm for another
         provider or base gives way and the lease is tried once more."""

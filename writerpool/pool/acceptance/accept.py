@@ -147,9 +147,9 @@ def _canary_granted(
     with contextlib.ExitStack() as stack:
         egress = None
         if network_info(state.network).egress:
-            from writerpool.egress.host import EgressHost  # noqa: PLC0415
+            from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
 
-            egress = EgressHost()
+            egress = EgressSupervisor()
             stack.callback(egress.close)
         with host.agent_dir(writer) as agent_dir:
             request = EgressRequest(

@@ -22,7 +22,7 @@ from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.report import parse_harness_report
 from writerpool.report import Report
 from writerpool.runtime.host import LOCAL, WriterHost
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.runtime.image_tools import HARNESS_SOURCE
 from writerpool.runtime.probes import loopback_here
 from writerpool.state.writer import now
@@ -131,7 +131,7 @@ def control_subject(host: str) -> str:
     return "control" if _first_host(host) else f"host/{host}/control"
 
 
-def control(paths: Paths, hosts: HostSet, name: str, apply: bool) -> Report:
+def control(paths: Paths, hosts: WriterHosts, name: str, apply: bool) -> Report:
     """`writerpool control [--host NAME] [--apply]`: the plan, or the control run on the
     host `name` of `hosts` (connected only to apply)."""
     hosts.require(name)

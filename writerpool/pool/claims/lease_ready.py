@@ -29,7 +29,7 @@ from writerpool.pool.writer.verdicts import (
 )
 from writerpool.report import sanitize
 from writerpool.runtime.host import Writer, WriterHost
-from writerpool.runtime.hosts import HostSet, open_host
+from writerpool.runtime.hosts import WriterHosts, open_host
 from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
 from writerpool.state.writer import WriterState, load_state
 
@@ -233,7 +233,7 @@ def _slot(
 
 def _try_writer(
     paths: Paths,
-    hosts: HostSet,
+    hosts: WriterHosts,
     loaded: LoadedConfig,
     name: str,
     wanted: str,
@@ -277,7 +277,7 @@ def lease_ready_writer(
     alias: str,
     base: str | None,
     host: WriterHost | None = None,
-    hosts: HostSet | None = None,
+    hosts: WriterHosts | None = None,
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
     take a session, refreshed first, in the order pool/claims/choose.py gives. Bounded by the
@@ -285,7 +285,7 @@ def lease_ready_writer(
     (connected there and kept open by the caller for the session), or, without them,
     only writers on `host` (default: this machine)."""
     if hosts is None:
-        hosts = HostSet({}, host or open_host())
+        hosts = WriterHosts({}, host or open_host())
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")

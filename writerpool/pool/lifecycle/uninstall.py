@@ -33,7 +33,7 @@ from writerpool.pool.provision.writer_host import host_name
 from writerpool.pool.writer.lease import LeaseBatch, leased_all
 from writerpool.report import Report
 from writerpool.runtime.host import WriterHost
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.state.writer import load_state
 
 TARGET = "writerpool"
@@ -43,7 +43,7 @@ TARGET = "writerpool"
 Registrations = Callable[[Paths, bool, Report], None]
 
 
-def _writers_may_go(paths: Paths, hosts: HostSet, loaded: LoadedConfig,
+def _writers_may_go(paths: Paths, hosts: WriterHosts, loaded: LoadedConfig,
                     flags: tuple[bool, bool], report: Report,
                     leases: LeaseBatch) -> bool:  # fmt: skip
     """Whether every writer may be deleted (the uncollected-work guard of each, on its
@@ -105,7 +105,7 @@ def uninstall(
     # Every writer's lease with one wait, held from the guard to the removal; each
     # writer is judged and removed on its own host.
     with (
-        HostSet(loaded.config.hosts, host) as hosts,
+        WriterHosts(loaded.config.hosts, host) as hosts,
         leased_all(paths.writer_dir, names, loaded.config.pool.lease_wait_seconds) as leases,
     ):
         flags = (discard, keep_images, apply)
@@ -114,7 +114,7 @@ def uninstall(
 
 
 def _uninstall(
-    paths: Paths, hosts: HostSet, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
+    paths: Paths, hosts: WriterHosts, loaded: LoadedConfig, flags: tuple[bool, bool, bool],
     report: Report, leases: LeaseBatch, registrations: Registrations,
 ) -> None:  # fmt: skip
     discard, keep_images, apply = flags

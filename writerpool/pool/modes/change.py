@@ -43,7 +43,7 @@ from writerpool.pool.writer.lease import leased_all
 from writerpool.pool.writer.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.runtime.podman import PodmanUnavailable
 from writerpool.state.servers import count_alone
 from writerpool.state.writer import WriterState
@@ -181,12 +181,12 @@ def set_mode(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, req: ModeRequest, step: Step = quiet
 ) -> Report:
     # Each writer's steps run on its own host; a host over SSH is connected once.
-    with HostSet(loaded.config.hosts, host) as hosts:
+    with WriterHosts(loaded.config.hosts, host) as hosts:
         return _set_mode(paths, hosts, loaded, req, step)
 
 
 def _set_mode(
-    paths: Paths, hosts: HostSet, loaded: LoadedConfig, req: ModeRequest, step: Step
+    paths: Paths, hosts: WriterHosts, loaded: LoadedConfig, req: ModeRequest, step: Step
 ) -> Report:
     host = hosts.get(LOCAL_HOST)
     config = loaded.config

@@ -23,7 +23,7 @@ from writerpool.pool.writer.lease import Lease, LeaseBatch, leased
 from writerpool.pool.writer.work import has_uncollected_work
 from writerpool.report import Report, Step, quiet
 from writerpool.runtime.host import WriterHost, writer_at
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.state.writer import WriterState, load_state, save_state
 from writerpool.tree_removal import remove_path
 
@@ -42,7 +42,7 @@ class PoolContext:
     step: Step = quiet
     leases: LeaseBatch | None = None  # the writers' leases, taken with one wait
     # The hosts the command reaches (each over SSH connected once); None: `host` only.
-    hosts: HostSet | None = None
+    hosts: WriterHosts | None = None
 
     def host_of(self, name: str, placed: str = LOCAL) -> WriterHost:
         """The host writer `name` is on: its state's, or `placed` for a writer with no

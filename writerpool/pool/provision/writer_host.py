@@ -10,7 +10,7 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.provision.writer_ref import WRITER_NAME
 from writerpool.runtime.host import LOCAL, WriterHost
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.state.writer import load_state
 
 
@@ -31,5 +31,5 @@ def writer_host(paths: Paths, loaded: LoadedConfig, name: str) -> Iterator[Write
     """The writer's host for the block: a host over SSH is connected first, so one that
     cannot be reached refuses the command (writer_host_unreachable) before it changes
     anything."""
-    with HostSet(loaded.config.hosts) as hosts:
+    with WriterHosts(loaded.config.hosts) as hosts:
         yield hosts.get(host_name(paths, name))

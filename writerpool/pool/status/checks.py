@@ -16,7 +16,7 @@ from writerpool.pool.acceptance.control import (
 from writerpool.pool.provision.listing import writer_names
 from writerpool.pool.status.writers import status_on
 from writerpool.runtime.host import LOCAL
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.state.writer import load_state
 
 
@@ -46,7 +46,7 @@ def writer_readiness(ctx: CheckContext) -> list[CheckResult]:
     if ctx.loaded is None:
         return []
     results = []
-    with HostSet(ctx.loaded.config.hosts) as hosts:  # each host connected once
+    with WriterHosts(ctx.loaded.config.hosts) as hosts:  # each host connected once
         for alias, name in writer_names(ctx.paths):  # bounded by the writers' records
             subject = f"writer/{alias}/{name}"
             try:

@@ -29,7 +29,7 @@ from writerpool.pool.writer.verdicts import Verdict, lease_count, remember
 from writerpool.pool.writer.work import changed_branches
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
-from writerpool.runtime.hosts import HostSet
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.state.writer import WriterState, load_state
 
 
@@ -276,7 +276,7 @@ def lease_refresh(
 
 
 def status_on(
-    paths: Paths, hosts: HostSet, loaded: LoadedConfig, state: WriterState
+    paths: Paths, hosts: WriterHosts, loaded: LoadedConfig, state: WriterState
 ) -> WriterStatus:
     """The writer's status, read on its host; a host that cannot be reached says so."""
     try:
@@ -314,7 +314,7 @@ def writer_statuses(
             states.append((target, state))
     # Inspections run side by side, at most PARALLEL at once; rows keep the writers' order.
     # Each writer is judged on its own host, each host over SSH connected once.
-    with HostSet(loaded.config.hosts, host) as hosts, ThreadPoolExecutor(PARALLEL) as workers:
+    with WriterHosts(loaded.config.hosts, host) as hosts, ThreadPoolExecutor(PARALLEL) as workers:
         statuses = list(workers.map(lambda s: status_on(paths, hosts, loaded, s[1]), states))
     for (target, _state), status in zip(states, statuses, strict=True):
         rows.append(status.to_json())

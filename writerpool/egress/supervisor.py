@@ -1,6 +1,6 @@
 """The server's side of per-session egress: one process per session, never a shared loop.
 
-`EgressHost.open` starts `python -m writerpool.egress.worker` for a session, hands it
+`EgressSupervisor.open` starts `python -m writerpool.egress.worker` for a session, hands it
 its spec (the real credential goes through the pipe, never argv or the environment)
 and returns once its socket listens. The process lowers its own descriptor and memory
 limits (`egress.worker.confine`), so whatever one session's agent does to its proxy
@@ -38,7 +38,7 @@ from writerpool.egress.spec import (
 )
 from writerpool.errors import WriterpoolError
 
-__all__ = ["PREFIX", "EgressHost", "EgressSession"]
+__all__ = ["PREFIX", "EgressSession", "EgressSupervisor"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,11 +68,11 @@ def _worker_env() -> dict[str, str]:
 
 
 class EgressSession:
-    """A session's egress process, seen from the server. Made by `EgressHost.open`."""
+    """A session's egress process, seen from the server. Made by `EgressSupervisor.open`."""
 
     prefix = PREFIX
 
-    def __init__(self, host: EgressHost, spec: WorkerSpec, process: proc.Process) -> None:
+    def __init__(self, host: EgressSupervisor, spec: WorkerSpec, process: proc.Process) -> None:
         first = spec.listeners[0]
         assert isinstance(first, ProviderListenerSpec)  # the provider proxy comes first
         self.token = first.token
@@ -231,7 +231,7 @@ def _end_spare(process: proc.Process) -> None:
         process.wait()
 
 
-class EgressHost:
+class EgressSupervisor:
     """Starts and tracks the egress processes of this server's sessions."""
 
     def __init__(
