@@ -1,7 +1,9 @@
-"""Sessions of one `writerpool serve` process: start, prompt, turns, abort, close.
+"""Sessions of one server (`writerpool serve` alone, or the pool service): start, prompt,
+turns, abort, close.
 
-The configuration and the execution modes are read once when the manager is built
-and never reloaded. Every public method returns a JSON-ready dict (the tool body
+A `serve` running alone keeps the configuration and execution modes it was built with
+(`reloadPolicy` "restart-required"); the service hands it each valid change through
+`reload` (sessions/reload.py). Every public method returns a JSON-ready dict (the tool body
 without `ok`) or raises WriterpoolError with a stable code; nothing returned holds
 a path, a prompt, a credential or a provider error.
 """

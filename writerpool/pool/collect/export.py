@@ -188,25 +188,25 @@ def collect_writer(
     move_aside(repo, replaced, moves)
     _import(repo, state.name, inspection, decision.accepted, bundle)
     crash_point("collect.imported")
-    complete = decision.complete
-    save_state(
-        paths.writer_dir(state.name),
-        state.model_copy(
-            update={
-                "collection": Collection(
-                    digest=digest,
-                    complete=complete,
-                    at=now(),
-                    bundle=bundle.name if bundle else None,
-                    refs=tuple(sorted(new)),
-                )
-            }
-        ),
-    )
+    _record_collection(paths, state, digest, decision.complete, bundle, new)
     report_collected(report, state, decision, bundle, target)
     aside = {ref: (commit, moves[ref]) for ref, commit in replaced.items()}
     report_replaced(report, target, state.name, aside, staying(old, new, replaced), False)
-    return CollectOutcome("collected" if complete else "incomplete", inspection, digest)
+    return CollectOutcome("collected" if decision.complete else "incomplete", inspection, digest)
+
+
+def _record_collection(
+    paths: Paths, state: WriterState, digest: str, complete: bool, bundle: Path | None,
+    refs: dict[str, str],
+) -> None:  # fmt: skip
+    collection = Collection(
+        digest=digest,
+        complete=complete,
+        at=now(),
+        bundle=bundle.name if bundle else None,
+        refs=tuple(sorted(refs)),
+    )
+    save_state(paths.writer_dir(state.name), state.model_copy(update={"collection": collection}))
 
 
 def _kept_names(old: dict[str, str], name: str, keep_old: bool) -> set[str]:
