@@ -26,7 +26,7 @@ from tests.e2e.harness import ServerEnv
 from tests.e2e.standins import FINAL_TEXT, AnthropicStandIn, ResponsesStandIn, SessionDriver
 from tests.integration.test_register_clients import client_bin  # noqa: F401 - a fixture
 from tests.integration.writers_support import git, make_checkout, wp, writer_containers
-from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.sessions.contract.arguments import TEXT_PAGE_DEFAULT
 
 pytestmark = [
     pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi, pytest.mark.clients,

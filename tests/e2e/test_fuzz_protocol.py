@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.e2e.conftest import MakeServer
 from tests.e2e.harness import RawServer, connect
 from writerpool.errors import CODES
-from writerpool.mcp.tools import TOOLS, TOOLS_BY_NAME
+from writerpool.sessions.contract.tools import TOOLS, TOOLS_BY_NAME
 
 EXAMPLES = int(os.environ.get("WRITERPOOL_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
@@ -60,7 +60,8 @@ def value_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 def arguments_for(name: str) -> st.SearchStrategy[Any]:
     tool = TOOLS_BY_NAME[name]
-    fields = {key: value_for(schema) for key, schema in tool.properties.items()}
+    properties = tool.input_schema()["properties"]
+    fields = {key: value_for(schema) for key, schema in properties.items()}
     shaped = st.fixed_dictionaries({}, optional=fields)
     extra = st.dictionaries(st.text(CHARS, max_size=10), junk, max_size=2)
     return shaped | st.builds(lambda a, b: {**a, **b}, shaped, extra) | junk

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from writerpool.gitops.limits import ANSWER_MAX_BYTES, LIMITS
-from writerpool.mcp.answers import LIST_BYTES, fit_list, sendable
+from writerpool.sessions.contract.answers import LIST_BYTES, fit_list, sendable
 from writerpool.sessions.turns import PAGE_JSON_BYTES, page_of
 from writerpool.sessions.work import CloneRefs, clone_work
 

@@ -11,11 +11,11 @@ import pytest
 
 from writerpool.agent.events import TurnLog, cap_text, parse_event
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.answers import sendable
 from writerpool.mcp.server import to_result
 from writerpool.pool.collect.review import terminal_safe
 from writerpool.pool.writer.inspect import parse_report
 from writerpool.report import sanitize
+from writerpool.sessions.contract.answers import sendable
 from writerpool.sessions.work import CloneRefs, clone_work
 from writerpool.utf8 import decoded, valid_json, valid_text
 

@@ -16,7 +16,8 @@ from writerpool.clients.codex_config import (
     write_settings,
 )
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.tools import TEXT_PAGE_DEFAULT, TOOLS_BY_NAME, annotations_for
+from writerpool.sessions.contract.arguments import TEXT_PAGE_DEFAULT
+from writerpool.sessions.contract.tools import TOOLS_BY_NAME, annotations_for
 from writerpool.sessions.turns import progress_line, turn_view
 from writerpool.sessions.work import changed_branches
 

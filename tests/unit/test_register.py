@@ -33,8 +33,8 @@ from writerpool.clients.uninstall import remove_registrations
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
 from writerpool.mcp.handshake import EXPECTED_TOOLS
-from writerpool.mcp.tools import TOOLS
 from writerpool.report import Report
+from writerpool.sessions.contract.tools import TOOLS
 
 # Recorded from `claude mcp get writerpool` of @anthropic-ai/claude-code 2.1.332, with
 # servers added by `claude mcp add` in a throwaway HOME (health-check lines included).

@@ -1,4 +1,4 @@
-"""docs/tools.md's examples follow the tool contract (writerpool/mcp/tools.py, schemas.py):
+"""docs/tools.md's examples follow the tool contract (writerpool/sessions/contract/):
 every fence is closed and names its language, every JSON example parses, every call
 example names a tool and passes the server's own argument check, and every answer
 example holds only what the tool's output schema declares, with the declared types."""
@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.tools import TOOLS, TOOLS_BY_NAME
-from writerpool.mcp.validate import check_arguments
+from writerpool.sessions.contract.tools import TOOLS, TOOLS_BY_NAME
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -67,7 +66,7 @@ def call_problem(example: Any) -> str | None:
     if tool is None:
         return f"unknown tool {example.get('name')!r}"
     try:
-        check_arguments(tool, example["arguments"])
+        tool.parse(example["arguments"])
     except WriterpoolError as exc:
         return f"{tool.name}: {exc.message}"
     return None

@@ -24,9 +24,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from writerpool.mcp.tools import TOOLS
 from writerpool.proc import CommandFailed, clean_env, run
 from writerpool.report import sanitize
+from writerpool.sessions.contract.tools import TOOLS
 
 DEFAULT_TIMEOUT = 30.0
 EXPECTED_TOOLS = frozenset(spec.name for spec in TOOLS)

@@ -26,8 +26,8 @@ from writerpool.config.paths import Paths
 from writerpool.mcp.http import client_of
 from writerpool.mcp.relay import relay
 from writerpool.mcp.stdio import checked_stdio_server
-from writerpool.mcp.tools import GLOSSARY, TOOLS, annotations_for
 from writerpool.sessions.calls import ToolService
+from writerpool.sessions.contract.tools import GLOSSARY, TOOLS, annotations_for
 from writerpool.sessions.progress import Progress, report_while_running
 from writerpool.state.servers import serving_alone
 from writerpool.state.service_record import running
@@ -82,9 +82,9 @@ def _result(body: dict[str, Any]) -> types.CallToolResult:
 
 def to_result(name: str, body: dict[str, Any]) -> types.CallToolResult:
     """The same object as text JSON and as structuredContent; isError on failure.
-    Every body went through mcp/answers.py's `sendable` already; should one still not
-    encode as the transport will encode it, that call fails (answer_unencodable), not
-    the transport with every other call of its client."""
+    Every body went through `sendable` (sessions/contract/answers.py) already; should one
+    still not encode as the transport will encode it, that call fails
+    (answer_unencodable), not the transport with every other call of its client."""
     result = _result(body)
     try:
         result.model_dump_json(by_alias=True, exclude_unset=True)

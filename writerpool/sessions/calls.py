@@ -20,10 +20,21 @@ from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.answers import sendable
-from writerpool.mcp.tools import SESSION_ID_PATTERN, TEXT_PAGE_DEFAULT, TOOLS_BY_NAME, ToolSpec
-from writerpool.mcp.validate import check_arguments
 from writerpool.report import sanitize
+from writerpool.sessions.contract.answers import sendable
+from writerpool.sessions.contract.arguments import (
+    SESSION_ID_PATTERN,
+    CapabilitiesGet,
+    SessionAbort,
+    SessionClose,
+    SessionGet,
+    SessionList,
+    SessionPrompt,
+    SessionStart,
+    ToolArguments,
+    TurnGet,
+)
+from writerpool.sessions.contract.tools import TOOLS_BY_NAME, ToolSpec
 from writerpool.sessions.inflight import InFlight
 from writerpool.sessions.manager import SessionManager, StartCancelled, TurnWatch
 from writerpool.sessions.orphans import Orphans
@@ -124,49 +135,46 @@ class ToolService:
     def host_coding(self) -> bool:
         return self.manager.host_coding if self.manager is not None else True
 
-    def _handler(
+    def _handle(
         self,
-        spec: ToolSpec,
-        args: dict[str, Any],
+        args: ToolArguments,
         progress: Progress,
         cancel: threading.Event,
         client: str | None,
-    ) -> Callable[[], dict[str, Any] | _Wait]:
+    ) -> dict[str, Any] | _Wait:
+        """The tool's work on its validated arguments (the model says which tool)."""
         if self.manager is None:
             assert self.load_error is not None
             raise self.load_error
         m = self.manager.for_client(client)
-        sid = args.get("sessionId", "")
-        handlers: dict[str, Callable[[], dict[str, Any] | _Wait]] = {
-            "pi_capabilities_get": m.capabilities,
-            "pi_session_start": lambda: m.start(
-                args["workspace"],
-                args.get("executionProfile"),
-                args.get("base"),
-                progress,
-                cancel,
-            ),
-            "pi_session_list": m.list,
-            "pi_session_get": lambda: m.get(sid),
-            "pi_session_prompt": lambda: m.prompt(sid, args["message"]),
-            "pi_turn_get": lambda: self._turn_get(m, args, progress),
-            "pi_session_abort": lambda: m.abort(sid),
-            "pi_session_close": lambda: m.close(sid),
-        }
-        return handlers[spec.name]
+        match args:
+            case CapabilitiesGet():
+                return m.capabilities()
+            case SessionStart():
+                return m.start(args.workspace, args.execution_profile, args.base, progress,
+                               cancel)  # fmt: skip
+            case SessionList():
+                return m.list()
+            case SessionGet():
+                return m.get(args.session_id)
+            case SessionPrompt():
+                return m.prompt(args.session_id, args.message)
+            case TurnGet():
+                return self._turn_get(m, args, progress)
+            case SessionAbort():
+                return m.abort(args.session_id)
+            case SessionClose():
+                return m.close(args.session_id)
+        raise TypeError(f"no handler for {type(args).__name__}")
 
     @staticmethod
-    def _turn_get(
-        m: OwnedSessions, args: dict[str, Any], progress: Progress
-    ) -> dict[str, Any] | _Wait:
+    def _turn_get(m: OwnedSessions, args: TurnGet, progress: Progress) -> dict[str, Any] | _Wait:
         """The turn now, or a wait for its end first (the wait holds no thread)."""
-        sid, turn = args["sessionId"], args["turnId"]
-        seconds = float(args.get("waitSeconds", 0))
-        offset, limit = int(args.get("offset", 0)), int(args.get("limit", TEXT_PAGE_DEFAULT))
-        watch = m.turn_watch(sid, turn, progress) if seconds > 0 else None
+        sid, turn, offset, limit = args.session_id, args.turn_id, args.offset, args.limit
+        watch = m.turn_watch(sid, turn, progress) if args.wait_seconds > 0 else None
         if watch is None:
             return m.turn(sid, turn, offset, limit)
-        return _Wait(watch, seconds, lambda: m.turn(sid, turn, offset, limit))
+        return _Wait(watch, args.wait_seconds, lambda: m.turn(sid, turn, offset, limit))
 
     def logs_failures(self, client: str | None) -> bool:
         """Whether `client` hears about session failures as log lines (its own choice)."""
@@ -223,9 +231,9 @@ class ToolService:
         def work() -> dict[str, Any] | _Wait:
             if spec is None:
                 raise WriterpoolError("tool_unknown", "no tool of that name")
-            args = check_arguments(spec, record.arguments)
+            args = spec.parse(record.arguments)
             self._refresh()
-            return self._handler(spec, args, progress, record.cancel, record.client)()
+            return self._handle(args, progress, record.cancel, record.client)
 
         return self._answer(record, spec, work)
 

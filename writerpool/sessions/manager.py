@@ -24,8 +24,8 @@ from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.mcp.answers import LIST_BYTES, LIST_NAMED, fit_list
-from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.sessions.contract.answers import LIST_BYTES, LIST_NAMED, fit_list
+from writerpool.sessions.contract.arguments import TEXT_PAGE_DEFAULT
 from writerpool.sessions.launch import Agent, Launcher
 from writerpool.sessions.placement import (
     SessionPlan,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from writerpool.agent.events import cap_text
-from writerpool.mcp.tools import TEXT_PAGE_DEFAULT
+from writerpool.sessions.contract.arguments import TEXT_PAGE_DEFAULT
 
 # A page's JSON text, escapes included (a control character takes 6 bytes): with the
 # rest of a pi_turn_get answer it stays under the answer cap (gitops/limits.py).

@@ -1,4 +1,5 @@
-"""The tool surface of `writerpool serve`: names, descriptions, schemas, annotations.
+"""The tool table: each tool's name, title, description, arguments model (arguments.py),
+output schema (outputs.py) and annotations.
 
 This table is the contract coding clients see; tests/e2e/snapshots/tools.json holds
 a golden copy, and a test fails when the two drift apart.
@@ -20,21 +21,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from writerpool.mcp import schemas
-
-ALIAS_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
-SESSION_ID_PATTERN = r"^s-[0-9a-f]{16}$"
-TURN_ID_PATTERN = r"^t-[1-9][0-9]{0,5}$"
-# A branch name as a client would type it; the pool applies git's full rules.
-BASE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$"
-MESSAGE_MAX_CHARS = 65536
-WAIT_MAX_SECONDS = 60
-# A page of a turn's final text, in characters. The default page, inside the JSON body,
-# stays below what Claude Code and Codex show a model without cutting or moving the
-# result to a file (measured with both: tests/clients/).
-TEXT_PAGE_DEFAULT = 8000
-TEXT_PAGE_MAX = 65536
-TEXT_OFFSET_MAX = 1 << 20
+from writerpool.sessions.contract import outputs
+from writerpool.sessions.contract.arguments import (
+    TEXT_PAGE_DEFAULT,
+    WAIT_MAX_SECONDS,
+    CapabilitiesGet,
+    SessionAbort,
+    SessionClose,
+    SessionGet,
+    SessionList,
+    SessionPrompt,
+    SessionStart,
+    ToolArguments,
+    TurnGet,
+    input_schema,
+)
+from writerpool.sessions.contract.refusals import parse
 
 GLOSSARY = (
     "pi is a coding agent (a language model with file and shell tools) that writerpool "
@@ -62,88 +64,28 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    properties: dict[str, dict[str, Any]]
-    required: tuple[str, ...]
+    arguments: type[ToolArguments]
     hints: Hints
-    output: dict[str, schemas.Schema]
+    output: dict[str, outputs.Schema]
 
     def input_schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": list(self.required),
-            "additionalProperties": False,
-        }
+        """The published schema of the arguments: the model's own."""
+        return input_schema(self.arguments)
+
+    def parse(self, arguments: object) -> ToolArguments:
+        """The call's arguments validated by the model, or input_invalid (refusals.py)."""
+        return parse(self.arguments, arguments)
 
     def output_schema(self) -> dict[str, Any]:
-        return schemas.body(self.output)
+        return outputs.body(self.output)
 
-
-_WORKSPACE = {
-    "type": "string",
-    "pattern": ALIAS_PATTERN,
-    "description": "Workspace alias, as listed by pi_capabilities_get (lower-case letters, "
-    "digits, '-' and '_', starting with a letter, at most 64 characters).",
-}
-_PROFILE = {
-    "type": "string",
-    "pattern": ALIAS_PATTERN,
-    "description": "Execution profile alias from pi_capabilities_get; omit it for the "
-    "configured default profile, which is read-only. Use a coding profile to change files.",
-}
-_BASE = {
-    "type": "string",
-    "pattern": BASE_PATTERN,
-    "maxLength": 200,
-    "description": "Branch the writer's clone starts from, only for a coding session in a "
-    "container workspace (at most 200 characters; letters, digits and . _ / -, not starting "
-    "with - or .). Omit it for the workspace's default base.",
-}
-_SESSION = {
-    "type": "string",
-    "pattern": SESSION_ID_PATTERN,
-    "description": "The sessionId pi_session_start returned ('s-' and 16 hex digits).",
-}
-_TURN = {
-    "type": "string",
-    "pattern": TURN_ID_PATTERN,
-    "description": "The turnId pi_session_prompt returned ('t-' and a number).",
-}
-_MESSAGE = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": MESSAGE_MAX_CHARS,
-    "description": f"The instruction for the agent, 1 to {MESSAGE_MAX_CHARS} characters.",
-}
-_WAIT = {
-    "type": "number",
-    "minimum": 0,
-    "maximum": WAIT_MAX_SECONDS,
-    "description": f"Seconds to wait for the turn to end, from 0 to {WAIT_MAX_SECONDS} "
-    "(default 0: answer at once). While waiting the server sends progress notifications; "
-    "call again to wait longer.",
-}
-_OFFSET = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": TEXT_OFFSET_MAX,
-    "description": "Where the page of the final text starts, in characters from 0 "
-    f"(default 0). Pass the nextOffset of the previous page to read on; at most {TEXT_OFFSET_MAX}.",
-}
-_LIMIT = {
-    "type": "integer",
-    "minimum": 1,
-    "maximum": TEXT_PAGE_MAX,
-    "description": f"Most characters of final text in one page, 1 to {TEXT_PAGE_MAX} "
-    f"(default {TEXT_PAGE_DEFAULT}, which clients show whole).",
-}
 
 _READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
 # Changes the server's own bookkeeping (and a writer's container) but destroys nothing.
 _ADDITIVE = Hints(read_only=False, destructive=False, idempotent=False, open_world=False)
 _STOPS = Hints(read_only=False, destructive=False, idempotent=True, open_world=False)
 
-_SESSION_OUT = {"session": schemas.SESSION}
+_SESSION_OUT = {"session": outputs.SESSION}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -156,10 +98,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "coding happens in writers; host: in the operator's checkout; read-only: no coding), "
         "configured writers and default base, and each execution profile with its "
         "permission (read-only or coding).",
-        {},
-        (),
+        CapabilitiesGet,
         _READ,
-        schemas.CAPABILITIES,
+        outputs.CAPABILITIES,
     ),
     ToolSpec(
         "pi_session_start",
@@ -173,8 +114,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "host workspace it edits the operator's checkout; a read-only workspace refuses it. "
         "Starting takes seconds to a minute; progress notifications report it. A session "
         "holds its writer until pi_session_close: close every session you start.",
-        {"workspace": _WORKSPACE, "executionProfile": _PROFILE, "base": _BASE},
-        ("workspace",),
+        SessionStart,
         _ADDITIVE,
         _SESSION_OUT,
     ),
@@ -183,11 +123,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "List sessions",
         "List this server's sessions, open and closed, with their state (idle, running, "
         "failed, closed). Close sessions you no longer need to free their writers.",
-        {},
-        (),
+        SessionList,
         _READ,
         {
-            "sessions": {"type": "array", "items": schemas.SESSION},
+            "sessions": {"type": "array", "items": outputs.SESSION},
             "omitted": {
                 "type": "integer",
                 "description": "Sessions left out to keep the answer under 256 KiB "
@@ -202,8 +141,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "turns, and for a container session its writer, its base {ref, commit} and its work: "
         "the clone's head commit and the branches changed since the session started. "
         + COLLECT_NOTE,
-        {"sessionId": _SESSION},
-        ("sessionId",),
+        SessionGet,
         _READ,
         _SESSION_OUT,
     ),
@@ -215,13 +153,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "writer's clone for a container workspace). Returns a turnId at once; then call "
         "pi_turn_get with waitSeconds to wait for the answer. One turn runs at a time per "
         "session (another prompt meanwhile: session_busy).",
-        {"sessionId": _SESSION, "message": _MESSAGE},
-        ("sessionId", "message"),
+        SessionPrompt,
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         {
-            "sessionId": schemas.string("The session id."),
-            "turnId": schemas.string("The new turn's id."),
-            "status": schemas.string("running."),
+            "sessionId": outputs.string("The session id."),
+            "turnId": outputs.string("The new turn's id."),
+            "status": outputs.string("running."),
         },
     ),
     ToolSpec(
@@ -234,19 +171,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         f"waitSeconds (0 to {WAIT_MAX_SECONDS}, default 0) waits for the turn to end, with "
         "progress notifications meanwhile; call again while it is still running. Also "
         "reports the session's work (head commit, changed branches). " + COLLECT_NOTE,
-        {
-            "sessionId": _SESSION,
-            "turnId": _TURN,
-            "waitSeconds": _WAIT,
-            "offset": _OFFSET,
-            "limit": _LIMIT,
-        },
-        ("sessionId", "turnId"),
+        TurnGet,
         _READ,
         {
-            "sessionId": schemas.string("The session id."),
-            "turn": schemas.TURN,
-            "work": schemas.WORK,
+            "sessionId": outputs.string("The session id."),
+            "turn": outputs.TURN,
+            "work": outputs.WORK,
         },
     ),
     ToolSpec(
@@ -255,11 +185,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Stop the session's running turn, if any; what the agent already did stays, and "
         "the session stays open for another prompt. Aborting with no turn running does "
         "nothing.",
-        {"sessionId": _SESSION},
-        ("sessionId",),
+        SessionAbort,
         _STOPS,
         {
-            "sessionId": schemas.string("The session id."),
+            "sessionId": outputs.string("The session id."),
             "turnId": {"type": ["string", "null"], "description": "The aborted turn."},
             "aborted": {"type": "boolean", "description": "Whether a turn was running."},
         },
@@ -271,8 +200,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "free its writer for other sessions. Nothing is lost: the work stays in the writer "
         "until the operator collects it. Closing a closed session succeeds again. Close "
         "every session you start once you are done with it.",
-        {"sessionId": _SESSION},
-        ("sessionId",),
+        SessionClose,
         _STOPS,
         _SESSION_OUT,
     ),
