@@ -238,8 +238,11 @@ def _try_writer(
     name: str,
     wanted: str,
     allow: tuple[str, ...] | None,
+    warming: bool = False,
 ) -> WriterSlot | str | None:
-    """The writer leased, or why not (None: it does not exist)."""
+    """The writer leased, or why not (None: it does not exist). `warming`: for the warm
+    pool, whose idle pi changes nothing, so the verdict that admitted the writer stays
+    current until the claim (which advances the count) or the writer's retirement."""
     wdir = paths.writer_dir(name)
     if not WriterRecord(wdir).state_file.exists():
         return None
@@ -260,7 +263,8 @@ def _try_writer(
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
             return f"{name} {refusal}"
-        advance(wdir)  # the session will change the clone
+        if not warming:
+            advance(wdir)  # the session will change the clone
         return _slot(paths, host, loaded.config, state, lease, done, allow)
     except WriterpoolError as exc:
         log.info("writer %s not leased: %s", name, exc.code)
@@ -278,6 +282,7 @@ def lease_ready_writer(
     base: str | None,
     host: WriterHost | None = None,
     hosts: WriterHosts | None = None,
+    warming: bool = False,
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
     take a session, refreshed first, in the order pool/claims/choose.py gives. Bounded by the
@@ -294,7 +299,7 @@ def lease_ready_writer(
     resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
     for name in candidates(paths, alias, entry.container.writers, refusals):
-        got = _try_writer(paths, hosts, loaded, name, wanted, entry.container.allow)
+        got = _try_writer(paths, hosts, loaded, name, wanted, entry.container.allow, warming)
         if isinstance(got, WriterSlot):
             return got
         if got is not None:

@@ -4,8 +4,10 @@ claims one.
 
 `WarmPool` is what the long-lived pool service hosts: `tick()` yields the writers an
 operator command asked for and keeps up to each workspace's `warm` count started;
-`claim()` hands a session a warm writer after checking that its settings, acceptance
-and clone are still what they were when it was warmed. The session's launcher then
+`claim()` hands a session a warm writer after proving again what it was warmed on (its
+lease, its clone's verdict, its acceptance fingerprint: pool/claims/warm_proof.py) and
+audits the claim with that proof; a writer whose proof no longer holds is recycled, at a
+claim or at the next fill, never handed out. The session's launcher then
 grants its egress and gives pi the session's model (sessions/launch.py); when the session
 ends its lease is released like any other, and the writer is warmed again only once
 the guard admits it again (at baseline: at once after a session that changed nothing,
@@ -23,20 +25,18 @@ from dataclasses import dataclass
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
+from writerpool.audit import audit_warm, warm_line
 from writerpool.config.models import LoadedConfig, Profile
 from writerpool.config.modes import ExecutionModes, load_modes
-from writerpool.config.paths import Paths, WriterRecord
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance.accept import fingerprint_of, groups_given
-from writerpool.pool.acceptance.control import control_current
-from writerpool.pool.claims.admission import LEASABLE
 from writerpool.pool.claims.lease_ready import WriterSlot, lease_ready_writer
+from writerpool.pool.claims.warm_proof import PI_ENDED, YIELD_ASKED, Proof, prove, still
 from writerpool.pool.writer.container import AGENT_DIR
 from writerpool.pool.writer.lease import yield_asked
-from writerpool.pool.writer.verdicts import Verdict, advance, current, lease_count, remember
+from writerpool.pool.writer.verdicts import advance
 from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.hosts import open_host
-from writerpool.runtime.image import load_pin
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ class WarmWriter:
     agent: PiAgent
     profile: Profile  # what pi was started with; a claim may change model and thinking
     image_id: str
-    state_digest: str
     facts: EngineFacts  # the host's when the writer started
+    proof: Proof  # what it was warmed on; a claim proves the same again (warm_proof.py)
 
 
 class WarmPool:
@@ -122,6 +122,7 @@ class WarmPool:
         """Yield what operators asked for, drop what died, and (with `fill`) start more."""
         self._yield_asked()
         if fill:
+            self._recycle_stale()
             self.fill()
 
     def fill(self) -> list[str]:
@@ -173,32 +174,32 @@ class WarmPool:
         return next((p for p in named if p.permission == "coding"), None)
 
     def _warm_one(self, alias: str) -> WarmWriter | None:
-        """Lease a writer the guard admits and start pi in it without any credential."""
+        """Lease a writer the guard admits, prove it (warm_proof.py) and start pi in it
+        without any credential."""
         profile = self._profile(alias)
         if profile is None:
             return None
         try:
-            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host)
+            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host,
+                                      warming=True)  # fmt: skip
         except WriterpoolError as exc:
             # Said once per streak: a pool whose writers are all busy tries every round.
             level = logging.DEBUG if alias in self._retry else logging.INFO
             log.log(level, "workspace %s: no writer warmed (%s)", alias, exc.code)
             return None
-        writer_dir = self._paths.writer_dir(slot.name)
-        if yield_asked(writer_dir):  # an operator command waits for it
-            slot.release()
+        facts = slot.host.facts()
+        proof = prove(self._paths, self._loaded.config.pool, slot, slot.spec.image_id, facts)
+        if isinstance(proof, str):  # an operator command waits for it, or it went stale
+            log.info("writer %s not warmed: %s", slot.name, proof)
+            _let_go(self._paths, slot)
             return None
         slot.lease.mark_warm()
         with self._lock:
             self._warming[alias] = self._warming.get(alias, 0) + 1
         try:
-            warm = self._start(alias, slot, profile)
-            # The guard admitted the clone under this lease and an idle pi changes
-            # nothing: the verdict stays current until a claim or a retirement advances
-            # the count.
-            remember(writer_dir, lease_count(writer_dir), Verdict(LEASABLE, "warm", ()))
+            warm = self._start(alias, slot, profile, facts, proof)
         except BaseException:
-            slot.release()
+            _let_go(self._paths, slot)
             raise
         else:
             with self._lock:
@@ -216,7 +217,9 @@ class WarmPool:
         with self._warmed:
             self._warmed.wait_for(lambda: not self._warming.get(alias), timeout)
 
-    def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
+    def _start(
+        self, alias: str, slot: WriterSlot, profile: Profile, facts: EngineFacts, proof: Proof
+    ) -> WarmWriter:
         config = self._loaded.config
         # Rendered without any key: until a claim grants one, pi has nothing to send.
         with slot.host.agent_dir(slot.writer) as agent_dir:
@@ -226,10 +229,9 @@ class WarmPool:
             profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
         )
         agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
-        digest = self._paths.writer_record(slot.name).state_digest()
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
-            state_digest=digest, facts=self._host.facts(),
+            facts=facts, proof=proof,
         )  # fmt: skip
 
     def _yield_asked(self) -> None:
@@ -240,31 +242,47 @@ class WarmPool:
             if warm is None:
                 continue
             if yield_asked(self._paths.writer_dir(name)):
-                self._retire(name, "an operator command asked for it")
+                self._retire(name, YIELD_ASKED, recycled=True)
             elif not warm.agent.alive:
-                self._retire(name, "its pi ended")
+                self._retire(name, PI_ENDED, recycled=True)
 
-    def _retire(self, name: str, why: str) -> None:
+    def _recycle_stale(self) -> None:
+        """Recycle every warm writer whose proof no longer holds (its settings, image,
+        control or verdict changed): file reads only, once per fill."""
+        for name in self.warm_names():
+            with self._lock:
+                warm = self._warm.get(name)
+            if warm is not None and (why := self._stale(warm)) is not None:
+                self._retire(name, why, recycled=True)
+
+    def _retire(self, name: str, why: str, recycled: bool = False) -> None:
         """Stop the writer's pi and container and release its lease."""
         with self._lock:
             warm = self._warm.pop(name, None)
-        if warm is None:
-            return
-        log.info("writer %s is no longer warm: %s", name, why)
+        if warm is not None:
+            self._stop(warm, why, recycled)
+
+    def _stop(self, warm: WarmWriter, why: str, recycled: bool = False) -> None:
+        """`warm`, out of the pool: its pi and container stopped, its lease released.
+        `recycled`: it may no longer take a session, `why` is the code audited."""
+        log.info("writer %s is no longer warm: %s", warm.slot.name, why)
+        if recycled:
+            audit_warm(self._paths, warm_line("warm_recycle", why, warm.slot.name,
+                                              host=warm.slot.host.name))  # fmt: skip
         try:
             warm.agent.close(CLOSE_SECONDS)
         finally:
-            try:
-                advance(self._paths.writer_dir(name))  # the next lease inspects it again
-            finally:
-                warm.slot.release()
+            _let_go(self._paths, warm.slot)
 
     # -- claiming --------------------------------------------------------------------
 
-    def claim(self, alias: str, base: str | None, profile: Profile) -> WarmWriter | None:
+    def claim(
+        self, alias: str, base: str | None, profile: Profile, session: str | None = None
+    ) -> WarmWriter | None:
         """A warm writer of `alias` on `base` (default: the workspace's) for a session of
-        `profile`, taken out of the pool; None when none is warm or still current.
-        Bounded by the workspace's warm writers."""
+        `profile`, taken out of the pool and proven again (warm_proof.py), its claim
+        audited with what was proven; None when none is warm or still current (a stale
+        one is recycled). Bounded by the workspace's warm writers."""
         for name in self.warm_names(alias):
             with self._lock:
                 warm = self._warm.get(name)
@@ -274,12 +292,16 @@ class WarmPool:
                     continue
                 del self._warm[name]
             why = self._stale(warm)
-            if why is None:
-                advance(self._paths.writer_dir(name))  # the session will change the clone
-                return warm
-            with self._lock:
-                self._warm[name] = warm
-            self._retire(name, why)
+            if why is not None:
+                self._stop(warm, why, recycled=True)
+                continue
+            advance(self._paths.writer_dir(name))  # the session will change the clone
+            audit_warm(self._paths, warm_line(
+                "warm_claim", "writer_warm_claimed", name, session=session,
+                host=warm.slot.host.name, verdict_digest=warm.proof.verdict_digest,
+                fingerprint=warm.proof.fingerprint,
+            ))  # fmt: skip
+            return warm
         return None
 
     def give_way(self, alias: str) -> bool:
@@ -292,36 +314,13 @@ class WarmPool:
         return True
 
     def _stale(self, warm: WarmWriter) -> str | None:
-        """Why a warm writer may no longer take a session (None: it may). No Podman call:
-        the running container is the image; the settings, acceptance and clone checks
-        are file reads."""
-        writer_dir = self._paths.writer_dir(warm.slot.name)
-        state = warm.slot.state
+        """Why a warm writer may no longer take a session (None: it may): its pi ended,
+        or the proof it was warmed on no longer holds. No Podman call: the running
+        container is the image; the rest are file reads."""
         if not warm.agent.alive:
-            return "its pi ended"
-        if yield_asked(writer_dir):
-            return "an operator command asked for it"
-        if state is None or WriterRecord(writer_dir).state_digest() != warm.state_digest:
-            return "its state changed"
-        verdict = current(writer_dir)
-        if verdict is None or verdict.code != LEASABLE:
-            return "its admission verdict is not current"
-        if not control_current(self._paths):
-            return "isolation_control_required"
-        pin = load_pin(self._paths)
-        if state.image == "default" and (pin is None or pin.image_id != warm.image_id):
-            return "the pinned image changed"
-        groups = groups_given(
-            self._paths,
-            warm.slot.host,
-            state,
-            self._loaded.config.pool,
-            warm.image_id,
-            warm.facts,
-        )
-        if fingerprint_of(groups) != state.fingerprint:
-            return "writer_acceptance_stale"
-        return None
+            return PI_ENDED
+        made = prove(self._paths, self._loaded.config.pool, warm.slot, warm.image_id, warm.facts)
+        return still(made, warm.proof)
 
     # -- the service's thread ----------------------------------------------------------
 
@@ -355,3 +354,12 @@ class WarmPool:
             self._thread.join(READY_SECONDS)
         for name in self.warm_names():
             self._retire(name, "the pool service stops")
+
+
+def _let_go(paths: Paths, slot: WriterSlot) -> None:
+    """Release a writer the pool leased: its lease count advanced first (the next lease
+    inspects the clone again: a pi ran beside it), its containers removed."""
+    try:
+        advance(paths.writer_dir(slot.name))
+    finally:
+        slot.release()
