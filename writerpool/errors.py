@@ -105,6 +105,7 @@ CODES: dict[str, str] = {
     "warm_image_changed": "The image pin no longer names a warm writer's image; it is recycled",
     "warm_yield_asked": "An operator command asked for a warm writer; the pool yielded it",
     "warm_pi_ended": "A warm writer's pi ended; the writer is recycled",
+    "warm_too_old": "A warm writer was held longer than [pool] warm_max_age_seconds; recycled",
     "writer_holds_work": "The writer holds work no complete collection covers; no session gets it",
     "writer_collected_unfinished": "The work was collected but finish or reset has not run",
     "writer_log": "The agent's commits on a writer's branch, relative to the base",

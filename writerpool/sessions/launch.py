@@ -279,11 +279,7 @@ class Launcher:
         with _undo_on_failure() as undo:
             undo += [seat.close, slot.release]
             held = self._open_egress(plan, slot, session_id, seat, undo)
-            args = agent_launch.pi_args(
-                plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
-            )
-            started = _started(held, lambda: PiAgent.start(
-                slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS))  # fmt: skip
+            started = _started(held, lambda: slot.start_pi(plan.profile, CONTAINER_READY_SECONDS))
             agent = _watched(slot, started, seat)
         return Launched(agent=agent, grant=held, slot=slot, seat=seat)
 

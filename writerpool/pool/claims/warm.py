@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
@@ -31,22 +31,25 @@ from writerpool.config.modes import ExecutionModes, load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.claims.lease_ready import WriterSlot, lease_ready_writer
-from writerpool.pool.claims.warm_proof import PI_ENDED, YIELD_ASKED, Proof, prove, still
-from writerpool.pool.writer.container import AGENT_DIR
+from writerpool.pool.claims.warm_counts import FILL_EVERY_SECONDS, Backoff, Place, wanted
+from writerpool.pool.claims.warm_proof import (
+    PI_ENDED,
+    TOO_OLD,
+    YIELD_ASKED,
+    Proof,
+    prove,
+    still,
+)
 from writerpool.pool.writer.lease import yield_asked
 from writerpool.pool.writer.verdicts import advance
 from writerpool.runtime.host import EngineFacts, WriterHost
-from writerpool.runtime.hosts import open_host
+from writerpool.runtime.hosts import WriterHosts, open_host
 
 log = logging.getLogger(__name__)
 
 READY_SECONDS = 90.0  # Podman's start and pi's, on a loaded host
 CLOSE_SECONDS = 5.0
 YIELD_POLL_SECONDS = 0.05
-FILL_EVERY_SECONDS = 1.0
-# After a round that warmed nothing (every writer busy or refused), a workspace is tried
-# again after 1, 2, 4 … seconds up to this; a session's end tries it at once.
-BACKOFF_MAX_SECONDS = 10.0
 
 
 @dataclass
@@ -58,6 +61,11 @@ class WarmWriter:
     image_id: str
     facts: EngineFacts  # the host's when the writer started
     proof: Proof  # what it was warmed on; a claim proves the same again (warm_proof.py)
+    started: float = field(default_factory=time.monotonic)  # recycled past the pool's age
+
+    @property
+    def place(self) -> Place:
+        return (self.alias, self.slot.host.name)
 
 
 class WarmPool:
@@ -73,7 +81,11 @@ class WarmPool:
         self._paths = paths
         self._loaded = loaded
         self._modes = modes if modes is not None else load_modes(paths)
-        self._host = host or open_host()
+        self._local = host or open_host()
+        # Every host writers are placed on, each over SSH connected once and held while
+        # its warm writers are: a claim's session makes its egress forward on it.
+        self._hosts = WriterHosts(loaded.config.hosts, self._local)
+        self._retired: list[WriterHosts] = []  # sets of [hosts] reloaded away
         self._warm: dict[str, WarmWriter] = {}  # by writer name
         self._lock = threading.Lock()
         self._warmed = threading.Condition(self._lock)  # notified when a warming ends
@@ -83,11 +95,19 @@ class WarmPool:
         self._spares: Callable[[int], object] | None = None
         self._refresh: Callable[[], object] | None = None
         self._spared = 0  # spare egress processes asked for last time
-        self._retry: dict[str, tuple[int, float]] = {}  # alias: (failed rounds, next try)
+        self._backoff = Backoff()
 
     def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
         """New settings (validated by the caller): the next fill warms or retires
-        writers to the new counts."""
+        writers to the new counts. Changed [hosts] tables: the warm writers on hosts
+        over SSH are retired and the next ones connect as configured now."""
+        if loaded.config.hosts != self._loaded.config.hosts:
+            for name in self.warm_names():
+                warm = self._warm.get(name)
+                if warm is not None and warm.slot.host is not self._local:
+                    self._retire(name, "its host's settings changed")
+            self._retired.append(self._hosts)
+            self._hosts = WriterHosts(loaded.config.hosts, self._local)
         self._loaded, self._modes = loaded, modes
 
     def keep_spares_with(self, spares: Callable[[int], object]) -> None:
@@ -97,14 +117,10 @@ class WarmPool:
 
     # -- what is warm ------------------------------------------------------------
 
-    def wanted(self) -> dict[str, int]:
-        """Each container workspace's warm count (0 omitted), from the last valid modes."""
-        workspaces = self._modes.workspaces
-        return {
-            alias: entry.container.warm
-            for alias, entry in workspaces.items()
-            if entry.container is not None and entry.container.warm > 0
-        }
+    def wanted(self) -> dict[Place, int]:
+        """Each workspace's warm count on each of its hosts (0 omitted), from the last
+        valid modes."""
+        return wanted(self._modes)
 
     def pid_of(self, name: str) -> int | None:
         """The warm writer's pi launcher process (None: not warm)."""
@@ -112,9 +128,19 @@ class WarmPool:
             warm = self._warm.get(name)
         return warm.agent.pid if warm is not None else None
 
-    def warm_names(self, alias: str | None = None) -> list[str]:
+    def warm_names(self, alias: str | None = None, host: str | None = None) -> list[str]:
         with self._lock:
-            return sorted(n for n, w in self._warm.items() if alias in (None, w.alias))
+            return sorted(n for n, w in self._warm.items()
+                          if alias in (None, w.alias) and host in (None, w.place[1]))  # fmt: skip
+
+    def ready_by_host(self, alias: str) -> dict[str, int]:
+        """How many of `alias`'s writers are warm now on each host (0 omitted)."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for warm in self._warm.values():  # bounded by the warm writers
+                if warm.alias == alias:
+                    counts[warm.place[1]] = counts.get(warm.place[1], 0) + 1
+        return dict(sorted(counts.items()))
 
     # -- keeping them --------------------------------------------------------------
 
@@ -126,43 +152,40 @@ class WarmPool:
             self.fill()
 
     def fill(self) -> list[str]:
-        """Warm writers up to each workspace's count; returns the names warmed now.
+        """Warm writers up to each place's count; returns the names warmed now.
         Bounded by the sum of the warm counts (each at most 16)."""
         started: list[str] = []
-        wanted = self.wanted()
-        spares = sum(wanted.values())
+        counts = self.wanted()
+        spares = sum(counts.values())
         if self._spares is not None and (spares or self._spared):
             # Before pi starts: each spare's interpreter starts beside a writer's pi.
             # (Down to none when the counts drop to 0.)
             self._spares(spares)
             self._spared = spares
-        for alias in {w.alias for w in list(self._warm.values())} - set(wanted):
-            self._trim(alias, 0)
-        for alias, count in sorted(wanted.items()):
-            self._trim(alias, count)
-            if time.monotonic() < self._retry.get(alias, (0, 0.0))[1]:
+        with self._lock:
+            held = {w.place for w in self._warm.values()}
+        for place in held - set(counts):
+            self._trim(place, 0)
+        for place, count in sorted(counts.items()):
+            self._trim(place, count)
+            if not self._backoff.due(place):
                 continue
-            while len(self.warm_names(alias)) < count and not self._stopping.is_set():
+            while len(self.warm_names(*place)) < count and not self._stopping.is_set():
                 self._yield_asked()  # an operator waits no longer than one writer's start
-                warm = self._warm_one(alias)
+                warm = self._warm_one(place)
                 if warm is None:
-                    self._back_off(alias)  # no other writer can be warmed now
+                    self._backoff.failed(place)  # no other writer can be warmed now
                     break
-                self._retry.pop(alias, None)
+                self._backoff.warmed(place)
                 started.append(warm.slot.name)
         return started
 
-    def _back_off(self, alias: str) -> None:
-        failed = self._retry.get(alias, (0, 0.0))[0] + 1
-        wait = min(FILL_EVERY_SECONDS * 2 ** min(failed - 1, 8), BACKOFF_MAX_SECONDS)
-        self._retry[alias] = (failed, time.monotonic() + wait)
-
     def wake(self) -> None:
-        """A writer was released (a session ended): try every workspace at the next fill."""
-        self._retry = {alias: (failed, 0.0) for alias, (failed, _) in self._retry.items()}
+        """A writer was released (a session ended): try every place at the next fill."""
+        self._backoff.wake()
 
-    def _trim(self, alias: str, count: int) -> None:
-        for name in self.warm_names(alias)[count:]:
+    def _trim(self, place: Place, count: int) -> None:
+        for name in self.warm_names(*place)[count:]:
             self._retire(name, "surplus")
 
     def _profile(self, alias: str) -> Profile | None:
@@ -173,19 +196,20 @@ class WarmPool:
         named = [profiles[p] for p in entry.container.profiles if p in profiles]
         return next((p for p in named if p.permission == "coding"), None)
 
-    def _warm_one(self, alias: str) -> WarmWriter | None:
-        """Lease a writer the guard admits, prove it (warm_proof.py) and start pi in it
-        without any credential."""
+    def _warm_one(self, place: Place) -> WarmWriter | None:
+        """Lease a writer of the place the guard admits, prove it (warm_proof.py) and
+        start pi in it without any credential."""
+        alias, host = place
         profile = self._profile(alias)
         if profile is None:
             return None
         try:
-            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host,
-                                      warming=True)  # fmt: skip
+            slot = lease_ready_writer(self._paths, self._loaded, alias, None,
+                                      hosts=self._hosts, warming=True, on_host=host)  # fmt: skip
         except WriterpoolError as exc:
             # Said once per streak: a pool whose writers are all busy tries every round.
-            level = logging.DEBUG if alias in self._retry else logging.INFO
-            log.log(level, "workspace %s: no writer warmed (%s)", alias, exc.code)
+            level = logging.DEBUG if self._backoff.failing(place) else logging.INFO
+            log.log(level, "workspace %s on %s: no writer warmed (%s)", alias, host, exc.code)
             return None
         facts = slot.host.facts()
         proof = prove(self._paths, self._loaded.config.pool, slot, slot.spec.image_id, facts)
@@ -225,10 +249,7 @@ class WarmPool:
         with slot.host.agent_dir(slot.writer) as agent_dir:
             agent_launch.remove_credential(agent_dir)
             agent_launch.render_for_profile(config, agent_dir, profile.provider, True)
-        args = agent_launch.pi_args(
-            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
-        )
-        agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
+        agent = slot.start_pi(profile, READY_SECONDS)  # as a cold start does
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
             facts=facts, proof=proof,
@@ -252,8 +273,16 @@ class WarmPool:
         for name in self.warm_names():
             with self._lock:
                 warm = self._warm.get(name)
-            if warm is not None and (why := self._stale(warm)) is not None:
+            if warm is None:
+                continue
+            why = self._stale(warm)
+            if why is None and time.monotonic() - warm.started > self._max_age():
+                why = TOO_OLD  # a fresh one is warmed in its place
+            if why is not None:
                 self._retire(name, why, recycled=True)
+
+    def _max_age(self) -> float:
+        return self._loaded.config.pool.warm_max_age_seconds
 
     def _retire(self, name: str, why: str, recycled: bool = False) -> None:
         """Stop the writer's pi and container and release its lease."""
@@ -354,6 +383,8 @@ class WarmPool:
             self._thread.join(READY_SECONDS)
         for name in self.warm_names():
             self._retire(name, "the pool service stops")
+        for hosts in [*self._retired, self._hosts]:  # bounded by the reloads of [hosts]
+            hosts.close()
 
 
 def _let_go(paths: Paths, slot: WriterSlot) -> None:

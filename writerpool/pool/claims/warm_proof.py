@@ -43,6 +43,7 @@ ACCEPTANCE_STALE = "writer_acceptance_stale"
 CONTROL_REQUIRED = "isolation_control_required"
 YIELD_ASKED = "warm_yield_asked"
 PI_ENDED = "warm_pi_ended"
+TOO_OLD = "warm_too_old"  # held longer than [pool] warm_max_age_seconds
 
 
 @dataclass(frozen=True)
