@@ -305,3 +305,28 @@ def test_a_claim_audits_what_it_proved_and_a_stale_fingerprint_recycles_the_warm
     finally:
         warm.close()
     assert containers_of(w1) == []
+
+
+def test_a_warm_writer_older_than_the_configured_age_is_recycled_and_warmed_afresh(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, loaded, _ = _warm_pool(tmp_path, provider, "aged", monkeypatch)
+    w1, paths = pool.writer(1), pool.server.paths
+    now = [1000.0]
+    config = loaded.config
+    aged = config.model_copy(update={"pool": config.pool.model_copy(
+        update={"warm_max_age_seconds": 60.0})})  # fmt: skip
+    warm = WarmPool(paths, LoadedConfig(aged, loaded.fingerprint), clock=lambda: now[0])
+    try:
+        assert warm.fill() == [w1]
+        first = warm.pid_of(w1)
+        now[0] += 59.0
+        warm.tick()
+        assert warm.pid_of(w1) == first  # not yet
+        now[0] += 2.0
+        warm.tick()  # recycled, then warmed afresh in the same fill
+        assert warm.warm_names() == [w1] and warm.pid_of(w1) not in (None, first)
+        assert [r["outcome"] for r in _audited(pool, "warm_recycle")] == ["warm_too_old"]
+    finally:
+        warm.close()
+    assert containers_of(w1) == []

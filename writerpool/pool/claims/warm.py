@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
@@ -61,7 +61,7 @@ class WarmWriter:
     image_id: str
     facts: EngineFacts  # the host's when the writer started
     proof: Proof  # what it was warmed on; a claim proves the same again (warm_proof.py)
-    started: float = field(default_factory=time.monotonic)  # recycled past the pool's age
+    started: float  # by the pool's clock: recycled past [pool] warm_max_age_seconds
 
     @property
     def place(self) -> Place:
@@ -77,8 +77,10 @@ class WarmPool:
         loaded: LoadedConfig,
         host: WriterHost | None = None,
         modes: ExecutionModes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._paths = paths
+        self._clock = clock  # a warm writer's age
         self._loaded = loaded
         self._modes = modes if modes is not None else load_modes(paths)
         self._local = host or open_host()
@@ -252,7 +254,7 @@ class WarmPool:
         agent = slot.start_pi(profile, READY_SECONDS)  # as a cold start does
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
-            facts=facts, proof=proof,
+            facts=facts, proof=proof, started=self._clock(),
         )  # fmt: skip
 
     def _yield_asked(self) -> None:
@@ -276,7 +278,7 @@ class WarmPool:
             if warm is None:
                 continue
             why = self._stale(warm)
-            if why is None and time.monotonic() - warm.started > self._max_age():
+            if why is None and self._clock() - warm.started > self._max_age():
                 why = TOO_OLD  # a fresh one is warmed in its place
             if why is not None:
                 self._retire(name, why, recycled=True)
