@@ -1,14 +1,16 @@
 """Warm writers (pool/claims/warm.py) on real rootless Podman, pi started in them on the
 scripted provider: no provider access while warm, a claim that runs a coding session,
 a claim that leaves the clone exactly as a cold start does, a claim audited with the
-verdict and fingerprint it proved while a stale fingerprint recycles the writer, and a
-warm writer yielded to an operator command without writer_busy."""
+verdict and fingerprint it proved while a stale fingerprint recycles the writer, a warm
+writer yielded to an operator command without writer_busy, one recycled past its age,
+and concurrent claims that never share a writer."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,7 @@ from writerpool.config.models import LoadedConfig, load_config
 from writerpool.config.modes import load_modes, store_entry
 from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.pool.claims.admission import LEASABLE
-from writerpool.pool.claims.warm import WarmPool
+from writerpool.pool.claims.warm import WarmPool, WarmWriter
 from writerpool.pool.writer.container import EGRESS_PORT
 from writerpool.pool.writer.inspect import Inspection
 from writerpool.pool.writer.lease import read_holder
@@ -330,3 +332,41 @@ def test_a_warm_writer_older_than_the_configured_age_is_recycled_and_warmed_afre
     finally:
         warm.close()
     assert containers_of(w1) == []
+
+
+def test_concurrent_claims_never_take_the_same_warm_writer(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = make_pool(tmp_path, provider, "rush", writers=2)
+    wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", "2",
+       "--warm", "2", "--apply", check=True)  # fmt: skip
+    loaded = load_config(pool.server.paths)
+    warm = WarmPool(pool.server.paths, loaded)
+    profile = loaded.config.profiles["code"]
+    claimed: list[WarmWriter | None] = []
+    gate = threading.Barrier(4)
+
+    def claim(session: str) -> None:
+        gate.wait()
+        claimed.append(warm.claim(pool.alias, None, profile, session))
+
+    try:
+        assert sorted(warm.fill()) == [pool.writer(1), pool.writer(2)]
+        threads = [threading.Thread(target=claim, args=(f"s-{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        taken = [c for c in claimed if c is not None]
+        assert len(claimed) == 4 and claimed.count(None) == 2
+        assert sorted(c.slot.name for c in taken) == [pool.writer(1), pool.writer(2)]
+        # One audit line per claim, each its own session.
+        sessions = [line["session"] for line in _audited(pool, "warm_claim")]
+        assert len(set(sessions)) == len(sessions) == 2
+    finally:
+        for held in claimed:
+            if held is not None:
+                held.agent.close(5.0)
+                held.slot.release()
+        warm.close()
+    assert containers_of(pool.writer(1)) == containers_of(pool.writer(2)) == []
