@@ -35,7 +35,7 @@ from bench_guard import GUARD_FILES, guard_figure
 from bench_proxy import first_byte_line, proxy_figure
 from bench_remote import remote_figures, start_line
 from bench_startup import startup_figure
-from bench_warm import warm_figure, warm_line
+from bench_warm import REMOTE_ALIAS, remote_host, warm_figure, warm_line, warm_remote
 
 from writerpool.runtime.image import resolve_image
 from writerpool.runtime.podman import podman_env
@@ -116,6 +116,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
         bench_dirty.add_workspaces(env, SMALL_COMMITS)
     if "warm" in groups:
         env.add_workspace("warm", SMALL_COMMITS, writers=1)
+        if remote_host() is not None:
+            env.add_workspace(REMOTE_ALIAS, SMALL_COMMITS, writers=1)
     before = bench_node.wanted() if "session" in groups else None
     if before:
         env.add_workspace(bench_node.ALIAS, SMALL_COMMITS, writers=bench_node.WRITERS)
@@ -144,6 +146,9 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     if "warm" in groups:
         say("setup: provisioning a writer kept warm (--warm 1)")
         env.set_container_mode("warm", "--warm", "1")
+        if REMOTE_ALIAS in env.workspaces:
+            say("setup: a writer kept warm on the test host (--hosts th --warm th=1)")
+            warm_remote(env)
     say(f"setup took {time.perf_counter() - started:.0f} s")
 
 

@@ -37,6 +37,8 @@ _PATH_RE = re.compile(r"^/[A-Za-z0-9._~:/-]{0,200}$")
 _METHOD_RE = re.compile(r"^[A-Z]{1,16}$")
 # An allowlist proxy's destination (host:port or [v6]:port), entry and address.
 _DEST_RE = re.compile(r"^[A-Za-z0-9.:\[\]*/_-]{1,300}$")
+# A verdict's digest or an acceptance fingerprint.
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _LOCK_TIMEOUT = 10.0
 
 
@@ -134,6 +136,38 @@ def connect_line(record: ConnectRecord) -> bytes:
         sni=None if record.sni is None else _checked(record.sni, _DEST_RE),
         **_traffic(record.bytes_up, record.bytes_down, record.duration_ms),
     )
+
+
+def warm_line(
+    action: str,
+    outcome: str,
+    writer: str,
+    *,
+    session: str | None = None,
+    host: str | None = None,
+    verdict_digest: str | None = None,
+    fingerprint: str | None = None,
+) -> bytes:
+    """The exact bytes appended for a warm writer's claim (`warm_claim`: the verdict
+    record and the acceptance fingerprint the claim proved current) or its recycling
+    (`warm_recycle`: `outcome` says why)."""
+    extra: dict[str, object] = {"outcome": _field(outcome)}
+    if host is not None:
+        extra["host"] = _field(host)
+    if verdict_digest is not None:
+        extra["verdictDigest"] = _checked(verdict_digest, _DIGEST_RE)
+    if fingerprint is not None:
+        extra["fingerprint"] = _checked(fingerprint, _DIGEST_RE)
+    return _encoded(_field(action), session, writer, **extra)
+
+
+def audit_warm(paths: Paths, line: bytes) -> None:
+    """Append a warm_line; a line not written is logged, never raised (the claim or
+    recycling it records has happened)."""
+    try:
+        _append(paths, line)
+    except OSError as exc:
+        log.warning("a warm audit line was not written: %s", exc.strerror)
 
 
 def audit(

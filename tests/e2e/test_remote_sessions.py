@@ -38,7 +38,7 @@ pytestmark = [
 
 WRITER = "boxed-w1"
 # The session's proxy socket on the host is named by its writer (the lease makes it one).
-SOCKET_THERE = f"/writerpool/{WRITER}.sock".encode()
+SOCKET_THERE = f"/writerpool/egress/{WRITER}/proxy.sock".encode()
 CODE = {"workspace": "boxed", "executionProfile": "code"}
 
 
@@ -129,7 +129,9 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
             assert not _api_forwarders(SOCKET_THERE, b"-R")
             with connect_host("th", testhost) as remote:
                 assert remote.containers(LABEL_WRITER, WRITER) == []
-                there = remote.host.exec(["sh", "-c", f"ls /run/user/*/writerpool/{WRITER}.sock"])
+                there = remote.host.exec(
+                    ["sh", "-c", f"ls /run/user/*/writerpool/egress/{WRITER}/proxy.sock"]
+                )
                 assert there.returncode != 0, there.out
 
     async def _released(client: Client, sid: str) -> None:

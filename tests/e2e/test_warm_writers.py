@@ -1,13 +1,16 @@
 """Warm writers (pool/claims/warm.py) on real rootless Podman, pi started in them on the
 scripted provider: no provider access while warm, a claim that runs a coding session,
-a claim that leaves the clone exactly as a cold start does, and a warm writer yielded
-to an operator command without writer_busy."""
+a claim that leaves the clone exactly as a cold start does, a claim audited with the
+verdict and fingerprint it proved while a stale fingerprint recycles the writer, a warm
+writer yielded to an operator command without writer_busy, one recycled past its age,
+and concurrent claims that never share a writer."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,15 +22,18 @@ from tests.e2e.pool_support import POOL_SCRIPT, PoolEnv, containers_of, make_poo
 from tests.integration.writers_support import codes, git, podman, wp
 from writerpool.agent.scripted import ScriptedProvider
 from writerpool.config.models import LoadedConfig, load_config
+from writerpool.config.modes import load_modes, store_entry
 from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.pool.claims.admission import LEASABLE
-from writerpool.pool.claims.warm import WarmPool
+from writerpool.pool.claims.warm import WarmPool, WarmWriter
 from writerpool.pool.writer.container import EGRESS_PORT
 from writerpool.pool.writer.inspect import Inspection
 from writerpool.pool.writer.lease import read_holder
 from writerpool.pool.writer.verdicts import current
+from writerpool.runtime.image import parse_pin
 from writerpool.sessions.launch import Launched, Launcher
 from writerpool.sessions.placement import SessionPlan
+from writerpool.state.writer import load_state
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git, pytest.mark.pi]
 
@@ -240,3 +246,127 @@ def test_a_warm_writer_yields_to_writer_collect_without_writer_busy(
         warm.close()
     assert containers_of(w1) == []
     assert read_holder(pool.server.paths.writer_dir(w1)) is None
+
+
+def _audited(pool: PoolEnv, action: str) -> list[dict[str, object]]:
+    log = pool.server.paths.audit_log
+    found = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [line for line in found if line["action"] == action]
+
+
+def test_a_claim_audits_what_it_proved_and_a_stale_fingerprint_recycles_the_warm_writer(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, loaded, warm = _warm_pool(tmp_path, provider, "proof", monkeypatch)
+    w1, paths = pool.writer(1), pool.server.paths
+    writer_dir, profile = paths.writer_dir(w1), loaded.config.profiles["code"]
+    entry = load_modes(paths).workspaces[pool.alias]
+    assert entry.container is not None
+    # Settings that change the session's container: an allowlist for the workspace
+    # (its proxy and variables); the fingerprint acceptance recorded no longer matches.
+    allowing = entry.model_copy(update={"container": entry.container.model_copy(
+        update={"allow": ("pkg.test:443",)})})  # fmt: skip
+    try:
+        assert warm.fill() == [w1]
+        store_entry(paths, pool.alias, allowing)
+        assert warm.claim(pool.alias, None, profile, "s-stale") is None
+        assert warm.warm_names() == [] and containers_of(w1) == []
+        assert read_holder(writer_dir) is None  # recycled: the lease is released
+        [recycled] = _audited(pool, "warm_recycle")
+        assert (recycled["writer"], recycled["outcome"]) == (w1, "writer_acceptance_stale")
+        assert _audited(pool, "warm_claim") == []
+
+        # The settings back: warmed again, and a claim proves and audits what it relied on.
+        store_entry(paths, pool.alias, entry)
+        assert warm.fill() == [w1]
+        verdict, state = current(writer_dir), load_state(writer_dir)
+        assert verdict is not None and verdict.code == LEASABLE and state is not None
+        claimed = warm.claim(pool.alias, None, profile, "s-proof")
+        assert claimed is not None and claimed.slot.name == w1
+        [line] = _audited(pool, "warm_claim")
+        assert (line["writer"], line["session"], line["outcome"], line["host"]) == (
+            w1, "s-proof", "writer_warm_claimed", "local"
+        )  # fmt: skip
+        assert line["verdictDigest"] == verdict.digest
+        assert line["fingerprint"] == state.fingerprint
+        assert current(writer_dir) is None  # claimed: the clone may change now
+        claimed.agent.close(5.0)
+        claimed.slot.release()
+
+        # A changed image pin: the next fill recycles the warm writer before any claim.
+        assert warm.fill() == [w1]
+        pinned = image_pin.read_bytes()
+        other = parse_pin(pinned).model_copy(update={"image_id": "0" * 64})
+        image_pin.write_bytes(other.to_bytes())
+        warm.tick()
+        assert warm.warm_names() == [] and containers_of(w1) == []
+        assert [r["outcome"] for r in _audited(pool, "warm_recycle")] == [
+            "writer_acceptance_stale", "warm_image_changed"
+        ]  # fmt: skip
+        image_pin.write_bytes(pinned)
+    finally:
+        warm.close()
+    assert containers_of(w1) == []
+
+
+def test_a_warm_writer_older_than_the_configured_age_is_recycled_and_warmed_afresh(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, loaded, _ = _warm_pool(tmp_path, provider, "aged", monkeypatch)
+    w1, paths = pool.writer(1), pool.server.paths
+    now = [1000.0]
+    config = loaded.config
+    aged = config.model_copy(update={"pool": config.pool.model_copy(
+        update={"warm_max_age_seconds": 60.0})})  # fmt: skip
+    warm = WarmPool(paths, LoadedConfig(aged, loaded.fingerprint), clock=lambda: now[0])
+    try:
+        assert warm.fill() == [w1]
+        first = warm.pid_of(w1)
+        now[0] += 59.0
+        warm.tick()
+        assert warm.pid_of(w1) == first  # not yet
+        now[0] += 2.0
+        warm.tick()  # recycled, then warmed afresh in the same fill
+        assert warm.warm_names() == [w1] and warm.pid_of(w1) not in (None, first)
+        assert [r["outcome"] for r in _audited(pool, "warm_recycle")] == ["warm_too_old"]
+    finally:
+        warm.close()
+    assert containers_of(w1) == []
+
+
+def test_concurrent_claims_never_take_the_same_warm_writer(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = make_pool(tmp_path, provider, "rush", writers=2)
+    wp("mode", "set", pool.alias, "container", "--profiles", "code", "--writers", "2",
+       "--warm", "2", "--apply", check=True)  # fmt: skip
+    loaded = load_config(pool.server.paths)
+    warm = WarmPool(pool.server.paths, loaded)
+    profile = loaded.config.profiles["code"]
+    claimed: list[WarmWriter | None] = []
+    gate = threading.Barrier(4)
+
+    def claim(session: str) -> None:
+        gate.wait()
+        claimed.append(warm.claim(pool.alias, None, profile, session))
+
+    try:
+        assert sorted(warm.fill()) == [pool.writer(1), pool.writer(2)]
+        threads = [threading.Thread(target=claim, args=(f"s-{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        taken = [c for c in claimed if c is not None]
+        assert len(claimed) == 4 and claimed.count(None) == 2
+        assert sorted(c.slot.name for c in taken) == [pool.writer(1), pool.writer(2)]
+        # One audit line per claim, each its own session.
+        sessions = [line["session"] for line in _audited(pool, "warm_claim")]
+        assert len(set(sessions)) == len(sessions) == 2
+    finally:
+        for held in claimed:
+            if held is not None:
+                held.agent.close(5.0)
+                held.slot.release()
+        warm.close()
+    assert containers_of(pool.writer(1)) == containers_of(pool.writer(2)) == []

@@ -296,7 +296,7 @@ def test_a_mode_set_killed_mid_acceptance_on_the_host_leaves_nothing_and_the_nex
     ssh = SshRoute.from_config("th", testhost)
     # The canary in the SSH user's home, and the proxy's socket forwarded for the writer.
     canaries = "$HOME/.writerpool-canary-*"
-    sockets = f"/run/user/$(id -u)/writerpool/{alias}-w1.sock"
+    sockets = f"/run/user/$(id -u)/writerpool/egress/{alias}-w1/proxy.sock"
     # What other runs left on this account's test host is not this run's to judge.
     before = set(_on_host(ssh, canaries)), set(_on_host(ssh, sockets))
 

@@ -18,7 +18,6 @@ from writerpool.errors import WriterpoolError
 from writerpool.proc import Completed
 from writerpool.runtime.host import (
     EGRESS_DIR,
-    EGRESS_SOCKET,
     STORAGE,
     Canary,
     ContainerRef,
@@ -134,8 +133,8 @@ class MemoryHost:
 
     # -- egress: a forwarded socket named by the writer --------------------------
     def egress_mount(self, writer: Writer) -> Mount:
-        source = Path(str(self.socket_dir / f"{writer.name}.sock"))
-        return Mount(source=source, target=f"{EGRESS_DIR}/{EGRESS_SOCKET}", read_only=True)
+        source = Path(str(self.socket_dir / "egress" / writer.name))
+        return Mount(source=source, target=EGRESS_DIR, read_only=True)
 
     @contextlib.contextmanager
     def egress_endpoint(self, writer: Writer) -> Iterator[Mount]:

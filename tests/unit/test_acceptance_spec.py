@@ -52,7 +52,7 @@ def test_a_mount_only_the_writers_host_has_changes_the_fingerprint() -> None:
     state = _writer(paths, host)
     spec = session_spec(paths, host, state, pool)
     assert _controller_paths(spec, paths) == []  # every mount is the host's
-    assert "/run/user/1000/writerpool/demo-w1.sock" in [str(m.source) for m in spec.mounts]
+    assert "/run/user/1000/writerpool/egress/demo-w1" in [str(m.source) for m in spec.mounts]
     groups = fingerprint_groups(paths, host, state, pool)
     assert groups["container_spec"] == spec.digest()
     # A warm writer's groups (image and facts known) are the same groups.

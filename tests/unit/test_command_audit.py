@@ -12,6 +12,7 @@ import pytest
 
 from tests.integration.writers_support import config_text, make_checkout
 from tests.support.cli import run_cli
+from writerpool.audit import warm_line
 from writerpool.config.paths import Paths
 
 
@@ -74,3 +75,20 @@ def test_an_unsafe_writer_name_never_reaches_the_log(configured: Path) -> None:
     assert (
         line["writer"] == "<refused>" and "injected" not in Paths.from_env().audit_log.read_text()
     )
+
+
+def test_a_warm_claim_line_carries_the_verdict_digest_and_fingerprint_or_refuses_them() -> None:
+    verdict, fingerprint = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    claimed = warm_line("warm_claim", "writer_warm_claimed", "ws-w1", session="s-1",
+                        host="local", verdict_digest=verdict, fingerprint=fingerprint)  # fmt: skip
+    line = json.loads(claimed)
+    assert (line["action"], line["outcome"], line["writer"], line["session"], line["host"]) == (
+        "warm_claim", "writer_warm_claimed", "ws-w1", "s-1", "local"
+    )  # fmt: skip
+    assert (line["verdictDigest"], line["fingerprint"]) == (verdict, fingerprint)
+    bad = warm_line("warm_claim", "writer_warm_claimed", "ws-w1",
+                    verdict_digest="sha256:x\n", fingerprint="/etc/passwd")  # fmt: skip
+    forged = json.loads(bad)
+    assert (forged["verdictDigest"], forged["fingerprint"]) == ("<refused>", "<refused>")
+    recycled = json.loads(warm_line("warm_recycle", "writer_acceptance_stale", "ws-w1"))
+    assert recycled["outcome"] == "writer_acceptance_stale" and "fingerprint" not in recycled

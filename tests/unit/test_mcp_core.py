@@ -111,7 +111,8 @@ def test_container_coding_keeps_the_requested_base(config: Config) -> None:
 def test_capabilities_name_modes_and_writers_but_no_paths(config: Config) -> None:
     caps = workspace_capabilities(config, _modes(CONTAINER))
     assert caps == [
-        {"alias": "demo", "mode": "container", "writers": 3, "warm": 0, "defaultBase": "main",
+        {"alias": "demo", "mode": "container", "writers": 3, "warm": 0, "warmHosts": {},
+         "defaultBase": "main",
          "containerProfiles": ["code"],
          "placement": {"coding": "container", "readOnly": "readonly_container"}},
     ]  # fmt: skip

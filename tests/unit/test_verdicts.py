@@ -4,6 +4,7 @@ one first."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,43 @@ def test_a_writer_not_inspected_at_its_session_end_is_tried_last(paths: Paths) -
     lease.acquire(0)  # the operator's reset: the mark is no longer current
     lease.release()
     assert candidates(paths, "ws", 3, []) == ["ws-w1", "ws-w2", "ws-w3"]
+
+
+def test_a_current_verdict_names_its_record_by_digest_and_a_new_record_changes_it(
+    paths: Paths,
+) -> None:
+    wdir = paths.writer_dir("ws-w1")
+    _judge(wdir, CLEAN)
+    seen = current(wdir)
+    assert seen is not None
+    record = (wdir / "verdict.json").read_bytes()
+    assert seen.digest == "sha256:" + hashlib.sha256(record).hexdigest()
+    # The same verdict recorded under a later lease count is another record.
+    lease = Lease(wdir)
+    lease.acquire(0)
+    try:
+        remember(wdir, lease_count(wdir), CLEAN)
+    finally:
+        lease.release()
+    again = current(wdir)
+    assert again == CLEAN and again is not None and again.digest != seen.digest
+
+
+def test_a_lease_is_proven_only_while_its_lock_is_on_the_file_as_it_is_now(
+    paths: Paths,
+) -> None:
+    wdir = paths.writer_dir("ws-w2")
+    lease = Lease(wdir)
+    assert not lease.proven()  # not held
+    lease.acquire(0)
+    try:
+        assert lease.proven()
+        # The file replaced under the holder: another process could lock the new one.
+        (wdir / "lease").unlink()
+        assert not lease.proven()
+        other = Lease(wdir)
+        assert other.try_acquire()
+        other.release()
+    finally:
+        lease.release()
+    assert not lease.proven()

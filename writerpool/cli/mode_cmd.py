@@ -7,8 +7,10 @@ import click
 from writerpool.cli.output import emit, json_option, terminal_steps
 from writerpool.config.allow_entry import split_words
 from writerpool.config.models import load_config
+from writerpool.config.modes import parse_warm
 from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
+from writerpool.errors import UsageError
 from writerpool.pool.images.derive import image_setting, require_cache_tool
 from writerpool.pool.modes.change import ModeRequest, set_mode
 from writerpool.pool.modes.show import show_modes
@@ -80,8 +82,8 @@ def show_cmd(alias: str | None, as_json: bool) -> None:
 )
 @click.option(
     "--warm",
-    type=click.IntRange(0, 16),
-    help="Writers the pool service keeps started and idle for a claim (default 0).",
+    help="Writers the pool service keeps started and idle for a claim (default 0): a "
+    "count spread over the hosts writers are placed on, or HOST=N,… per host.",
 )
 @click.option(
     "--hosts",
@@ -104,7 +106,7 @@ def set_cmd(
     cache: str | None,
     base: str | None,
     allow: str | None,
-    warm: int | None,
+    warm: str | None,
     hosts: str | None,
     discard: bool,
     apply: bool,
@@ -129,6 +131,10 @@ def set_cmd(
         image = image_setting(paths, image)  # a derived image's name becomes its ID
     if cache is not None and mode_name in (None, "container"):
         require_cache_tool(paths, image or "default", cache)
+    try:
+        warm_total, warm_hosts = parse_warm(warm or "0")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     req = ModeRequest(
         alias=alias,
         mode=mode_name,
@@ -142,7 +148,8 @@ def set_cmd(
         cache=cache or "none",
         base=base,
         allow=split_words(allow or ""),
-        warm=warm or 0,
+        warm=warm_total,
+        warm_hosts=tuple(warm_hosts.items()) if warm_hosts is not None else None,
         hosts=split_words(hosts or ""),
         discard=discard,
         apply=apply,

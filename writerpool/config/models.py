@@ -106,6 +106,9 @@ class Pool(Strict):
     # Keep a writer's --cache directory across reset and recreate. Off by default: a
     # kept cache is a channel from one session to the next (a planted wheel or module).
     keep_caches: bool = False
+    # A warm writer held longer than this is recycled (and warmed afresh): a long-lived
+    # container and pi do not outlive what the operator expects of a fresh start.
+    warm_max_age_seconds: float = Field(default=3600.0, ge=1, le=7 * 86400)
 
     def caps(self) -> Caps:
         return Caps(

@@ -46,6 +46,9 @@ class ContainerSettings(Strict):
     warm: int = Field(default=0, ge=0, le=16)
     # The hosts writers are placed on, in order (see host_for); None: `local` only.
     hosts: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=16)
+    # How many of `warm` each placed host keeps (`--warm HOST=N,…`); None: spread as the
+    # writers are placed (warm_by_host).
+    warm_hosts: dict[str, int] | None = Field(default=None, alias="warmHosts")
 
     @model_validator(mode="after")
     def _image(self) -> ContainerSettings:
@@ -62,8 +65,36 @@ class ContainerSettings(Strict):
                 raise ValueError("hosts: `local` or names of [hosts.NAME] tables")
         return self
 
+    @model_validator(mode="after")
+    def _warm_spread(self) -> ContainerSettings:
+        if self.warm_hosts is None:
+            return self
+        if sum(self.warm_hosts.values()) != self.warm:
+            raise ValueError("warmHosts must add up to warm")
+        for host, count in self.warm_hosts.items():
+            if host not in self.placed_on():
+                raise ValueError(f"warm: {host} is not one of the hosts writers are placed on")
+            if not 0 < count <= self.writers_on(host):
+                raise ValueError(f"warm: {host} holds {self.writers_on(host)} writer(s)")
+        return self
+
     def placed_on(self) -> tuple[str, ...]:
         return self.hosts or (LOCAL_HOST,)
+
+    def writers_on(self, host: str) -> int:
+        placed = self.placed_on()
+        return sum(1 for index in range(1, self.writers + 1) if host_for(index, placed) == host)
+
+    def warm_by_host(self) -> dict[str, int]:
+        """Each host's warm count (0 omitted): as given, else the first `warm` writers'
+        hosts (with `local,b`, `--warm 3` keeps 2 on local and 1 on b)."""
+        if self.warm_hosts is not None:
+            return {host: count for host, count in self.warm_hosts.items() if count}
+        spread: dict[str, int] = {}
+        for index in range(1, self.warm + 1):
+            host = host_for(index, self.placed_on())
+            spread[host] = spread.get(host, 0) + 1
+        return spread
 
 
 def host_for(index: int, hosts: tuple[str, ...]) -> str:
@@ -71,6 +102,22 @@ def host_for(index: int, hosts: tuple[str, ...]) -> str:
     round robin: with `local,b` w1 is on local, w2 on b, w3 on local. Adding writers
     never moves a writer that exists."""
     return hosts[(index - 1) % len(hosts)]
+
+
+def parse_warm(text: str) -> tuple[int, dict[str, int] | None]:
+    """`--warm`: a count spread over the placed hosts, or `HOST=N,…` per host; the total
+    and the per-host counts (None: spread). ValueError says what is wrong."""
+    if text.strip().isdigit():
+        return int(text), None
+    counts: dict[str, int] = {}
+    for word in (w.strip() for w in text.split(",")):
+        host, sep, count = word.partition("=")
+        if not sep or not HOST_NAME_RE.fullmatch(host) or not count.isdigit():
+            raise ValueError("--warm takes a count or HOST=N,… (hosts writers are placed on)")
+        if host in counts:
+            raise ValueError(f"--warm: {host} is given twice")
+        counts[host] = int(count)
+    return sum(counts.values()), counts
 
 
 class ModeEntry(Strict):

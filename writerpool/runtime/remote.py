@@ -54,7 +54,12 @@ API_PING_SECONDS = 15.0
 VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~-]{0,63}$")
 # On the host: the sockets' directory made, or found a directory (not a link) of the SSH
 # user's own, and made private; else another account could swap a session's socket.
-_OWN_DIRECTORY = 'mkdir -p -m 0700 -- "$1" && [ ! -L "$1" ] && [ -O "$1" ] && chmod 0700 -- "$1"'
+# Each directory given, in order: made 0700 if absent, then checked to be the SSH user's
+# own (not a link) and made 0700.
+_OWN_DIRECTORIES = (
+    'for d in "$@"; do mkdir -p -m 0700 -- "$d" && [ ! -L "$d" ] && [ -O "$d" ] '
+    '&& chmod 0700 -- "$d" || exit 1; done'
+)
 # What the podman client prints of the host's answers (lists, inspections): a host that
 # sends more is refused before the controller holds it.
 CLI_OUTPUT_MAX = 16 * 1024 * 1024
@@ -233,27 +238,55 @@ class RemotePodman(PodmanEngine):
     def agent_dir(self, writer: Writer) -> Iterator[Path]:
         """Rendered on the controller (`writer.record.rendered_agent`), then written into the
         agent volume by the host's account over the master: no container writes it, and
-        the writer's containers mount that volume read-only."""
+        the writer's containers mount that volume read-only. The writer's egress
+        directory on the host is made too: with both, every mount a container of the
+        writer has exists there (a warm writer's container starts before any forward)."""
         rendered = ensure_private_dir(writer.record.rendered_agent)
         yield rendered
         packed = volumes.packed_agent_dir(rendered)  # refused past its cap before asking
         volumes.unpack_agent_dir(self.host, self._root(writer, "agent"), writer.name, packed)
+        self._own_directories(self._egress_there(writer))
 
     # -- what a writer's session reaches -----------------------------------
+    def _sockets_dir(self) -> PurePosixPath:
+        return PurePosixPath(self.host.target.socket).parent.parent / "writerpool"
+
+    def _egress_there(self, writer: Writer) -> PurePosixPath:
+        if not FORWARD_RE.fullmatch(writer.name):
+            raise ValueError("a writer's name: lowercase letters, digits, _ and -")
+        return self._sockets_dir() / "egress" / writer.name
+
     def egress_mount(self, writer: Writer) -> Mount:
-        # Read-only: the agent may connect to the forwarded socket, never replace it.
-        there = Path(str(self._forwarded_path(writer.name)))
-        return Mount(source=there, target=f"{EGRESS_DIR}/{EGRESS_SOCKET}", read_only=True)
+        # The writer's own directory on the host, as EGRESS_DIR is on this machine: the
+        # session's forward puts its socket in it at the session's start (a warm
+        # writer's container is already running then). Read-only: the agent may connect
+        # to the socket, never replace it.
+        there = Path(str(self._egress_there(writer)))
+        return Mount(source=there, target=EGRESS_DIR, read_only=True)
 
     @contextlib.contextmanager
     def egress_endpoint(self, writer: Writer) -> Iterator[Mount]:
-        with self.forwarded_socket(writer.proxy_socket, writer.name):
+        there = self._egress_there(writer)
+        self._own_directories(there)
+        with self._forward(writer.proxy_socket, there / EGRESS_SOCKET):
             yield self.egress_mount(writer)
 
     def _forwarded_path(self, name: str) -> PurePosixPath:
         if not FORWARD_RE.fullmatch(name):
             raise ValueError("a forwarded socket's name: lowercase letters, digits, _ and -")
-        return PurePosixPath(self.host.target.socket).parent.parent / "writerpool" / f"{name}.sock"
+        return self._sockets_dir() / f"{name}.sock"
+
+    def _own_directories(self, path: PurePosixPath) -> None:
+        """`path` and its parents up to the sockets directory, the SSH user's own."""
+        chain = [path, *[p for p in path.parents if self._sockets_dir() in (p, *p.parents)]]
+        made = self.host.exec(["sh", "-c", _OWN_DIRECTORIES, "sh",
+                               *map(str, reversed(chain))], timeout=20)  # fmt: skip
+        if made.returncode != 0:
+            raise WriterpoolError(
+                "host_config_invalid",
+                f"host {self.host.name}: the directory for forwarded sockets beside its url's "
+                "socket is not the SSH user's own (another account may replace a socket there)",
+            )
 
     @contextlib.contextmanager
     def forwarded_socket(self, local: Path, name: str) -> Iterator[str]:
@@ -261,21 +294,19 @@ class RemotePodman(PodmanEngine):
         a socket path there that a container may mount. The forward and the host's socket
         end with the block (and with the process that opened it, killed too)."""
         remote = self._forwarded_path(name)
-        made = self.host.exec(["sh", "-c", _OWN_DIRECTORY, "sh", str(remote.parent)],
-                              timeout=20)  # fmt: skip
-        if made.returncode != 0:
-            raise WriterpoolError(
-                "host_config_invalid",
-                f"host {self.host.name}: the directory for forwarded sockets beside its url's "
-                "socket is not the SSH user's own (another account may replace a socket there)",
-            )
+        self._own_directories(remote.parent)
+        with self._forward(local, remote):
+            yield str(remote)
+
+    @contextlib.contextmanager
+    def _forward(self, local: Path, remote: PurePosixPath) -> Iterator[None]:
         # ssh refuses a forward whose socket path is longer than a Unix socket's (108
         # bytes): it connects through a short link in a private directory of its own.
         short = Path(tempfile.mkdtemp(prefix="wp-", dir=tempfile.gettempdir()))  # 0700
         try:
             (short / "s").symlink_to(local)
             with self.host.forward(short / "s", str(remote), reverse=True):
-                yield str(remote)
+                yield
         finally:
             shutil.rmtree(short, ignore_errors=True)
             with contextlib.suppress(WriterpoolError):  # an unreachable host keeps nothing

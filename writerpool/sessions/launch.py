@@ -267,23 +267,19 @@ class Launcher:
     def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
         warm = None
         if self._warm is not None:
-            warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
+            warm = self._warm.claim(plan.workspace, plan.base, plan.profile, session_id)
         if warm is not None:
             return self._claim_warm(plan, session_id, warm)
         from writerpool.pool.claims.lease_ready import WriterSlot  # noqa: PLC0415 - see _lease_cold
 
-        slot = self._lease_cold(plan, self._host_set())
+        slot = self._lease_cold(plan, self._host_set(), session_id)
         if not isinstance(slot, WriterSlot):
             return self._claim_warm(plan, session_id, slot)
         seat = contextlib.ExitStack()  # the host's egress endpoint and its watch
         with _undo_on_failure() as undo:
             undo += [seat.close, slot.release]
             held = self._open_egress(plan, slot, session_id, seat, undo)
-            args = agent_launch.pi_args(
-                plan.profile, False, CONTAINER_AGENT_DIR, session_dir=CONTAINER_SESSION_DIR
-            )
-            started = _started(held, lambda: PiAgent.start(
-                slot.pi_argv(args), slot.pi_env(), None, CONTAINER_READY_SECONDS))  # fmt: skip
+            started = _started(held, lambda: slot.start_pi(plan.profile, CONTAINER_READY_SECONDS))
             agent = _watched(slot, started, seat)
         return Launched(agent=agent, grant=held, slot=slot, seat=seat)
 
@@ -309,7 +305,9 @@ class Launcher:
             seat.enter_context(host.egress_endpoint(writer))
         return held
 
-    def _lease_cold(self, plan: SessionPlan, hosts: WriterHosts) -> WriterSlot | WarmWriter:
+    def _lease_cold(
+        self, plan: SessionPlan, hosts: WriterHosts, session_id: str
+    ) -> WriterSlot | WarmWriter:
         """A writer leased for a cold start. When none is free, the warm pool may hold the
         rest: one it is warming now is waited for and claimed, else one warm for another
         provider or base gives way and the lease is tried once more."""
@@ -324,7 +322,7 @@ class Launcher:
             if exc.code != "writer_unavailable" or self._warm is None:
                 raise
             self._warm.wait_warming(plan.workspace, CONTAINER_READY_SECONDS)
-            warm = self._warm.claim(plan.workspace, plan.base, plan.profile)
+            warm = self._warm.claim(plan.workspace, plan.base, plan.profile, session_id)
             if warm is not None:
                 return warm
             if not self._warm.give_way(plan.workspace):

@@ -121,6 +121,7 @@ class SessionManager:
             for item in workspaces:  # bounded by the configured workspaces
                 if "warm" in item:
                     item["warmReady"] = len(self._warm.warm_names(item["alias"]))
+                    item["warmReadyByHost"] = self._warm.ready_by_host(item["alias"])
         return workspaces
 
     def list(self, owner: str | None = None) -> dict[str, Any]:

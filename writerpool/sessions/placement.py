@@ -97,6 +97,7 @@ def workspace_capabilities(config: Config, modes: ExecutionModes) -> list[dict[s
         if entry is not None and entry.container is not None:
             item["writers"] = entry.container.writers
             item["warm"] = entry.container.warm  # kept warm by the pool service, when it runs
+            item["warmHosts"] = entry.container.warm_by_host()
             item["defaultBase"] = entry.container.base
             item["containerProfiles"] = list(entry.container.profiles)
         out.append(item)

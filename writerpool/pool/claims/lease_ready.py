@@ -6,8 +6,10 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from writerpool.agent import launch as agent_launch
+from writerpool.agent.pi import PiAgent
 from writerpool.audit import audit
-from writerpool.config.models import Config, LoadedConfig, Pool
+from writerpool.config.models import Config, LoadedConfig, Pool, Profile
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths, WriterRecord
 from writerpool.errors import WriterpoolError
@@ -15,7 +17,7 @@ from writerpool.gitops.base import resolve_base
 from writerpool.pool.claims.admission import admit, clone_verdict
 from writerpool.pool.claims.choose import candidates
 from writerpool.pool.claims.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
-from writerpool.pool.writer.container import session_spec, writer_of
+from writerpool.pool.writer.container import AGENT_DIR, session_spec, writer_of
 from writerpool.pool.writer.fence import fence
 from writerpool.pool.writer.inspect import Inspection, inspect_writer
 from writerpool.pool.writer.lease import Lease
@@ -64,6 +66,15 @@ class WriterSlot:
     def pi_env(self) -> dict[str, str]:
         # Podman needs the account's real home (its storage), whatever HOME says.
         return self.host.attach_env()
+
+    def start_pi(self, profile: Profile, ready_seconds: float) -> PiAgent:
+        """pi in the session's container on the writer's host, its agent directory as
+        rendered through the host: the one start of a cold session and of a warm writer
+        (which renders it without a credential first)."""
+        args = agent_launch.pi_args(
+            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+        )
+        return PiAgent.start(self.pi_argv(args), self.pi_env(), None, ready_seconds)
 
     def look(self, role: str = "inspect") -> Inspection | str:
         """The clone as a throwaway container on the writer's host sees it (its refs and
@@ -238,8 +249,13 @@ def _try_writer(
     name: str,
     wanted: str,
     allow: tuple[str, ...] | None,
+    warming: bool = False,
+    on_host: str | None = None,
 ) -> WriterSlot | str | None:
-    """The writer leased, or why not (None: it does not exist)."""
+    """The writer leased, or why not (None: it does not exist, or is not on `on_host`
+    when that is given). `warming`: for the warm
+    pool, whose idle pi changes nothing, so the verdict that admitted the writer stays
+    current until the claim (which advances the count) or the writer's retirement."""
     wdir = paths.writer_dir(name)
     if not WriterRecord(wdir).state_file.exists():
         return None
@@ -250,9 +266,11 @@ def _try_writer(
         return f"{name} {exc.code}"  # busy with a session or a command
     try:
         state = load_state(wdir)
-        if state is None or state.base.name != wanted:
+        if state is None or state.base.name != wanted or on_host not in (None, state.host):
             lease.release()
-            return None if state is None else f"{name} is on base {state.base.name}"
+            if state is None or state.base.name == wanted:
+                return None
+            return f"{name} is on base {state.base.name}"
         host = hosts.get(state.host)  # over SSH: connected here, kept by the caller's set
         fence(host, name, lease)
         state, refusal, done = _admit(paths, host, loaded, state)
@@ -260,7 +278,8 @@ def _try_writer(
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
             return f"{name} {refusal}"
-        advance(wdir)  # the session will change the clone
+        if not warming:
+            advance(wdir)  # the session will change the clone
         return _slot(paths, host, loaded.config, state, lease, done, allow)
     except WriterpoolError as exc:
         log.info("writer %s not leased: %s", name, exc.code)
@@ -278,12 +297,15 @@ def lease_ready_writer(
     base: str | None,
     host: WriterHost | None = None,
     hosts: WriterHosts | None = None,
+    warming: bool = False,
+    on_host: str | None = None,
 ) -> WriterSlot:
     """Lease the first writer of `alias` on `base` (default: the workspace's) that can
     take a session, refreshed first, in the order pool/claims/choose.py gives. Bounded by the
     workspace's writer count. Each writer is judged on its own host: one in `hosts`
     (connected there and kept open by the caller for the session), or, without them,
-    only writers on `host` (default: this machine)."""
+    only writers on `host` (default: this machine). `on_host`: only writers on that host
+    (the warm pool's per-host counts)."""
     if hosts is None:
         hosts = WriterHosts({}, host or open_host())
     entry = load_modes(paths).workspaces.get(alias)
@@ -294,7 +316,9 @@ def lease_ready_writer(
     resolve_base(checkout_of(loaded, alias), wanted)
     refusals: list[str] = []
     for name in candidates(paths, alias, entry.container.writers, refusals):
-        got = _try_writer(paths, hosts, loaded, name, wanted, entry.container.allow)
+        got = _try_writer(
+            paths, hosts, loaded, name, wanted, entry.container.allow, warming, on_host
+        )
         if isinstance(got, WriterSlot):
             return got
         if got is not None:

@@ -4,8 +4,10 @@ claims one.
 
 `WarmPool` is what the long-lived pool service hosts: `tick()` yields the writers an
 operator command asked for and keeps up to each workspace's `warm` count started;
-`claim()` hands a session a warm writer after checking that its settings, acceptance
-and clone are still what they were when it was warmed. The session's launcher then
+`claim()` hands a session a warm writer after proving again what it was warmed on (its
+lease, its clone's verdict, its acceptance fingerprint: pool/claims/warm_proof.py) and
+audits the claim with that proof; a writer whose proof no longer holds is recycled, at a
+claim or at the next fill, never handed out. The session's launcher then
 grants its egress and gives pi the session's model (sessions/launch.py); when the session
 ends its lease is released like any other, and the writer is warmed again only once
 the guard admits it again (at baseline: at once after a session that changed nothing,
@@ -23,30 +25,31 @@ from dataclasses import dataclass
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.pi import PiAgent
+from writerpool.audit import audit_warm, warm_line
 from writerpool.config.models import LoadedConfig, Profile
 from writerpool.config.modes import ExecutionModes, load_modes
-from writerpool.config.paths import Paths, WriterRecord
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance.accept import fingerprint_of, groups_given
-from writerpool.pool.acceptance.control import control_current
-from writerpool.pool.claims.admission import LEASABLE
 from writerpool.pool.claims.lease_ready import WriterSlot, lease_ready_writer
-from writerpool.pool.writer.container import AGENT_DIR
+from writerpool.pool.claims.warm_counts import FILL_EVERY_SECONDS, Backoff, Place, wanted
+from writerpool.pool.claims.warm_proof import (
+    PI_ENDED,
+    TOO_OLD,
+    YIELD_ASKED,
+    Proof,
+    prove,
+    still,
+)
 from writerpool.pool.writer.lease import yield_asked
-from writerpool.pool.writer.verdicts import Verdict, advance, current, lease_count, remember
+from writerpool.pool.writer.verdicts import advance
 from writerpool.runtime.host import EngineFacts, WriterHost
-from writerpool.runtime.hosts import open_host
-from writerpool.runtime.image import load_pin
+from writerpool.runtime.hosts import WriterHosts, open_host
 
 log = logging.getLogger(__name__)
 
 READY_SECONDS = 90.0  # Podman's start and pi's, on a loaded host
 CLOSE_SECONDS = 5.0
 YIELD_POLL_SECONDS = 0.05
-FILL_EVERY_SECONDS = 1.0
-# After a round that warmed nothing (every writer busy or refused), a workspace is tried
-# again after 1, 2, 4 … seconds up to this; a session's end tries it at once.
-BACKOFF_MAX_SECONDS = 10.0
 
 
 @dataclass
@@ -56,8 +59,13 @@ class WarmWriter:
     agent: PiAgent
     profile: Profile  # what pi was started with; a claim may change model and thinking
     image_id: str
-    state_digest: str
     facts: EngineFacts  # the host's when the writer started
+    proof: Proof  # what it was warmed on; a claim proves the same again (warm_proof.py)
+    started: float  # by the pool's clock: recycled past [pool] warm_max_age_seconds
+
+    @property
+    def place(self) -> Place:
+        return (self.alias, self.slot.host.name)
 
 
 class WarmPool:
@@ -69,11 +77,17 @@ class WarmPool:
         loaded: LoadedConfig,
         host: WriterHost | None = None,
         modes: ExecutionModes | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._paths = paths
+        self._clock = clock  # a warm writer's age
         self._loaded = loaded
         self._modes = modes if modes is not None else load_modes(paths)
-        self._host = host or open_host()
+        self._local = host or open_host()
+        # Every host writers are placed on, each over SSH connected once and held while
+        # its warm writers are: a claim's session makes its egress forward on it.
+        self._hosts = WriterHosts(loaded.config.hosts, self._local)
+        self._retired: list[WriterHosts] = []  # sets of [hosts] reloaded away
         self._warm: dict[str, WarmWriter] = {}  # by writer name
         self._lock = threading.Lock()
         self._warmed = threading.Condition(self._lock)  # notified when a warming ends
@@ -83,11 +97,19 @@ class WarmPool:
         self._spares: Callable[[int], object] | None = None
         self._refresh: Callable[[], object] | None = None
         self._spared = 0  # spare egress processes asked for last time
-        self._retry: dict[str, tuple[int, float]] = {}  # alias: (failed rounds, next try)
+        self._backoff = Backoff()
 
     def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
         """New settings (validated by the caller): the next fill warms or retires
-        writers to the new counts."""
+        writers to the new counts. Changed [hosts] tables: the warm writers on hosts
+        over SSH are retired and the next ones connect as configured now."""
+        if loaded.config.hosts != self._loaded.config.hosts:
+            for name in self.warm_names():
+                warm = self._warm.get(name)
+                if warm is not None and warm.slot.host is not self._local:
+                    self._retire(name, "its host's settings changed")
+            self._retired.append(self._hosts)
+            self._hosts = WriterHosts(loaded.config.hosts, self._local)
         self._loaded, self._modes = loaded, modes
 
     def keep_spares_with(self, spares: Callable[[int], object]) -> None:
@@ -97,14 +119,10 @@ class WarmPool:
 
     # -- what is warm ------------------------------------------------------------
 
-    def wanted(self) -> dict[str, int]:
-        """Each container workspace's warm count (0 omitted), from the last valid modes."""
-        workspaces = self._modes.workspaces
-        return {
-            alias: entry.container.warm
-            for alias, entry in workspaces.items()
-            if entry.container is not None and entry.container.warm > 0
-        }
+    def wanted(self) -> dict[Place, int]:
+        """Each workspace's warm count on each of its hosts (0 omitted), from the last
+        valid modes."""
+        return wanted(self._modes)
 
     def pid_of(self, name: str) -> int | None:
         """The warm writer's pi launcher process (None: not warm)."""
@@ -112,9 +130,19 @@ class WarmPool:
             warm = self._warm.get(name)
         return warm.agent.pid if warm is not None else None
 
-    def warm_names(self, alias: str | None = None) -> list[str]:
+    def warm_names(self, alias: str | None = None, host: str | None = None) -> list[str]:
         with self._lock:
-            return sorted(n for n, w in self._warm.items() if alias in (None, w.alias))
+            return sorted(n for n, w in self._warm.items()
+                          if alias in (None, w.alias) and host in (None, w.place[1]))  # fmt: skip
+
+    def ready_by_host(self, alias: str) -> dict[str, int]:
+        """How many of `alias`'s writers are warm now on each host (0 omitted)."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for warm in self._warm.values():  # bounded by the warm writers
+                if warm.alias == alias:
+                    counts[warm.place[1]] = counts.get(warm.place[1], 0) + 1
+        return dict(sorted(counts.items()))
 
     # -- keeping them --------------------------------------------------------------
 
@@ -122,46 +150,44 @@ class WarmPool:
         """Yield what operators asked for, drop what died, and (with `fill`) start more."""
         self._yield_asked()
         if fill:
+            self._recycle_stale()
             self.fill()
 
     def fill(self) -> list[str]:
-        """Warm writers up to each workspace's count; returns the names warmed now.
+        """Warm writers up to each place's count; returns the names warmed now.
         Bounded by the sum of the warm counts (each at most 16)."""
         started: list[str] = []
-        wanted = self.wanted()
-        spares = sum(wanted.values())
+        counts = self.wanted()
+        spares = sum(counts.values())
         if self._spares is not None and (spares or self._spared):
             # Before pi starts: each spare's interpreter starts beside a writer's pi.
             # (Down to none when the counts drop to 0.)
             self._spares(spares)
             self._spared = spares
-        for alias in {w.alias for w in list(self._warm.values())} - set(wanted):
-            self._trim(alias, 0)
-        for alias, count in sorted(wanted.items()):
-            self._trim(alias, count)
-            if time.monotonic() < self._retry.get(alias, (0, 0.0))[1]:
+        with self._lock:
+            held = {w.place for w in self._warm.values()}
+        for place in held - set(counts):
+            self._trim(place, 0)
+        for place, count in sorted(counts.items()):
+            self._trim(place, count)
+            if not self._backoff.due(place):
                 continue
-            while len(self.warm_names(alias)) < count and not self._stopping.is_set():
+            while len(self.warm_names(*place)) < count and not self._stopping.is_set():
                 self._yield_asked()  # an operator waits no longer than one writer's start
-                warm = self._warm_one(alias)
+                warm = self._warm_one(place)
                 if warm is None:
-                    self._back_off(alias)  # no other writer can be warmed now
+                    self._backoff.failed(place)  # no other writer can be warmed now
                     break
-                self._retry.pop(alias, None)
+                self._backoff.warmed(place)
                 started.append(warm.slot.name)
         return started
 
-    def _back_off(self, alias: str) -> None:
-        failed = self._retry.get(alias, (0, 0.0))[0] + 1
-        wait = min(FILL_EVERY_SECONDS * 2 ** min(failed - 1, 8), BACKOFF_MAX_SECONDS)
-        self._retry[alias] = (failed, time.monotonic() + wait)
-
     def wake(self) -> None:
-        """A writer was released (a session ended): try every workspace at the next fill."""
-        self._retry = {alias: (failed, 0.0) for alias, (failed, _) in self._retry.items()}
+        """A writer was released (a session ended): try every place at the next fill."""
+        self._backoff.wake()
 
-    def _trim(self, alias: str, count: int) -> None:
-        for name in self.warm_names(alias)[count:]:
+    def _trim(self, place: Place, count: int) -> None:
+        for name in self.warm_names(*place)[count:]:
             self._retire(name, "surplus")
 
     def _profile(self, alias: str) -> Profile | None:
@@ -172,33 +198,34 @@ class WarmPool:
         named = [profiles[p] for p in entry.container.profiles if p in profiles]
         return next((p for p in named if p.permission == "coding"), None)
 
-    def _warm_one(self, alias: str) -> WarmWriter | None:
-        """Lease a writer the guard admits and start pi in it without any credential."""
+    def _warm_one(self, place: Place) -> WarmWriter | None:
+        """Lease a writer of the place the guard admits, prove it (warm_proof.py) and
+        start pi in it without any credential."""
+        alias, host = place
         profile = self._profile(alias)
         if profile is None:
             return None
         try:
-            slot = lease_ready_writer(self._paths, self._loaded, alias, None, self._host)
+            slot = lease_ready_writer(self._paths, self._loaded, alias, None,
+                                      hosts=self._hosts, warming=True, on_host=host)  # fmt: skip
         except WriterpoolError as exc:
             # Said once per streak: a pool whose writers are all busy tries every round.
-            level = logging.DEBUG if alias in self._retry else logging.INFO
-            log.log(level, "workspace %s: no writer warmed (%s)", alias, exc.code)
+            level = logging.DEBUG if self._backoff.failing(place) else logging.INFO
+            log.log(level, "workspace %s on %s: no writer warmed (%s)", alias, host, exc.code)
             return None
-        writer_dir = self._paths.writer_dir(slot.name)
-        if yield_asked(writer_dir):  # an operator command waits for it
-            slot.release()
+        facts = slot.host.facts()
+        proof = prove(self._paths, self._loaded.config.pool, slot, slot.spec.image_id, facts)
+        if isinstance(proof, str):  # an operator command waits for it, or it went stale
+            log.info("writer %s not warmed: %s", slot.name, proof)
+            _let_go(self._paths, slot)
             return None
         slot.lease.mark_warm()
         with self._lock:
             self._warming[alias] = self._warming.get(alias, 0) + 1
         try:
-            warm = self._start(alias, slot, profile)
-            # The guard admitted the clone under this lease and an idle pi changes
-            # nothing: the verdict stays current until a claim or a retirement advances
-            # the count.
-            remember(writer_dir, lease_count(writer_dir), Verdict(LEASABLE, "warm", ()))
+            warm = self._start(alias, slot, profile, facts, proof)
         except BaseException:
-            slot.release()
+            _let_go(self._paths, slot)
             raise
         else:
             with self._lock:
@@ -216,20 +243,18 @@ class WarmPool:
         with self._warmed:
             self._warmed.wait_for(lambda: not self._warming.get(alias), timeout)
 
-    def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
+    def _start(
+        self, alias: str, slot: WriterSlot, profile: Profile, facts: EngineFacts, proof: Proof
+    ) -> WarmWriter:
         config = self._loaded.config
         # Rendered without any key: until a claim grants one, pi has nothing to send.
         with slot.host.agent_dir(slot.writer) as agent_dir:
             agent_launch.remove_credential(agent_dir)
             agent_launch.render_for_profile(config, agent_dir, profile.provider, True)
-        args = agent_launch.pi_args(
-            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
-        )
-        agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
-        digest = self._paths.writer_record(slot.name).state_digest()
+        agent = slot.start_pi(profile, READY_SECONDS)  # as a cold start does
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
-            state_digest=digest, facts=self._host.facts(),
+            facts=facts, proof=proof, started=self._clock(),
         )  # fmt: skip
 
     def _yield_asked(self) -> None:
@@ -240,31 +265,55 @@ class WarmPool:
             if warm is None:
                 continue
             if yield_asked(self._paths.writer_dir(name)):
-                self._retire(name, "an operator command asked for it")
+                self._retire(name, YIELD_ASKED, recycled=True)
             elif not warm.agent.alive:
-                self._retire(name, "its pi ended")
+                self._retire(name, PI_ENDED, recycled=True)
 
-    def _retire(self, name: str, why: str) -> None:
+    def _recycle_stale(self) -> None:
+        """Recycle every warm writer whose proof no longer holds (its settings, image,
+        control or verdict changed): file reads only, once per fill."""
+        for name in self.warm_names():
+            with self._lock:
+                warm = self._warm.get(name)
+            if warm is None:
+                continue
+            why = self._stale(warm)
+            if why is None and self._clock() - warm.started > self._max_age():
+                why = TOO_OLD  # a fresh one is warmed in its place
+            if why is not None:
+                self._retire(name, why, recycled=True)
+
+    def _max_age(self) -> float:
+        return self._loaded.config.pool.warm_max_age_seconds
+
+    def _retire(self, name: str, why: str, recycled: bool = False) -> None:
         """Stop the writer's pi and container and release its lease."""
         with self._lock:
             warm = self._warm.pop(name, None)
-        if warm is None:
-            return
-        log.info("writer %s is no longer warm: %s", name, why)
+        if warm is not None:
+            self._stop(warm, why, recycled)
+
+    def _stop(self, warm: WarmWriter, why: str, recycled: bool = False) -> None:
+        """`warm`, out of the pool: its pi and container stopped, its lease released.
+        `recycled`: it may no longer take a session, `why` is the code audited."""
+        log.info("writer %s is no longer warm: %s", warm.slot.name, why)
+        if recycled:
+            audit_warm(self._paths, warm_line("warm_recycle", why, warm.slot.name,
+                                              host=warm.slot.host.name))  # fmt: skip
         try:
             warm.agent.close(CLOSE_SECONDS)
         finally:
-            try:
-                advance(self._paths.writer_dir(name))  # the next lease inspects it again
-            finally:
-                warm.slot.release()
+            _let_go(self._paths, warm.slot)
 
     # -- claiming --------------------------------------------------------------------
 
-    def claim(self, alias: str, base: str | None, profile: Profile) -> WarmWriter | None:
+    def claim(
+        self, alias: str, base: str | None, profile: Profile, session: str | None = None
+    ) -> WarmWriter | None:
         """A warm writer of `alias` on `base` (default: the workspace's) for a session of
-        `profile`, taken out of the pool; None when none is warm or still current.
-        Bounded by the workspace's warm writers."""
+        `profile`, taken out of the pool and proven again (warm_proof.py), its claim
+        audited with what was proven; None when none is warm or still current (a stale
+        one is recycled). Bounded by the workspace's warm writers."""
         for name in self.warm_names(alias):
             with self._lock:
                 warm = self._warm.get(name)
@@ -274,12 +323,16 @@ class WarmPool:
                     continue
                 del self._warm[name]
             why = self._stale(warm)
-            if why is None:
-                advance(self._paths.writer_dir(name))  # the session will change the clone
-                return warm
-            with self._lock:
-                self._warm[name] = warm
-            self._retire(name, why)
+            if why is not None:
+                self._stop(warm, why, recycled=True)
+                continue
+            advance(self._paths.writer_dir(name))  # the session will change the clone
+            audit_warm(self._paths, warm_line(
+                "warm_claim", "writer_warm_claimed", name, session=session,
+                host=warm.slot.host.name, verdict_digest=warm.proof.verdict_digest,
+                fingerprint=warm.proof.fingerprint,
+            ))  # fmt: skip
+            return warm
         return None
 
     def give_way(self, alias: str) -> bool:
@@ -292,36 +345,13 @@ class WarmPool:
         return True
 
     def _stale(self, warm: WarmWriter) -> str | None:
-        """Why a warm writer may no longer take a session (None: it may). No Podman call:
-        the running container is the image; the settings, acceptance and clone checks
-        are file reads."""
-        writer_dir = self._paths.writer_dir(warm.slot.name)
-        state = warm.slot.state
+        """Why a warm writer may no longer take a session (None: it may): its pi ended,
+        or the proof it was warmed on no longer holds. No Podman call: the running
+        container is the image; the rest are file reads."""
         if not warm.agent.alive:
-            return "its pi ended"
-        if yield_asked(writer_dir):
-            return "an operator command asked for it"
-        if state is None or WriterRecord(writer_dir).state_digest() != warm.state_digest:
-            return "its state changed"
-        verdict = current(writer_dir)
-        if verdict is None or verdict.code != LEASABLE:
-            return "its admission verdict is not current"
-        if not control_current(self._paths):
-            return "isolation_control_required"
-        pin = load_pin(self._paths)
-        if state.image == "default" and (pin is None or pin.image_id != warm.image_id):
-            return "the pinned image changed"
-        groups = groups_given(
-            self._paths,
-            warm.slot.host,
-            state,
-            self._loaded.config.pool,
-            warm.image_id,
-            warm.facts,
-        )
-        if fingerprint_of(groups) != state.fingerprint:
-            return "writer_acceptance_stale"
-        return None
+            return PI_ENDED
+        made = prove(self._paths, self._loaded.config.pool, warm.slot, warm.image_id, warm.facts)
+        return still(made, warm.proof)
 
     # -- the service's thread ----------------------------------------------------------
 
@@ -355,3 +385,14 @@ class WarmPool:
             self._thread.join(READY_SECONDS)
         for name in self.warm_names():
             self._retire(name, "the pool service stops")
+        for hosts in [*self._retired, self._hosts]:  # bounded by the reloads of [hosts]
+            hosts.close()
+
+
+def _let_go(paths: Paths, slot: WriterSlot) -> None:
+    """Release a writer the pool leased: its lease count advanced first (the next lease
+    inspects the clone again: a pi ran beside it), its containers removed."""
+    try:
+        advance(paths.writer_dir(slot.name))
+    finally:
+        slot.release()

@@ -64,6 +64,7 @@ class ModeRequest:
     base: str | None = None
     allow: tuple[str, ...] = ()
     warm: int = 0
+    warm_hosts: tuple[tuple[str, int], ...] | None = None  # --warm HOST=N,…
     hosts: tuple[str, ...] = ()
     discard: bool = False
     apply: bool = False
@@ -170,6 +171,7 @@ def _entry(
             base=base or "",
             allow=req.allow or None,
             warm=req.warm,
+            warm_hosts=dict(req.warm_hosts) if req.warm_hosts else None,
             hosts=req.hosts if req.hosts and req.hosts != (LOCAL_HOST,) else None,
         )
     except ValidationError as exc:

@@ -49,7 +49,9 @@ def reproduce(alias: str, entry: ModeEntry, record: ImageRecord | None = None) -
         words += ["--cache", settings.cache, "--base", settings.base]
         if settings.allow:
             words += ["--allow", ",".join(settings.allow)]
-        if settings.warm:
+        if settings.warm_hosts:
+            words += ["--warm", ",".join(f"{h}={n}" for h, n in settings.warm_hosts.items())]
+        elif settings.warm:
             words += ["--warm", str(settings.warm)]
         if settings.hosts:
             words += ["--hosts", ",".join(settings.hosts)]
@@ -62,7 +64,7 @@ def intent(entry: ModeEntry) -> dict[str, object]:
     if entry.mode == "host":
         out["acceptHostWrites"] = True
     if entry.container is not None:
-        out.update(entry.container.model_dump(mode="json", exclude_none=True))
+        out.update(entry.container.model_dump(mode="json", by_alias=True, exclude_none=True))
         if not entry.container.warm:
             del out["warm"]  # the default: entries stored before the setting read the same
     return out

@@ -323,4 +323,6 @@ def writer_statuses(
                    remedy=status.next or "")  # fmt: skip
     report.data["writers"] = rows
     report.data["warm"] = sum(1 for row in rows if row["warm"])
+    warm_hosts = [str(row["host"]) for row in rows if row["warm"]]
+    report.data["warmByHost"] = {h: warm_hosts.count(h) for h in sorted(set(warm_hosts))}
     return report

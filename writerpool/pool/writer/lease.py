@@ -123,6 +123,18 @@ class Lease:
     def held(self) -> bool:
         return self._fd is not None
 
+    def proven(self) -> bool:
+        """Whether this holder's lock is on the writer's lease file as it is now (not
+        on a file since removed or replaced, which another process could lock)."""
+        with self._lock:
+            if self._fd is None:
+                return False
+            try:
+                mine, now = os.fstat(self._fd), os.stat(self.path, follow_symlinks=False)
+            except OSError:
+                return False
+        return (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino)
+
 
 HOLDER_LIMIT = 4096
 LOCKS_LIMIT = 4 * 1024 * 1024

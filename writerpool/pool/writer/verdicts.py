@@ -12,8 +12,9 @@ judged on every start.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from writerpool.atomic import write_atomic
@@ -27,6 +28,9 @@ class Verdict:
     code: str  # writer_leasable or why not (the clone's part of the guard only)
     reason: str
     problems: tuple[str, ...]
+    # The recorded verdict's digest ("sha256:…" of its record; "" when not read from
+    # one): a warm claim names the very record it relied on (pool/claims/warm_proof.py).
+    digest: str = field(default="", compare=False)
 
 
 def lease_count(writer_dir: Path) -> int | None:
@@ -66,7 +70,8 @@ def current(writer_dir: Path) -> Verdict | None:
     """The recorded verdict when nothing has leased the writer since, else None."""
     try:
         with open(WriterRecord(writer_dir).verdict_file, "rb") as handle:
-            record = json.loads(handle.read(_LIMIT))
+            raw = handle.read(_LIMIT)
+        record = json.loads(raw)
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict):
@@ -79,7 +84,9 @@ def current(writer_dir: Path) -> Verdict | None:
     problems = record.get("problems")
     if not isinstance(problems, list) or not isinstance(record.get("code"), str):
         return None
-    return Verdict(str(record["code"]), str(record.get("reason", "")), tuple(map(str, problems)))
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    return Verdict(str(record["code"]), str(record.get("reason", "")),
+                   tuple(map(str, problems)), digest)  # fmt: skip
 
 
 def mark_changed(writer_dir: Path) -> None:

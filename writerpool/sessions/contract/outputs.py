@@ -147,6 +147,16 @@ CAPABILITIES: dict[str, Schema] = {
                     "type": "integer",
                     "description": "Writers the pool service holds warm now (the service only).",
                 },
+                "warmHosts": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "The warm count on each host writers are placed on.",
+                },
+                "warmReadyByHost": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "Writers held warm now on each host (the service only).",
+                },
                 "defaultBase": string("The base branch used when none is given."),
                 "containerProfiles": {"type": "array", "items": {"type": "string"}},
             },
