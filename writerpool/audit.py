@@ -54,7 +54,7 @@ def _encoded(
     """One newline-terminated JSON line: time, action, session and writer, the event's own
     fields, then who wrote it."""
     record: dict[str, object] = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": iso_time(datetime.now(UTC).timestamp()),
         "action": action,
         "session": _field(session),
         "writer": _field(writer),
@@ -134,6 +134,7 @@ def connect_line(record: ConnectRecord) -> bytes:
         entry=None if record.entry is None else _checked(record.entry, _DEST_RE),
         address=None if record.address is None else _checked(record.address, _DEST_RE),
         sni=None if record.sni is None else _checked(record.sni, _DEST_RE),
+        **_scoped(record.until),
         **_traffic(record.bytes_up, record.bytes_down, record.duration_ms),
     )
 
@@ -168,6 +169,35 @@ def audit_warm(paths: Paths, line: bytes) -> None:
         _append(paths, line)
     except OSError as exc:
         log.warning("a warm audit line was not written: %s", exc.strerror)
+
+
+def iso_time(epoch: float) -> str:
+    """An instant as the audit log writes times (UTC, milliseconds, `Z`)."""
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _scoped(until: float | None) -> dict[str, object]:
+    """A decision by a session-scoped entry says so, and until when that entry holds."""
+    if until is None or not isinstance(until, (int, float)):
+        return {}
+    return {"scope": "session", "until": iso_time(until)}
+
+
+def grant_line(*, session: str, writer: str, entry: str, until: float, by: str) -> bytes:
+    """The exact bytes appended when an operator adds a session-scoped allowlist entry
+    (`writerpool egress allow`): which entry, for which session, until when, and who."""
+    return _encoded(
+        "egress_allow", session, writer, outcome="egress_allow_added",
+        entry=_checked(entry, _DEST_RE), **_scoped(until), by=_field(by),
+    )  # fmt: skip
+
+
+def audit_grant(
+    paths: Paths, *, session: str, writer: str, entry: str, until: float, by: str
+) -> None:
+    """Append a `grant_line` under the log's lock; raises OSError on failure."""
+    _append(paths, grant_line(session=session, writer=writer, entry=entry, until=until, by=by))
 
 
 def audit(

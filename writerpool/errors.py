@@ -226,6 +226,15 @@ CODES: dict[str, str] = {
     "egress_log_shown": "Recent decisions of a writer's allowlist proxy",
     "egress_set_shown": "A set an allowlist may name: its hosts now and where they came from",
     "egress_log_empty": "The writer's allowlist proxy has decided nothing yet",
+    "egress_allow_added": (
+        "A session-scoped entry was added to the writer's live allowlist proxy (who, until when)"
+    ),
+    "egress_allow_no_session": (
+        "The writer has no session with an allowlist proxy now; nothing was added"
+    ),
+    "egress_allow_target_invalid": "egress allow takes one HOST[:PORT] or http://HOST[:PORT]",
+    "egress_allow_duration_invalid": "egress allow --for takes 90s, 30m or 2h (1m to 24h)",
+    "egress_grants_invalid": "The writer's session-scoped entries file is unreadable or invalid",
     # image
     "uninstall_planned": "uninstall would remove this (plan only)",
     "uninstall_removed": "uninstall removed this",

@@ -10,6 +10,7 @@ from pathlib import Path
 from writerpool.egress.allowlist import Allowlist, expand
 from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
 from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.grants import GrantWatch
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.resolve import Lookup, system_lookup
 
@@ -43,14 +44,14 @@ class Records:
 def open_proxy(
     host: InProcessLoop, tmp_path: Path, words: tuple[str, ...], records: Records,
     resolve: dict[str, tuple[str, ...]], limits: ConnectLimits = LIMITS,
-    lookup: Lookup = system_lookup,
+    lookup: Lookup = system_lookup, grants: GrantWatch | None = None,
 ) -> LocalListener:  # fmt: skip
     (tmp_path / "egress").mkdir(mode=0o700, exist_ok=True)
     proxy = LocalListener(host, ConnectSession(
         session="s-0123456789abcdef", writer="ws-w1",
         socket_path=tmp_path / "egress" / "connect.sock",
         allowlist=Allowlist(expand(words, {})[0]), resolve=resolve, limits=limits,
-        audit=records, lookup=lookup,
+        audit=records, lookup=lookup, grants=grants,
     ))  # fmt: skip
     proxy.start()
     return proxy

@@ -45,9 +45,12 @@ def public_certificates(source: Path | None) -> bytes:
     return b"\n".join(m.group(0) for m in _CERTIFICATE.finditer(raw)) + b"\n"
 
 
-def allowlist_spec(config: Config, words: tuple[str, ...], egress_dir: Path) -> ConnectListenerSpec:
+def allowlist_spec(
+    config: Config, words: tuple[str, ...], egress_dir: Path, grants: Path | None = None
+) -> ConnectListenerSpec:
     """The session's allowlist proxy, for its egress process (sets expanded now), with
-    the host's public certificates put at egress_dir/ca.pem for the writer's tools."""
+    the host's public certificates put at egress_dir/ca.pem for the writer's tools;
+    `grants`: where `writerpool egress allow` adds session-scoped entries."""
     entries, _ = resolve_allowlist(config, words)
     write_atomic(egress_dir / EGRESS_CA, public_certificates(bundle_source(config)), mode=0o600)
     egress = config.egress
@@ -55,5 +58,5 @@ def allowlist_spec(config: Config, words: tuple[str, ...], egress_dir: Path) -> 
         socket=CONNECT_SOCKET, entries=tuple(e.text for e in entries), resolve=egress.resolve,
         concurrent=egress.connect_concurrent, total=egress.connect_total,
         header_bytes=egress.header_bytes, header_seconds=egress.header_seconds,
-        idle_seconds=egress.idle_seconds,
+        idle_seconds=egress.idle_seconds, grants=None if grants is None else str(grants),
     )  # fmt: skip

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
 from writerpool.agent.allow import allowlist_spec
+from writerpool.agent.environment import CONNECT_SOCKET
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.models import Config
 from writerpool.config.network import network_info
 from writerpool.config.providers import ResolvedProvider, provider_key, resolve_provider
 from writerpool.crash import crash_point
+from writerpool.egress import grants as session_grants
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.host import EGRESS_SOCKET
 
@@ -60,6 +62,9 @@ class EgressRequest:
     # The agent directory was rendered for this provider, without a key, by whoever holds
     # the writer since (a warm writer's pool): nothing else could write to it meanwhile.
     rendered: bool = False
+    # Where `writerpool egress allow` adds session-scoped entries (a writer's session with
+    # an allowlist only: WriterRecord.egress_grants).
+    grants: Path | None = None
 
 
 @dataclass
@@ -89,6 +94,7 @@ class Proxied:
 
     agent_dir: Path
     proxy: EgressSession  # the session's egress process (its allowlist proxy too, if any)
+    grants: Path | None = None  # its session-scoped entries, which end with it
 
     @property
     def lost(self) -> bool:
@@ -100,6 +106,8 @@ class Proxied:
     def revoke(self) -> None:
         try:
             self.proxy.stop()
+            if self.grants is not None:
+                session_grants.close_session(self.grants, self.proxy.session)
         finally:
             agent_launch.remove_credential(self.agent_dir)
 
@@ -143,9 +151,12 @@ def grant_key(
         if host is None:
             raise WriterpoolError("session_start_failed", "the provider proxy is not running")
         ensure_private_dir(request.egress_dir)
-        connect = None
+        connect, scoped = None, request.grants if request.allow else None
         if request.allow:
-            connect = allowlist_spec(request.config, request.allow, request.egress_dir)
+            connect = allowlist_spec(request.config, request.allow, request.egress_dir, scoped)
+        if scoped is not None:  # before the proxy reads it: no entry of an earlier session
+            socket = request.egress_dir / CONNECT_SOCKET
+            session_grants.open_session(scoped, request.session, socket)
         proxy = host.open(
             session=request.session,
             writer=request.writer,
@@ -164,7 +175,7 @@ def grant_key(
         except BaseException:
             proxy.stop()
             raise
-        return Proxied(request.agent_dir, proxy)
+        return Proxied(request.agent_dir, proxy, scoped)
     if info is not None and not info.egress and info.limited:
         return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
     agent_launch.install_credential(request.agent_dir, request.provider, key)

@@ -1,4 +1,5 @@
-"""`writerpool egress check ALIAS HOST[:PORT]`, `egress log WRITER` and `egress sets`."""
+"""`writerpool egress check ALIAS HOST[:PORT]`, `egress log WRITER`, `egress sets` and
+`egress allow WRITER HOST[:PORT]`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import click
 from writerpool.cli.output import emit, json_option
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
-from writerpool.pool.modes import egress_view
+from writerpool.pool.modes import egress_allow, egress_view
 
 
 @click.group()
@@ -34,6 +35,18 @@ def check_cmd(alias: str, target: str, as_json: bool) -> None:
 def log_cmd(name: str, limit: int, as_json: bool) -> None:
     """The recent decisions of WRITER's allowlist proxy (allowed or denied, and why)."""
     emit(egress_view.log(Paths.from_env(), name, limit), as_json)
+
+
+@egress.command("allow")
+@click.argument("name", metavar="WRITER")
+@click.argument("target", metavar="HOST[:PORT]")
+@click.option("--for", "duration", default=egress_allow.DEFAULT_FOR, show_default=True,
+              help="How long the entry holds: 90s, 30m, 2h (1m to 24h).")  # fmt: skip
+@json_option
+def allow_cmd(name: str, target: str, duration: str, as_json: bool) -> None:
+    """Let WRITER's running session reach HOST[:PORT] (http://HOST for plain HTTP) for a
+    while: its live allowlist proxy takes the entry at its next decision; audited."""
+    emit(egress_allow.allow(Paths.from_env(), name, target, duration), as_json)
 
 
 @egress.command("sets")

@@ -121,6 +121,12 @@ class WriterRecord:
         return self.path / "egress"
 
     @property
+    def egress_grants(self) -> Path:
+        """Session-scoped allowlist entries of the session on this writer (egress/grants.py):
+        beside the egress directory, never inside what the writer mounts."""
+        return self.path / "egress-grants.json"
+
+    @property
     def rendered_agent(self) -> Path:
         """The agent directory as the controller last rendered it. Written only through
         `WriterHost.agent_dir`, which makes it what the writer's containers mount; a key
@@ -142,4 +148,5 @@ class WriterRecord:
 
 
 # Files of a writer's record that do not make a writer (a removed writer may keep them).
-BOOKKEEPING = frozenset({"lease", "lease-count", "verdict.json", "changed", "yield"})
+BOOKKEEPING = frozenset({"lease", "lease-count", "verdict.json", "changed", "yield",
+                         "egress-grants.json", "egress-grants.json.lock"})  # fmt: skip

@@ -6,7 +6,9 @@ connection). A tunnel's first bytes must be a ClientHello naming the CONNECT's n
 (`egress.clienthello`), sent on unchanged; else it is refused, nothing sent upstream.
 A head `egress.head` refuses (malformed, ambiguous, or followed by a second request)
 is answered 400, audited as `bad_request`, and nothing goes upstream.
-A name is checked against the session's allowlist before any lookup, then resolved
+A name is checked against the session's allowlist before any lookup (its configured
+entries, then the session-scoped ones `writerpool egress allow` added, `egress.grants`,
+read at each decision they are needed for), then resolved
 once (`egress.resolve`, the function `egress check` uses too), every address judged,
 and the proxy connects to an address it checked (its record names that address, or
 the one refused): a name that resolves elsewhere later changes nothing. A refusal is a
@@ -23,7 +25,6 @@ isolation control, benches and tests run it on a loop of their own (`LocalListen
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import socket
@@ -32,26 +33,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from writerpool.config.allow_entry import Address, normalize_host
+from writerpool.config.allow_entry import normalize_host
 from writerpool.egress import clienthello as ch
 from writerpool.egress import connect_model as cm
 from writerpool.egress.allowlist import Allowlist, Decision, expand
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
+from writerpool.egress.grants import GrantWatch
 from writerpool.egress.head import BadRequest, head_end, parse_request
 from writerpool.egress.loop import LocalListener as _LocalListener
 from writerpool.egress.relay import Relayed, relay
 from writerpool.egress.resolve import Lookup, Resolution, resolve, static_answers, system_lookup
-from writerpool.egress.sockets import listening_socket, unlink_socket
+from writerpool.egress.sockets import answer, dial, listening_socket, unlink_socket
 from writerpool.egress.spec import ConnectListenerSpec
 
 __all__ = ["ConnectLimits", "ConnectSession", "LocalListener"]
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT = 10.0
 RESOLVE_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
-ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal is cut
 AUDIT_PAST_CAP = 100
 ACCEPT_PAUSE = 0.1
 # accept() errors that mean "out of a resource": wait, the resource comes back.
@@ -66,6 +66,8 @@ class _Connection:
     decision: Decision = field(default_factory=lambda: Decision(False, cm.BAD_REQUEST))
     address: str | None = None
     sni: str | None = None
+    until: float | None = None  # the session-scoped entry that allowed it ends then
+    allowlist: Allowlist | None = None  # the one decided with (session entries included)
     relayed: Relayed = field(default_factory=Relayed)  # bytes each way, set by the relay
 
 
@@ -83,6 +85,7 @@ class ConnectSession:
         limits: ConnectLimits,
         audit: Callable[[ConnectRecord], None] | None = None,
         lookup: Lookup = system_lookup,
+        grants: GrantWatch | None = None,
     ) -> None:
         self.session = session
         self.writer = writer
@@ -91,6 +94,7 @@ class ConnectSession:
         self.limits = limits
         self._resolve = dict(resolve)
         self._lookup = lookup
+        self._grants = grants  # session-scoped entries (`writerpool egress allow`)
         self._audit = audit
         self._listening: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -122,9 +126,10 @@ class ConnectSession:
         """The listener a session's egress process serves for its spec."""
         limits = ConnectLimits(spec.concurrent, spec.total, spec.header_bytes,
                                spec.header_seconds, spec.idle_seconds)  # fmt: skip
+        grants = GrantWatch(Path(spec.grants), session) if spec.grants else None
         return cls(session=session, writer=writer, socket_path=Path(spec.socket),
                    allowlist=Allowlist(expand(spec.entries, {})[0]), resolve=spec.resolve,
-                   limits=limits, audit=audit)  # fmt: skip
+                   limits=limits, audit=audit, grants=grants)  # fmt: skip
 
     async def start(self) -> int:
         """Listen on the socket (a name in the working directory); returns its inode."""
@@ -183,7 +188,7 @@ class ConnectSession:
         cap = self._cap_refusal()
         if cap is not None:
             conn.decision = Decision(False, cap)
-            await _answer(agent, cm.refusal_head(429, "-", cap))
+            await answer(agent, cm.refusal_head(429, "-", cap))
             return
         parsed = await self._read_request(agent, conn)
         if parsed is None:
@@ -192,7 +197,7 @@ class ConnectSession:
         conn.method = request.method
         name = normalize_host(request.host)
         conn.destination = request.destination if name is not None else "<refused>"
-        conn.decision = self.allowlist.decide(request.host, request.port, request.scheme)
+        conn.decision = self._decide(request, conn)
         if not conn.decision.allowed:
             await self._refuse(agent, conn, 403)
             return
@@ -205,6 +210,21 @@ class ConnectSession:
             await self._relay(request, early, agent, upstream, conn)
         finally:
             upstream.close()  # whichever side ended it, both halves end now
+
+    def _decide(self, request: Request, conn: _Connection) -> Decision:
+        """The configured entries decide; what they refuse, a live session-scoped entry
+        may allow (read at this decision: an entry added a moment ago counts)."""
+        conn.allowlist = self.allowlist
+        decision = self.allowlist.decide(request.host, request.port, request.scheme)
+        if decision.allowed or self._grants is None:
+            return decision
+        live = self._grants.live()
+        if not live.entries:
+            return decision
+        conn.allowlist = Allowlist((*self.allowlist.entries, *live.entries))
+        widened = conn.allowlist.decide(request.host, request.port, request.scheme)
+        conn.until = live.until_of(widened.entry) if widened.allowed else None
+        return widened
 
     def _cap_refusal(self) -> str | None:
         if self._count > self.limits.total:
@@ -222,7 +242,7 @@ class ConnectSession:
                 data = await self._head(agent)
         except asyncio.LimitOverrunError:
             conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
-            await _answer(agent, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
+            await answer(agent, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
             return None
         except TimeoutError:
             conn.decision = Decision(False, cm.HEADER_TIMEOUT)
@@ -230,7 +250,7 @@ class ConnectSession:
         try:
             return parse_request(data)
         except BadRequest:
-            await _answer(agent, cm.refusal_head(400, "-", cm.BAD_REQUEST))
+            await answer(agent, cm.refusal_head(400, "-", cm.BAD_REQUEST))
             return None
 
     async def _head(self, agent: socket.socket) -> bytes:
@@ -249,16 +269,17 @@ class ConnectSession:
 
     async def _refuse(self, agent: socket.socket, conn: _Connection, status: int) -> None:
         self._note_denied(conn)
-        await _answer(agent, cm.refusal_head(status, conn.destination, conn.decision.reason))
+        await answer(agent, cm.refusal_head(status, conn.destination, conn.decision.reason))
 
     def _note_denied(self, conn: _Connection) -> None:
         if conn.destination not in self._denied and len(self._denied) < DENIED_KEPT:
             self._denied[conn.destination] = conn.decision.reason
 
-    async def _resolution(self, host: str, port: int) -> Resolution:
+    async def _resolution(self, host: str, port: int, conn: _Connection) -> Resolution:
         """The name's answers, judged; asked of the resolver (off the loop) only when
         neither an address nor `[egress.resolve]` gives them."""
-        args = (host, port, self._resolve, self.allowlist.ranges, self._lookup)
+        ranges = (conn.allowlist or self.allowlist).ranges
+        args = (host, port, self._resolve, ranges, self._lookup)
         if static_answers(host, self._resolve) is not None:
             return resolve(*args)
         loop = asyncio.get_running_loop()
@@ -272,7 +293,7 @@ class ConnectSession:
         """A connection to an address of `host` that passed, or None with the reason and
         the address refused (or last tried) in `conn`."""
         entry = conn.decision.entry
-        resolution = await self._resolution(host, port)
+        resolution = await self._resolution(host, port, conn)
         refused = resolution.refused
         if refused is not None:
             conn.address = str(refused.address)
@@ -283,7 +304,7 @@ class ConnectSession:
             return None
         for address in resolution.usable:  # bounded: one resolution's answers
             conn.address = str(address)
-            opened = await _dial(address, port)
+            opened = await dial(address, port)
             if opened is not None:
                 return opened
         conn.decision = Decision(False, cm.UPSTREAM_FAILED, entry)
@@ -332,9 +353,9 @@ class ConnectSession:
         conn.decision = Decision(False, reason, conn.decision.entry)
         self._note_denied(conn)
         if reason == ch.NOT_TLS:  # perhaps plain HTTP in the tunnel: say it in words
-            await _answer(agent, cm.refusal_head(403, conn.destination, reason))
+            await answer(agent, cm.refusal_head(403, conn.destination, reason))
         else:
-            await _answer(agent, cm.ACCESS_DENIED_ALERT)
+            await answer(agent, cm.ACCESS_DENIED_ALERT)
         return None
 
     def _emit(self, conn: _Connection) -> None:
@@ -348,6 +369,7 @@ class ConnectSession:
             reason=conn.decision.reason, entry=conn.decision.entry, address=conn.address,
             bytes_up=conn.relayed.up.moved, bytes_down=conn.relayed.down.moved,
             duration_ms=int((time.monotonic() - conn.started) * 1000), sni=conn.sni,
+            until=conn.until,
         )  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(None, self._audit, record)
         future.add_done_callback(_log_audit_failure)
@@ -355,20 +377,6 @@ class ConnectSession:
 
 class LocalListener(_LocalListener[ConnectSession]):
     """A ConnectSession on a loop of this process (`egress.loop.LocalListener`)."""
-
-
-async def _dial(address: Address, port: int) -> socket.socket | None:
-    """A non-blocking TCP connection to address:port, or None."""
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    try:
-        async with asyncio.timeout(CONNECT_TIMEOUT):
-            await asyncio.get_running_loop().sock_connect(sock, (str(address), port))
-    except (OSError, TimeoutError):
-        sock.close()
-        return None
-    return sock
 
 
 async def _read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
@@ -382,13 +390,6 @@ async def _read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
             raise ch.HelloRefused(cm.HELLO_INCOMPLETE, "the agent ended before its ClientHello")
         data += chunk
     return hello
-
-
-async def _answer(agent: socket.socket, data: bytes) -> None:
-    """Send a refusal; an agent that does not read it within the deadline is cut."""
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-        await asyncio.wait_for(loop.sock_sendall(agent, data), ANSWER_TIMEOUT)
 
 
 def _log_audit_failure(future: asyncio.Future[None]) -> None:

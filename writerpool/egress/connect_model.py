@@ -73,6 +73,7 @@ class ConnectRecord:
     bytes_down: int
     duration_ms: int
     sni: str | None = None  # the server name of the tunnel's ClientHello, as read
+    until: float | None = None  # allowed by a session-scoped entry that ends then (epoch s)
 
 
 def split_authority(authority: str, default: int) -> tuple[str, int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -11,10 +12,13 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from writerpool.config.allow_entry import Address
 from writerpool.errors import WriterpoolError
 
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
+CONNECT_TIMEOUT = 10.0
+ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal is cut
 
 
 @contextlib.contextmanager
@@ -122,3 +126,24 @@ def remove_stale_socket(path: Path) -> bool:
             path.unlink()
             return True
     return False
+
+
+async def dial(address: Address, port: int) -> socket.socket | None:
+    """A non-blocking TCP connection to address:port, or None."""
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await asyncio.get_running_loop().sock_connect(sock, (str(address), port))
+    except (OSError, TimeoutError):
+        sock.close()
+        return None
+    return sock
+
+
+async def answer(agent: socket.socket, data: bytes) -> None:
+    """Send a refusal; an agent that does not read it within the deadline is cut."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+        await asyncio.wait_for(loop.sock_sendall(agent, data), ANSWER_TIMEOUT)

@@ -74,7 +74,7 @@ class ProviderListenerSpec(_Wire):
 
 class ConnectListenerSpec(_Wire):
     """The allowlist proxy (`egress.connect`): entries already expanded from sets, the
-    names it resolves itself, and its caps."""
+    names it resolves itself, its caps, and where session-scoped entries are added."""
 
     kind: Literal["connect"] = "connect"
     socket: str
@@ -85,12 +85,21 @@ class ConnectListenerSpec(_Wire):
     header_bytes: int = Field(ge=1024, le=1048576)
     header_seconds: float = Field(gt=0)
     idle_seconds: float = Field(gt=0)
+    # The session-scoped entries' file (`egress.grants`), absolute; None: none are taken.
+    grants: str | None = Field(default=None, max_length=4096)
 
     @field_validator("socket")
     @classmethod
     def _plain_name(cls, value: str) -> str:
         if not _SOCKET_NAME.fullmatch(value):
             raise ValueError("a socket is a plain name inside the egress directory")
+        return value
+
+    @field_validator("grants")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("the session entries file is an absolute path")
         return value
 
 

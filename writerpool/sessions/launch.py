@@ -197,11 +197,12 @@ class Launcher:
         writer: str | None,
         allow: tuple[str, ...] | None = None,
         rendered: bool = False,
+        grants: Path | None = None,
     ) -> Grant:
         request = EgressRequest(
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
-            port=EGRESS_PORT, allow=allow, rendered=rendered,
+            port=EGRESS_PORT, allow=allow, rendered=rendered, grants=grants,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -298,8 +299,9 @@ class Launcher:
         host, writer = slot.host, slot.writer
         host.check_network(slot.network, slot.allow)
         with host.agent_dir(writer) as agent_dir:
-            held = self._grant(plan, slot.network, agent_dir, writer.record.egress, session_id,
-                               slot.name, slot.allow, rendered)  # fmt: skip
+            record = writer.record
+            held = self._grant(plan, slot.network, agent_dir, record.egress, session_id,
+                               slot.name, slot.allow, rendered, record.egress_grants)  # fmt: skip
             undo.append(held.revoke)
         if network_info(slot.network).egress:
             seat.enter_context(host.egress_endpoint(writer))

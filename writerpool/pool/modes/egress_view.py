@@ -1,21 +1,26 @@
-"""`writerpool egress check` and `egress log`: what a workspace's allowlist lets through,
+"""`writerpool egress check` and `egress log`: what a workspace's allowlist lets through
+(its configured entries, and the session-scoped ones of its writers' running sessions),
 and what a writer's allowlist proxy decided."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
-from writerpool.config.allow_entry import Scheme, normalize_host
+from writerpool.audit import iso_time
+from writerpool.config.allow_entry import Scheme, normalize_host, parse_entry
 from writerpool.config.models import Config
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
-from writerpool.egress.allowlist import Allowlist, admitting_entry, expand
+from writerpool.egress import grants
+from writerpool.egress.allowlist import Allowlist, Decision, admitting_entry, expand
 from writerpool.egress.connect_model import split_authority, split_target
 from writerpool.egress.derived import derived_sets, known_sets
 from writerpool.egress.resolve import Lookup, Resolution, resolve, system_lookup
-from writerpool.errors import UsageError
+from writerpool.errors import UsageError, WriterpoolError
 from writerpool.pool.provision.listing import unknown_writer, writer_names
 from writerpool.report import Report
 
@@ -36,11 +41,13 @@ def parse_target(text: str) -> tuple[str, int, Scheme]:
 
 
 def check(
-    config: Config, paths: Paths, alias: str, target: str, lookup: Lookup = system_lookup
-) -> Report:
+    config: Config, paths: Paths, alias: str, target: str, lookup: Lookup = system_lookup,
+    now: Callable[[], float] = time.time,
+) -> Report:  # fmt: skip
     """What the workspace's allowlist proxy would do with `target`: the name decided as
-    it decides, then resolved as it resolves (`egress.resolve`, the same function, on
-    this host) and every answer judged; a name that does not resolve here is said so."""
+    it decides (configured entries, then a writer's session-scoped ones), then resolved as
+    it resolves (`egress.resolve`, the same function, on this host) and every answer
+    judged; a name that does not resolve here is said so."""
     report = Report("egress check")
     if alias not in config.workspaces:
         raise UsageError(f"workspace {alias!r} is not configured", code="alias_unknown")
@@ -58,6 +65,9 @@ def check(
     entries, origin = expand(words, sets, sets.why_empty)
     allowlist = Allowlist(entries)
     decision = allowlist.decide(host, port, scheme)
+    scoped = None if decision.allowed else _session_scoped(paths, alias, allowlist, target, now)
+    if scoped is not None:
+        allowlist, decision, scope = scoped
     if not decision.allowed:
         fix = admitting_entry(host, port, scheme, decision.reason)
         report.add("egress_check_denied", "error", where,
@@ -69,10 +79,38 @@ def check(
     named = origin.get(via, ())
     told = [f"{n}: {sets.derived[n].source}" if n in sets.derived else n for n in named]
     source = f"entry {via}" + (f" (from set {'; '.join(told)})" if named else "")
+    if scoped is not None:
+        source = f"session-scoped entry {via} ({scope['text']})"
     found = resolve(host, port, config.egress.resolve, allowlist.ranges, lookup)
     _judged(report, where, (host, port, scheme), source, found, alias)
-    report.findings[-1].data.update(entry=via, sets=list(named))
+    report.findings[-1].data.update(entry=via, sets=list(named), **(scoped[2] if scoped else {}))
     return report
+
+
+def _session_scoped(
+    paths: Paths, alias: str, allowlist: Allowlist, target: str, now: Callable[[], float]
+) -> tuple[Allowlist, Decision, dict[str, str]] | None:
+    """The first writer of `alias` whose running session holds a live session-scoped
+    entry admitting `target`: the allowlist its proxy decides with, the decision, and
+    which writer's session until when."""
+    host, port, scheme = parse_target(target)
+    for owner, name in writer_names(paths):  # bounded: the writers of this machine
+        if owner != alias:
+            continue
+        try:
+            found = grants.read(paths.writer_record(name).egress_grants)
+        except WriterpoolError:
+            continue
+        live = found.live(now()) if found is not None else ()
+        widened = Allowlist((*allowlist.entries, *(parse_entry(g.entry) for g in live)))
+        decision = widened.decide(host, port, scheme)
+        grant = next((g for g in live if g.entry == decision.entry), None)
+        if decision.allowed and grant is not None and found is not None:
+            until = iso_time(grant.until)
+            text = f"writer {name}'s session {found.session}, until {until}, added by {grant.by}"
+            scope = {"scope": "session", "writer": name, "until": until, "text": text}
+            return widened, decision, scope
+    return None
 
 
 _FROM = {"address": "an address", "map": "[egress.resolve]",
@@ -159,9 +197,12 @@ def log(paths: Paths, name: str, limit: int = LOG_LINES) -> Report:
             line = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(line, dict) and line.get("action") == "egress_connect" \
-                and line.get("writer") == name:  # fmt: skip
+        if not isinstance(line, dict) or line.get("writer") != name:
+            continue
+        if line.get("action") == "egress_connect":
             rows.append({**line, "admit": admitting(line)})
+        elif line.get("action") == "egress_allow":  # a session-scoped entry was added
+            rows.append(line)
     rows = rows[-limit:]
     report.data["decisions"] = rows
     if not rows:
@@ -175,11 +216,17 @@ def log(paths: Paths, name: str, limit: int = LOG_LINES) -> Report:
 
 
 def _row(line: dict[str, Any]) -> str:
+    if line.get("action") == "egress_allow":
+        return (f"  {line.get('time', '?')} ADDED   {line.get('entry', '?')} for session "
+                f"{line.get('session', '?')}, session-scoped until {line.get('until', '?')} "
+                f"(by {line.get('by', '?')})")  # fmt: skip
     allowed = line.get("decision") == "allowed"
     verdict = "allowed" if allowed else "DENIED "
     entry = ""
     if line.get("entry"):
         entry = f" by {line['entry']}" if allowed else f" (listed as {line['entry']})"
+        if line.get("scope") == "session":
+            entry += f" (session-scoped until {line.get('until', '?')})"
     address = f" {line['address']}" if line.get("address") else ""
     sni = f" tls name {line['sni']}" if line.get("sni") else ""
     admit = f"; to admit it add {line['admit']} to --allow" if line.get("admit") else ""
