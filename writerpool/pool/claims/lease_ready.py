@@ -58,10 +58,11 @@ class WriterSlot:
     _ended: bool = field(default=False, init=False, repr=False)
     _ending: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def pi_argv(self, pi_args: list[str]) -> list[str]:
-        return self.host.attach_argv(self.spec, ["pi", *pi_args])
+    def agent_argv(self, command: list[str]) -> list[str]:
+        """The session's container running `command` (its agent backend's)."""
+        return self.host.attach_argv(self.spec, command)
 
-    def pi_env(self) -> dict[str, str]:
+    def agent_env(self) -> dict[str, str]:
         # Podman needs the account's real home (its storage), whatever HOME says.
         return self.host.attach_env()
 

@@ -10,7 +10,9 @@ grants its egress and gives pi the session's model (sessions/launch.py); when th
 ends its lease is released like any other, and the writer is warmed again only once
 the guard admits it again (at baseline: at once after a session that changed nothing,
 else after finish or reset). A claim hands out what a cold start would: pi persists
-nothing and keeps no state under /work (PiAgent.configure, agent/launch.py).
+nothing and keeps no state under /work (PiAgent.configure, agent/launch.py). Only an
+agent whose backend can warm (agent/backends.py) is warmed; `mode set --warm` refuses
+the others.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from writerpool.agent import launch as agent_launch
-from writerpool.agent.pi import PiAgent
+from writerpool.agent.backends import remove_credentials, warm_backend_for
+from writerpool.agent.seam import WarmAgent
 from writerpool.config.models import LoadedConfig, Profile
 from writerpool.config.modes import ExecutionModes, load_modes
 from writerpool.config.paths import Paths, WriterRecord
@@ -53,7 +56,7 @@ BACKOFF_MAX_SECONDS = 10.0
 class WarmWriter:
     alias: str
     slot: WriterSlot
-    agent: PiAgent
+    agent: WarmAgent
     profile: Profile  # what pi was started with; a claim may change model and thinking
     image_id: str
     state_digest: str
@@ -170,7 +173,8 @@ class WarmPool:
             return None
         profiles = self._loaded.config.profiles
         named = [profiles[p] for p in entry.container.profiles if p in profiles]
-        return next((p for p in named if p.permission == "coding"), None)
+        coding = (p for p in named if p.permission == "coding")
+        return next((p for p in coding if warm_backend_for(p.agent) is not None), None)
 
     def _warm_one(self, alias: str) -> WarmWriter | None:
         """Lease a writer the guard admits and start pi in it without any credential."""
@@ -218,14 +222,16 @@ class WarmPool:
 
     def _start(self, alias: str, slot: WriterSlot, profile: Profile) -> WarmWriter:
         config = self._loaded.config
-        # Rendered without any key: until a claim grants one, pi has nothing to send.
+        backend = warm_backend_for(profile.agent)
+        assert backend is not None  # _profile picks only those
+        # Rendered without any key: until a claim grants one, the agent has nothing to send.
         with slot.host.agent_dir(slot.writer) as agent_dir:
-            agent_launch.remove_credential(agent_dir)
-            agent_launch.render_for_profile(config, agent_dir, profile.provider, True)
-        args = agent_launch.pi_args(
-            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+            remove_credentials(agent_dir)
+            backend.render(config, agent_dir, profile.provider, True)
+        command = backend.container_command(
+            profile, False, AGENT_DIR, agent_launch.CONTAINER_SESSION_DIR
         )
-        agent = PiAgent.start(slot.pi_argv(args), slot.pi_env(), None, READY_SECONDS)
+        agent = backend.start(slot.agent_argv(command), slot.agent_env(), None, READY_SECONDS)
         digest = self._paths.writer_record(slot.name).state_digest()
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
@@ -268,7 +274,8 @@ class WarmPool:
         for name in self.warm_names(alias):
             with self._lock:
                 warm = self._warm.get(name)
-                if warm is None or warm.profile.provider != profile.provider:
+                wanted = (profile.provider, profile.agent)
+                if warm is None or (warm.profile.provider, warm.profile.agent) != wanted:
                     continue
                 if base is not None and warm.slot.base_ref != base:
                     continue
