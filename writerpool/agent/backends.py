@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from writerpool.agent.claude import CLAUDE
 from writerpool.agent.pi_backend import PI
 from writerpool.agent.seam import AgentBackend, WarmBackend
 from writerpool.config.models import AgentName
 from writerpool.errors import WriterpoolError
 
-BACKENDS: dict[str, AgentBackend] = {PI.name: PI}
+BACKENDS: dict[str, AgentBackend] = {PI.name: PI, CLAUDE.name: CLAUDE}
 
 
 def backend_for(name: AgentName | str) -> AgentBackend:
