@@ -165,6 +165,9 @@ CODES: dict[str, str] = {
     "request_cancelled": "The client cancelled the call or went away; a session it "
     "started was closed (audit outcome)",
     "coding_refused": "The workspace mode refuses coding sessions",
+    "agent_host_refused": "Host mode runs pi only; the profile's agent runs only in a writer",
+    "agent_unsupported": "The profile's agent is not available in this writerpool",
+    "warm_agent_unsupported": "mode set --warm: none of the profiles' agents can be warmed",
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",
     "provider_unconfigured": "The profile's provider has no credential or endpoint",

@@ -13,12 +13,11 @@ from writerpool.agent.events import (
     EXITED_ERROR,
     MAX_TURNS,
     TEXT_CAP,
-    PiEvent,
     TurnLog,
     cap_text,
-    parse_event,
 )
-from writerpool.agent.pi import _read_line
+from writerpool.agent.pi_events import PiEvent, fold_pi, parse_event
+from writerpool.agent.process import read_line as _read_line
 from writerpool.errors import WriterpoolError
 
 DATA = Path(__file__).parent / "data" / "pi"
@@ -32,7 +31,7 @@ def replay(name: str, log: TurnLog | None = None) -> TurnLog:
     for i, line in enumerate((DATA / f"{name}.jsonl").read_bytes().split(b"\n")):
         event = parse_event(line) if line else None
         if event is not None:
-            log.apply(event, now=float(i + 1))
+            fold_pi(log, event, now=float(i + 1))
     return log
 
 
@@ -52,7 +51,7 @@ def test_tool_use_in_the_middle_does_not_end_the_turn() -> None:
     for i, line in enumerate(lines):
         event = parse_event(line)
         assert event is not None
-        log.apply(event, now=float(i + 1))
+        fold_pi(log, event, now=float(i + 1))
         if ended_at_line is None and log.get("t-1").status != "running":
             ended_at_line = i
     snap = log.get("t-1")
@@ -85,7 +84,7 @@ def test_provider_error_fails_without_the_error_message() -> None:
 def test_every_event_bumps_liveness_while_running() -> None:
     log = TurnLog()
     log.begin("t-1", PROMPT_ID, now=0.0)
-    log.apply(PiEvent(type="message_update"), now=5.0)
+    fold_pi(log, PiEvent(type="message_update"), now=5.0)
     assert log.get("t-1").updated_at == 5.0 and log.get("t-1").status == "running"
 
 
@@ -97,14 +96,14 @@ def test_refused_prompt_fails_the_turn() -> None:
     )
     event = parse_event(refusal)
     assert event == PiEvent("response", response_id=PROMPT_ID, command="prompt", success=False)
-    log.apply(event, now=1.0)
+    fold_pi(log, event, now=1.0)
     assert log.get("t-1").status == "failed" and log.running is None
 
 
 def test_agent_end_without_an_assistant_message_fails() -> None:
     log = TurnLog()
     log.begin("t-1", PROMPT_ID, now=0.0)
-    log.apply(PiEvent(type="agent_end"), now=1.0)
+    fold_pi(log, PiEvent(type="agent_end"), now=1.0)
     assert log.get("t-1").status == "failed"
 
 
@@ -136,7 +135,7 @@ def test_events_outside_a_turn_change_nothing() -> None:
     for line in (DATA / "abort.jsonl").read_bytes().splitlines():
         event = parse_event(line)
         assert event is not None
-        log.apply(event, now=99.0)
+        fold_pi(log, event, now=99.0)
     assert log.get("t-1") == before
 
 
@@ -155,8 +154,8 @@ def test_final_text_is_capped_at_64_kib_on_a_character_boundary() -> None:
     log = TurnLog()
     log.begin("t-1", PROMPT_ID, now=0.0)
     long_text = "é" * TEXT_CAP  # two bytes each
-    log.apply(PiEvent("message_end", role="assistant", stop_reason="stop", text=long_text), 1.0)
-    log.apply(PiEvent("agent_end"), 2.0)
+    fold_pi(log, PiEvent("message_end", role="assistant", stop_reason="stop", text=long_text), 1.0)
+    fold_pi(log, PiEvent("agent_end"), 2.0)
     text = log.get("t-1").text
     assert text is not None and len(text.encode()) <= TEXT_CAP and set(text) == {"é"}
     assert log.get("t-1").text_truncated  # decided before the cut, so it can be true
@@ -166,8 +165,10 @@ def test_final_text_is_capped_at_64_kib_on_a_character_boundary() -> None:
 def test_an_answer_of_exactly_the_cap_is_not_truncated() -> None:
     log = TurnLog()
     log.begin("t-1", PROMPT_ID, now=0.0)
-    log.apply(PiEvent("message_end", role="assistant", stop_reason="stop", text="a" * TEXT_CAP), 1)
-    log.apply(PiEvent("agent_end"), 2.0)
+    fold_pi(
+        log, PiEvent("message_end", role="assistant", stop_reason="stop", text="a" * TEXT_CAP), 1
+    )
+    fold_pi(log, PiEvent("agent_end"), 2.0)
     assert not log.get("t-1").text_truncated and log.get("t-1").text == "a" * TEXT_CAP
 
 
@@ -190,8 +191,8 @@ def test_a_failed_turn_says_why() -> None:
                        "errorMessage": "Connection error at /home/op/x token=abc123"}})  # fmt: skip
     event = parse_event(line.encode())
     assert event is not None
-    log.apply(event, 1.0)
-    log.apply(PiEvent("agent_end"), 2.0)
+    fold_pi(log, event, 1.0)
+    fold_pi(log, PiEvent("agent_end"), 2.0)
     turn = log.get("t-1")
     assert turn.status == "failed" and turn.error == ANSWER_ERROR
     # The provider's words are kept for the operator's log only, path- and secret-free.

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from writerpool.agent.events import TurnLog, cap_text, parse_event
+from writerpool.agent.events import TurnLog, cap_text
+from writerpool.agent.pi_events import fold_pi, parse_event
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.server import to_result
 from writerpool.pool.collect.review import terminal_safe
@@ -84,8 +85,8 @@ def test_the_agent_s_text_is_valid_whatever_its_line_held() -> None:
     assert event is not None and event.text == "bytes \\xff\\xfe, lone \\ud800"
     log = TurnLog()
     log.begin("t-1", "prompt-t-1", now=0.0)
-    log.apply(event, now=1.0)
-    log.apply(parse_event(b'{"type":"agent_end"}') or event, now=2.0)
+    fold_pi(log, event, now=1.0)
+    fold_pi(log, parse_event(b'{"type":"agent_end"}') or event, now=2.0)
     snap = log.get("t-1")
     assert (snap.status, snap.text) == ("completed", "bytes \\xff\\xfe, lone \\ud800")
     assert cap_text("a\udcffb") == ("a\\xffb", False)

@@ -1,9 +1,9 @@
-"""How a session's pi reaches its provider: the egress policy of its network kind.
+"""How a session's agent reaches its provider: the egress policy of its network kind.
 
 - `provider` (limited): a host-side proxy for this session alone listens on a Unix
-  socket in the session's egress directory; pi's models.json points the provider at
-  the image's loopback forwarder with a per-session token as its key. The real
-  credential stays in this process.
+  socket in the session's egress directory; the agent's settings (its backend renders
+  them: seam.py) point the provider at the image's loopback forwarder with a
+  per-session token as its key. The real credential stays in this process.
 - `none` (limited): nothing can leave, so no credential is handed out at all.
 - `slirp4netns`, `pasta`, and host sessions (NOT limited): the provider's key is
   copied into the private agent directory for the session and removed when it ends.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from writerpool.agent import launch as agent_launch
 from writerpool.agent.allow import allowlist_spec
+from writerpool.agent.backends import backend_for, remove_credentials
 from writerpool.agent.environment import CONNECT_SOCKET
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.models import Config
@@ -53,7 +53,7 @@ class EgressRequest:
     config: Config
     provider: str
     network: str  # a network kind, or "host" for a host session
-    agent_dir: Path  # rendered for pi here
+    agent_dir: Path  # rendered for the agent here
     egress_dir: Path  # the proxy's socket goes here (provider only)
     session: str
     writer: str | None
@@ -65,6 +65,7 @@ class EgressRequest:
     # Where `writerpool egress allow` adds session-scoped entries (a writer's session with
     # an allowlist only: WriterRecord.egress_grants).
     grants: Path | None = None
+    agent: str = "pi"  # the profile's agent, whose backend renders agent_dir
 
 
 @dataclass
@@ -76,13 +77,13 @@ class RenderedDir:
 
     @property
     def lost(self) -> bool:
-        return False  # nothing on the host stands between pi and its provider
+        return False  # nothing on the host stands between the agent and its provider
 
     def ready(self) -> None:
         return None
 
     def revoke(self) -> None:
-        agent_launch.remove_credential(self.agent_dir)
+        remove_credentials(self.agent_dir)
 
     def denied(self) -> list[dict[str, str]]:
         return []
@@ -109,7 +110,7 @@ class Proxied:
             if self.grants is not None:
                 session_grants.close_session(self.grants, self.proxy.session)
         finally:
-            agent_launch.remove_credential(self.agent_dir)
+            remove_credentials(self.agent_dir)
 
     def denied(self) -> list[dict[str, str]]:
         """Destinations the allowlist proxy refused in this session, and why."""
@@ -140,12 +141,11 @@ def grant_key(
 ) -> Grant:
     """The same for a given key: acceptance sends a canary credential this way."""
     container = request.network != "host"
+    backend = backend_for(request.agent)
     if not request.rendered:
         # Rendered anew each session: nothing a killed server or an agent left survives.
-        agent_launch.remove_credential(request.agent_dir)
-        agent_launch.render_for_profile(
-            request.config, request.agent_dir, request.provider, container
-        )
+        remove_credentials(request.agent_dir)
+        backend.render(request.config, request.agent_dir, request.provider, container)
     info = network_info(request.network) if container else None
     if info is not None and info.egress:
         if host is None:
@@ -164,12 +164,12 @@ def grant_key(
             upstream=resolved,
             credential=key,
             caps=request.config.pool.caps(),
-            wait=False,  # its process starts while pi does: see Grant.ready
+            wait=False,  # its process starts while the agent does: see Grant.ready
             connect=connect,
         )
         crash_point("egress.proxy_started")
         try:
-            agent_launch.point_at_proxy(
+            backend.point_at_proxy(
                 request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
             )
         except BaseException:
@@ -178,5 +178,5 @@ def grant_key(
         return Proxied(request.agent_dir, proxy, scoped)
     if info is not None and not info.egress and info.limited:
         return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
-    agent_launch.install_credential(request.agent_dir, request.provider, key)
+    backend.install_credential(request.agent_dir, request.provider, key)
     return RenderedDir(request.agent_dir)

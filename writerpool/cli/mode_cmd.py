@@ -40,8 +40,9 @@ def mode() -> None:
 def show_cmd(alias: str | None, as_json: bool) -> None:
     """The stored intent of each workspace and the `mode set` command that reproduces it."""
     paths = Paths.from_env()
-    workspaces = sorted(load_config(paths).config.workspaces)
-    emit(show_modes(paths, workspaces, alias), as_json)
+    config = load_config(paths).config
+    agents = {name: profile.agent for name, profile in config.profiles.items()}
+    emit(show_modes(paths, sorted(config.workspaces), alias, agents), as_json)
 
 
 @mode.command("set")

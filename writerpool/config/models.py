@@ -41,8 +41,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+AgentName = Literal["pi", "claude-code", "codex"]
+# Agents that may run on the host (host mode): only pi, whose tools writerpool bounds
+# there; the others run only where a container is the boundary (docs/security.md).
+HOST_AGENTS: frozenset[str] = frozenset({"pi"})
+
+
 class Profile(Strict):
     permission: Literal["read-only", "coding"]
+    agent: AgentName = "pi"  # the agent program a session of this profile runs
     provider: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.-]*$")
     model: str = Field(min_length=1, max_length=128)
     thinking: Thinking = "medium"

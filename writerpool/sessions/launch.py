@@ -1,5 +1,6 @@
-"""Starting and stopping a session's agent: pi in a leased writer (coding), pi in a
-throwaway read-only container (read-only), or pi on the host (host mode)."""
+"""Starting and stopping a session's agent: the profile's agent (agent/seam.py) in a
+leased writer (coding) or in a throwaway read-only container (read-only), or pi on the
+host (host mode, which runs no other agent: sessions/placement.py refuses them)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from writerpool.agent import launch as agent_launch
+from writerpool.agent.backends import backend_for
 from writerpool.agent.egress import EgressRequest, Grant, grant
 from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.install import install_pi
-from writerpool.agent.pi import PiAgent
+from writerpool.agent.pi_backend import PI
 from writerpool.audit import connect_auditor, egress_auditor
 from writerpool.config.models import LoadedConfig
 from writerpool.config.network import network_info
@@ -50,7 +52,8 @@ CONTAINER_SESSION_DIR = agent_launch.CONTAINER_SESSION_DIR
 
 
 class Agent(Protocol):
-    """The part of the pi adapter a session uses."""
+    """What a session uses of its running agent (agent/seam.py RunningAgent, or the same
+    watched: sessions/watch.py)."""
 
     @property
     def alive(self) -> bool: ...
@@ -203,6 +206,7 @@ class Launcher:
             config=self._config, provider=plan.profile.provider, network=network,
             agent_dir=agent_dir, egress_dir=egress_dir, session=session_id, writer=writer,
             port=EGRESS_PORT, allow=allow, rendered=rendered, grants=grants,
+            agent=plan.profile.agent,
         )  # fmt: skip
         host = self._egress_host() if network_info(network).egress else None
         return grant(request, host)
@@ -233,7 +237,7 @@ class Launcher:
             )
             argv = [str(pi), *args]
             env = pi_env(agent_dir, HOST, tmpdir=tmp)
-            agent = PiAgent.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
+            agent = PI.start(argv, env, plan.workspace_dir, HOST_READY_SECONDS)
         return Launched(agent=agent, grant=held, scratch=private)
 
     # -- containers ------------------------------------------------------------------
@@ -253,16 +257,15 @@ class Launcher:
             held = self._grant(plan, "provider", agent_dir, egress_dir, session_id, None)
             undo.append(held.revoke)
             undo.append(container.remove)
-            argv = container.pi_argv(
+            backend = backend_for(plan.profile.agent)
+            argv = container.agent_argv(
                 checkout=plan.workspace_dir.resolve(), agent_dir=agent_dir,
                 egress_dir=egress_dir, pool=self._config.pool,
-                pi_args=agent_launch.pi_args(plan.profile, True, CONTAINER_AGENT_DIR,
-                                             session_dir=CONTAINER_SESSION_DIR),
+                command=backend.container_command(plan.profile, True, CONTAINER_AGENT_DIR,
+                                                  CONTAINER_SESSION_DIR),
             )  # fmt: skip
-            agent = _started(
-                held,
-                lambda: PiAgent.start(argv, container.pi_env(), None, CONTAINER_READY_SECONDS),
-            )
+            env = container.agent_env()
+            agent = _started(held, lambda: backend.start(argv, env, None, CONTAINER_READY_SECONDS))
         return Launched(agent=agent, grant=held, scratch=private, container=container)
 
     def _launch_writer(self, plan: SessionPlan, session_id: str) -> Launched:
@@ -280,7 +283,11 @@ class Launcher:
         with _undo_on_failure() as undo:
             undo += [seat.close, slot.release]
             held = self._open_egress(plan, slot, session_id, seat, undo)
-            started = _started(held, lambda: slot.start_pi(plan.profile, CONTAINER_READY_SECONDS))
+            backend = backend_for(plan.profile.agent)
+            argv, env = slot.agent_command(backend, plan.profile)
+            started = _started(
+                held, lambda: backend.start(argv, env, None, CONTAINER_READY_SECONDS)
+            )
             agent = _watched(slot, started, seat)
         return Launched(agent=agent, grant=held, slot=slot, seat=seat)
 
@@ -333,9 +340,10 @@ class Launcher:
                                   hosts=hosts)  # fmt: skip
 
     def _claim_warm(self, plan: SessionPlan, session_id: str, warm: WarmWriter) -> Launched:
-        """Grant a warm writer the session's egress (its token reaches pi through the
-        agent directory, which pi reads again as it configures) and give pi the session's
-        model, on an empty session that persists nothing (PiAgent.configure)."""
+        """Grant a warm writer the session's egress (its token reaches the agent through
+        the agent directory, which it reads again as it configures) and give the agent the
+        session's model, on an empty session that persists nothing (WarmAgent.configure;
+        only a backend that can warm is warmed: pool/claims/warm.py)."""
         slot, agent = warm.slot, warm.agent
         slot.lease.mark_warm(False)  # a session's now: operator commands wait for it
         seat = contextlib.ExitStack()
@@ -377,7 +385,7 @@ def _watched(slot: WriterSlot, agent: Agent, seat: contextlib.ExitStack) -> Agen
 
 
 def _started(held: Grant, start: Callable[[], Agent]) -> Agent:
-    """pi, started while the session's proxy process comes up: both ready, or neither."""
+    """The agent, started while the session's proxy process comes up: both ready, or neither."""
     agent = start()
     try:
         held.ready()

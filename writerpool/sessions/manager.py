@@ -371,9 +371,12 @@ class SessionManager:
 def _starting_line(plan: SessionPlan, progress: Progress) -> str:
     seconds = int(time.monotonic() - progress.started)
     if plan.placement == "container":
-        where = f"leasing a writer of workspace {plan.workspace} and starting pi in it"
+        where = (
+            f"leasing a writer of workspace {plan.workspace} and starting "
+            f"{plan.profile.agent} in it"
+        )
     else:
-        where = f"starting pi for workspace {plan.workspace} on the host"
+        where = f"starting {plan.profile.agent} for workspace {plan.workspace} on the host"
     return f"{where}, {seconds} s"
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from writerpool.config.models import Config, Profile
+from writerpool.config.models import HOST_AGENTS, Config, Profile
 from writerpool.config.modes import ExecutionModes, ModeEntry, Placement, placements
 from writerpool.errors import WriterpoolError
 
@@ -73,6 +73,12 @@ def plan_session(
     placement: Placement = (
         "readonly_container" if read_only else _coding_placement(workspace, name, entry)
     )
+    if placement == "host" and profile.agent not in HOST_AGENTS:
+        raise WriterpoolError(
+            "agent_host_refused",
+            f"profile {name!r} runs {profile.agent}, which runs only in a writer "
+            f"(workspace {workspace!r} is in host mode)",
+        )
     if base is not None and placement != "container":
         raise WriterpoolError(
             "base_not_applicable",
@@ -106,6 +112,6 @@ def workspace_capabilities(config: Config, modes: ExecutionModes) -> list[dict[s
 
 def profile_capabilities(config: Config) -> list[dict[str, Any]]:
     return [
-        {"alias": name, "permission": p.permission, "default": p.default}
+        {"alias": name, "permission": p.permission, "agent": p.agent, "default": p.default}
         for name, p in sorted(config.profiles.items())
     ]

@@ -103,6 +103,7 @@ class Session:
             "workspace": self.plan.workspace,
             "executionProfile": self.plan.profile_name,
             "permission": self.plan.profile.permission,
+            "agent": self.plan.profile.agent,
             "placement": self.plan.placement,
             "state": self.state(),
             "createdAt": self.created_at,

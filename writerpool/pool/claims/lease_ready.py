@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from writerpool.agent import launch as agent_launch
-from writerpool.agent.pi import PiAgent
+from writerpool.agent.seam import AgentBackend
 from writerpool.audit import audit
 from writerpool.config.models import Config, LoadedConfig, Pool, Profile
 from writerpool.config.modes import load_modes
@@ -60,21 +60,18 @@ class WriterSlot:
     _ended: bool = field(default=False, init=False, repr=False)
     _ending: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def pi_argv(self, pi_args: list[str]) -> list[str]:
-        return self.host.attach_argv(self.spec, ["pi", *pi_args])
-
-    def pi_env(self) -> dict[str, str]:
-        # Podman needs the account's real home (its storage), whatever HOME says.
-        return self.host.attach_env()
-
-    def start_pi(self, profile: Profile, ready_seconds: float) -> PiAgent:
-        """pi in the session's container on the writer's host, its agent directory as
-        rendered through the host: the one start of a cold session and of a warm writer
-        (which renders it without a credential first)."""
-        args = agent_launch.pi_args(
-            profile, False, AGENT_DIR, session_dir=agent_launch.CONTAINER_SESSION_DIR
+    def agent_command(
+        self, backend: AgentBackend, profile: Profile
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that run the profile's agent in the session's
+        container on the writer's host, its agent directory as rendered through the host:
+        the one start of a cold session and of a warm writer (`backend.start(argv, env,
+        None, ready_seconds)`; a warm writer's is rendered without a credential first)."""
+        command = backend.container_command(
+            profile, False, AGENT_DIR, agent_launch.CONTAINER_SESSION_DIR
         )
-        return PiAgent.start(self.pi_argv(args), self.pi_env(), None, ready_seconds)
+        # Podman needs the account's real home (its storage), whatever HOME says.
+        return self.host.attach_argv(self.spec, command), self.host.attach_env()
 
     def look(self, role: str = "inspect") -> Inspection | str:
         """The clone as a throwaway container on the writer's host sees it (its refs and

@@ -27,16 +27,16 @@ class ReadonlyContainer:
         host = open_host()
         return cls(host, writer_image(paths, host, image), session_id)
 
-    def pi_argv(
-        self, *, checkout: Path, agent_dir: Path, egress_dir: Path, pool: Pool, pi_args: list[str]
+    def agent_argv(
+        self, *, checkout: Path, agent_dir: Path, egress_dir: Path, pool: Pool, command: list[str]
     ) -> list[str]:
         spec = readonly_spec(
             image_id=self.image_id, session_id=self.session_id, checkout=checkout,
             agent_dir=agent_dir, egress_dir=egress_dir, pool=pool, facts=self.host.facts(),
         )  # fmt: skip
-        return self.host.attach_argv(spec, ["pi", *pi_args])
+        return self.host.attach_argv(spec, command)
 
-    def pi_env(self) -> dict[str, str]:
+    def agent_env(self) -> dict[str, str]:
         return self.host.attach_env()
 
     def remove(self) -> None:

@@ -12,7 +12,9 @@ grants its egress and gives pi the session's model (sessions/launch.py); when th
 ends its lease is released like any other, and the writer is warmed again only once
 the guard admits it again (at baseline: at once after a session that changed nothing,
 else after finish or reset). A claim hands out what a cold start would: pi persists
-nothing and keeps no state under /work (PiAgent.configure, agent/launch.py).
+nothing and keeps no state under /work (PiAgent.configure, agent/launch.py). Only an
+agent whose backend can warm (agent/backends.py) is warmed; `mode set --warm` refuses
+the others.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from writerpool.agent import launch as agent_launch
-from writerpool.agent.pi import PiAgent
+from writerpool.agent.backends import remove_credentials, warm_backend_for
+from writerpool.agent.seam import WarmAgent
 from writerpool.audit import audit_warm, warm_line
 from writerpool.config.models import LoadedConfig, Profile
 from writerpool.config.modes import ExecutionModes, load_modes
@@ -56,7 +58,7 @@ YIELD_POLL_SECONDS = 0.05
 class WarmWriter:
     alias: str
     slot: WriterSlot
-    agent: PiAgent
+    agent: WarmAgent
     profile: Profile  # what pi was started with; a claim may change model and thinking
     image_id: str
     facts: EngineFacts  # the host's when the writer started
@@ -196,7 +198,8 @@ class WarmPool:
             return None
         profiles = self._loaded.config.profiles
         named = [profiles[p] for p in entry.container.profiles if p in profiles]
-        return next((p for p in named if p.permission == "coding"), None)
+        coding = (p for p in named if p.permission == "coding")
+        return next((p for p in coding if warm_backend_for(p.agent) is not None), None)
 
     def _warm_one(self, place: Place) -> WarmWriter | None:
         """Lease a writer of the place the guard admits, prove it (warm_proof.py) and
@@ -247,11 +250,14 @@ class WarmPool:
         self, alias: str, slot: WriterSlot, profile: Profile, facts: EngineFacts, proof: Proof
     ) -> WarmWriter:
         config = self._loaded.config
-        # Rendered without any key: until a claim grants one, pi has nothing to send.
+        backend = warm_backend_for(profile.agent)
+        assert backend is not None  # _profile picks only those
+        # Rendered without any key: until a claim grants one, the agent has nothing to send.
         with slot.host.agent_dir(slot.writer) as agent_dir:
-            agent_launch.remove_credential(agent_dir)
-            agent_launch.render_for_profile(config, agent_dir, profile.provider, True)
-        agent = slot.start_pi(profile, READY_SECONDS)  # as a cold start does
+            remove_credentials(agent_dir)
+            backend.render(config, agent_dir, profile.provider, True)
+        argv, env = slot.agent_command(backend, profile)  # as a cold start does
+        agent = backend.start(argv, env, None, READY_SECONDS)
         return WarmWriter(
             alias=alias, slot=slot, agent=agent, profile=profile, image_id=slot.spec.image_id,
             facts=facts, proof=proof, started=self._clock(),
@@ -317,7 +323,8 @@ class WarmPool:
         for name in self.warm_names(alias):
             with self._lock:
                 warm = self._warm.get(name)
-                if warm is None or warm.profile.provider != profile.provider:
+                wanted = (profile.provider, profile.agent)
+                if warm is None or (warm.profile.provider, warm.profile.agent) != wanted:
                     continue
                 if base is not None and warm.slot.base_ref != base:
                     continue

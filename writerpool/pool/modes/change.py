@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from writerpool.agent.backends import warm_backend_for
 from writerpool.config.hosts import known_host
 from writerpool.config.models import Config, LoadedConfig, describe_validation
 from writerpool.config.modes import (
@@ -79,6 +80,17 @@ def rootless_podman_usable(host: WriterHost) -> bool:
     except (PodmanUnavailable, WriterpoolError):
         return False
     return True
+
+
+def check_warm(config: Config, names: tuple[str, ...], warm: int) -> None:
+    """Warm writers start the first coding profile's agent whose backend can warm."""
+    agents = [config.profiles[n].agent for n in names if n in config.profiles]
+    if warm and not any(warm_backend_for(agent) is not None for agent in agents):
+        raise WriterpoolError(
+            "warm_agent_unsupported",
+            f"--warm: the agents of these profiles ({', '.join(sorted(set(agents)))}) "
+            "start cold for each session; keep --warm 0",
+        )
 
 
 def check_profiles(config: Config, names: tuple[str, ...]) -> None:
@@ -224,6 +236,7 @@ def _set_mode(
     base: BaseRef | None = None
     if mode == "container":
         check_profiles(config, req.profiles)
+        check_warm(config, req.profiles, req.warm)
         repo = config.workspaces[req.alias]
         recorded = current.container.base if current and current.container else None
         base = resolve_base(repo, choose_base(paths, req.base, recorded, req.alias, repo))

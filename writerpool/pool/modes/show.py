@@ -9,6 +9,7 @@ its ID in the command: the name now picks another image.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from writerpool.config.modes import ModeEntry, load_modes
 from writerpool.config.paths import Paths
@@ -92,7 +93,10 @@ def _image_words(record: ImageRecord, image_id: str) -> tuple[str, str | None]:
     return f"{image_id} (derived as {name}, which {now})", name
 
 
-def show_modes(paths: Paths, workspaces: list[str], alias: str | None) -> Report:
+def show_modes(
+    paths: Paths, workspaces: list[str], alias: str | None, agents: Mapping[str, str] | None = None
+) -> Report:
+    """`agents`: each configured profile's agent (shown for the profiles a mode names)."""
     report = Report("mode show")
     stored = load_modes(paths).workspaces
     record = image_names(paths)
@@ -120,6 +124,8 @@ def show_modes(paths: Paths, workspaces: list[str], alias: str | None) -> Report
             shown["image"], image_name = _image_words(record, entry.container.image)
             if image_name is not None:
                 extra["imageName"] = image_name
+            named = [f"{p}={(agents or {}).get(p, '?')}" for p in entry.container.profiles]
+            shown["agents"] = extra["agents"] = ",".join(named)
         settings = ", ".join(f"{k} {_word(v)}" for k, v in shown.items() if k != "mode")
         report.add("mode_stored", "ok", target,
                    f"mode {entry.mode}" + (f": {settings}" if settings else "")

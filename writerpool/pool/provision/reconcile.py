@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from writerpool.agent.launch import remove_credential, render_for_profile
+from writerpool.agent.backends import backend_for, remove_credentials
 from writerpool.config.hosts import LOCAL
 from writerpool.config.models import Config, LoadedConfig
 from writerpool.config.modes import ContainerSettings, host_for
@@ -70,7 +70,7 @@ def operate(
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
         fence(host, name, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credential(writer_at(paths, name, host.name).record.rendered_agent)
+        remove_credentials(writer_at(paths, name, host.name).record.rendered_agent)
         yield lease
 
 
@@ -140,9 +140,9 @@ def render_writer_agent_dir(
 ) -> None:
     """The writer's agent directory for its first profile, written on its host; each
     session renders it again for its own profile's provider."""
-    provider = config.profiles[state.profiles[0]].provider
+    profile = config.profiles[state.profiles[0]]
     with host.agent_dir(writer_of(paths, state)) as agent_dir:
-        render_for_profile(config, agent_dir, provider, True)
+        backend_for(profile.agent).render(config, agent_dir, profile.provider, True)
 
 
 def accept_kept(ctx: PoolContext, index: int) -> None:

@@ -55,6 +55,7 @@ class WriterStatus:
     refresh: Refresh | None = None  # what the lease does first, when it does anything
     host: str = "local"  # its host's name (never its address)
     allowlist: bool = False  # the workspace has an egress allowlist (limited-allowlist)
+    agents: tuple[str, ...] = ()  # the agents its profiles run (config/models.py Profile.agent)
 
     @property
     def leasable(self) -> bool:
@@ -76,10 +77,13 @@ class WriterStatus:
             "notAtBaseline": [sanitize(p) for p in self.problems],
             "behind": self.behind,
             "atLease": self.refresh.to_json() if self.refresh else None,
+            "agents": list(self.agents),
         }  # fmt: skip
 
     def text(self) -> str:
         network = f"network {describe(self.network)}, host {self.host}"
+        if self.agents:
+            network += f", agents {','.join(self.agents)}"
         behind = f"; behind {self.base} by {self.behind}" if self.behind else ""
         if self.leasable:
             line = f"leasable: phase {self.phase}, base {self.base}, {self.lifecycle}, {network}"
@@ -199,6 +203,12 @@ def _busy_status(common: WriterStatus, holder: dict[str, Any]) -> WriterStatus:
     return replace(common, code=code, reason=REASONS[code] + who, holder=holder, unseen=unseen)
 
 
+def profile_agents(loaded: LoadedConfig, names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The agents the writer's profiles run, each once, in the profiles' order."""
+    profiles = loaded.config.profiles
+    return tuple(dict.fromkeys(profiles[n].agent for n in names if n in profiles))
+
+
 def status_of(
     paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
 ) -> WriterStatus:
@@ -210,6 +220,7 @@ def status_of(
         host=state.host, code="", reason="",
         readiness=state.reason if state.phase != "ready" else None,
         allowlist=bool(entry and entry.container and entry.container.allow),
+        agents=profile_agents(loaded, state.profiles),
     )  # fmt: skip
     wdir = paths.writer_dir(state.name)
     count = lease_count(wdir)  # before the lease test: any later lease makes it stale

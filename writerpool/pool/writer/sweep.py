@@ -3,15 +3,13 @@ writer's agent directory, a proxy socket beside it, a read-only session's contai
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
 from pathlib import Path
 
-from writerpool.agent import launch as agent_launch
+from writerpool.agent.backends import holds_credential, remove_credentials
 from writerpool.config.paths import Paths
-from writerpool.config.providers import PLACEHOLDER_KEY
 from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.writer.fence import remove_stale_egress
@@ -29,26 +27,6 @@ def remove_session_containers(host: WriterHost, session: str) -> None:
             host.remove(container.id)
     except WriterpoolError as exc:
         log.warning("a read-only session's container was not removed: %s", exc.code)
-
-
-def _holds_credential(agent_dir: Path) -> bool:
-    """Whether a writer's agent directory may hold a session's key (unreadable: yes)."""
-    if (agent_dir / "auth.json").exists():
-        return True
-    try:
-        document = json.loads((agent_dir / "models.json").read_bytes())
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):
-        return True
-    providers = document.get("providers") if isinstance(document, dict) else None
-    if not isinstance(providers, dict):
-        return True
-    unkeyed = (None, PLACEHOLDER_KEY)
-    return any(
-        not isinstance(entry, dict) or entry.get("apiKey") not in unkeyed
-        for entry in providers.values()
-    )
 
 
 def _holds_socket(egress_dir: Path) -> bool:
@@ -79,7 +57,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before
         # the token was written left a socket and no credential.
-        if not _holds_credential(agent_dir) and not _holds_socket(egress_dir):
+        if not holds_credential(agent_dir) and not _holds_socket(egress_dir):
             continue
         lease = Lease(writer_dir)
         try:
@@ -87,7 +65,7 @@ def sweep_writer_credentials(paths: Paths) -> int:
         except WriterpoolError:
             continue
         try:
-            agent_launch.remove_credential(agent_dir)
+            remove_credentials(agent_dir)
             remove_stale_egress(egress_dir)
         finally:
             lease.release()

@@ -76,6 +76,7 @@ SESSION: Schema = {
         "workspace": string("Workspace alias."),
         "executionProfile": string("Execution profile alias."),
         "permission": string("read-only or coding."),
+        "agent": string("The agent program the session runs: pi, claude-code or codex."),
         "placement": string("host or container."),
         "state": string("idle, running, failed or closed."),
         "createdAt": string("ISO 8601 UTC time."),
@@ -169,6 +170,7 @@ CAPABILITIES: dict[str, Schema] = {
             "properties": {
                 "alias": string("Profile alias."),
                 "permission": string("read-only or coding."),
+                "agent": string("The agent program: pi, claude-code or codex."),
                 "default": {"type": "boolean"},
             },
         },
