@@ -21,7 +21,8 @@ from bench_env import PROFILE, BenchEnv
 
 from writerpool.config.models import load_config
 from writerpool.config.modes import load_modes
-from writerpool.pool.modes.change import ModeRequest, set_mode
+from writerpool.pool.modes.change import set_mode
+from writerpool.pool.modes.request import ModeRequest
 from writerpool.runtime.hosts import open_host
 from writerpool.sessions.launch import Launcher
 from writerpool.sessions.placement import plan_session

@@ -19,7 +19,8 @@ from tests.support.repos import git_out, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.control import run_control
-from writerpool.pool.modes.change import ModeRequest, set_mode
+from writerpool.pool.modes.change import set_mode
+from writerpool.pool.modes.request import ModeRequest
 from writerpool.pool.writer.container import writer_spec
 from writerpool.runtime.hosts import open_host
 from writerpool.runtime.image import resolve_image

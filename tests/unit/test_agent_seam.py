@@ -12,7 +12,7 @@ from writerpool.agent.pi_backend import PI
 from writerpool.config.models import Config, parse_config
 from writerpool.config.modes import ContainerSettings, ExecutionModes, ModeEntry
 from writerpool.errors import WriterpoolError
-from writerpool.pool.modes.change import check_warm
+from writerpool.pool.modes.request import check_warm
 from writerpool.sessions.placement import plan_session, profile_capabilities
 
 CONFIG = """

@@ -323,7 +323,7 @@ def test_doctor_and_mode_set_agree_on_which_providers_are_usable(
     paths: Paths, tmp_path: Path, provider: str, usable: bool
 ) -> None:
     from writerpool.config.models import load_config
-    from writerpool.pool.modes.change import check_profiles
+    from writerpool.pool.modes.request import check_profiles
 
     write_config(paths, git_checkout(tmp_path / "demo"), provider=provider)
     results = by_id(run_checks(paths, v2_facts()), "profile_provider")

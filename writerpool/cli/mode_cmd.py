@@ -12,7 +12,8 @@ from writerpool.config.network import DEFAULT_NETWORK, NETWORK_CHOICES
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.pool.images.derive import image_setting, require_cache_tool
-from writerpool.pool.modes.change import ModeRequest, set_mode
+from writerpool.pool.modes.change import set_mode
+from writerpool.pool.modes.request import ModeRequest
 from writerpool.pool.modes.show import show_modes
 from writerpool.runtime.hosts import open_host
 

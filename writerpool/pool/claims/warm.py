@@ -1,20 +1,15 @@
-"""Warm writers: leased, at baseline, their container running and pi started and idle,
-with no provider access (no credential, no token, no proxy socket) until a session
-claims one.
+"""Warm writers: leased, at baseline, their container running and the agent started and
+idle, with no provider access (no credential, no token, no proxy socket) until a
+session claims one.
 
-`WarmPool` is what the long-lived pool service hosts: `tick()` yields the writers an
-operator command asked for and keeps up to each workspace's `warm` count started;
-`claim()` hands a session a warm writer after proving again what it was warmed on (its
-lease, its clone's verdict, its acceptance fingerprint: pool/claims/warm_proof.py) and
-audits the claim with that proof; a writer whose proof no longer holds is recycled, at a
-claim or at the next fill, never handed out. The session's launcher then
-grants its egress and gives pi the session's model (sessions/launch.py); when the session
-ends its lease is released like any other, and the writer is warmed again only once
-the guard admits it again (at baseline: at once after a session that changed nothing,
-else after finish or reset). A claim hands out what a cold start would: pi persists
-nothing and keeps no state under /work (PiAgent.configure, agent/launch.py). Only an
-agent whose backend can warm (agent/backends.py) is warmed; `mode set --warm` refuses
-the others.
+`WarmPool` is what the pool service hosts: `tick()` yields the writers an operator
+command asked for and keeps each workspace's warm count started on each host; `claim()`
+hands a session a warm writer after proving again what it was warmed on (warm_proof.py)
+and audits the claim with that proof; a writer whose proof no longer holds is recycled,
+never handed out. The launcher then grants the session's egress and model
+(sessions/launch.py); the writer is warmed again once the guard admits it (at baseline).
+A claim hands out what a cold start would: the agent persists nothing under /work.
+Only an agent whose backend can warm (agent/backends.py) is warmed.
 """
 
 from __future__ import annotations
@@ -284,13 +279,11 @@ class WarmPool:
             if warm is None:
                 continue
             why = self._stale(warm)
-            if why is None and self._clock() - warm.started > self._max_age():
+            max_age = self._loaded.config.pool.warm_max_age_seconds
+            if why is None and self._clock() - warm.started > max_age:
                 why = TOO_OLD  # a fresh one is warmed in its place
             if why is not None:
                 self._retire(name, why, recycled=True)
-
-    def _max_age(self) -> float:
-        return self._loaded.config.pool.warm_max_age_seconds
 
     def _retire(self, name: str, why: str, recycled: bool = False) -> None:
         """Stop the writer's pi and container and release its lease."""
