@@ -167,6 +167,10 @@ CODES: dict[str, str] = {
     "coding_refused": "The workspace mode refuses coding sessions",
     "agent_host_refused": "Host mode runs pi only; the profile's agent runs only in a writer",
     "agent_unsupported": "The profile's agent is not available in this writerpool",
+    "agent_provider_unsupported": "The profile's agent cannot speak its provider's API "
+    "(Codex: the OpenAI Responses API only)",
+    "agent_turn_exited": "The agent's process for one turn ended before the turn did (Codex: "
+    "killed or failed); that turn failed, the session takes another prompt",
     "warm_agent_unsupported": "mode set --warm: none of the profiles' agents can be warmed",
     "base_not_applicable": "base applies only to coding sessions in container workspaces",
     "writer_unavailable": "No free ready writer on the requested base",

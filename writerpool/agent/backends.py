@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from writerpool.agent.claude import CLAUDE
+from writerpool.agent.codex import CODEX
 from writerpool.agent.pi_backend import PI
 from writerpool.agent.seam import AgentBackend, WarmBackend
 from writerpool.config.models import AgentName
 from writerpool.errors import WriterpoolError
 
-BACKENDS: dict[str, AgentBackend] = {PI.name: PI, CLAUDE.name: CLAUDE}
+BACKENDS: dict[str, AgentBackend] = {PI.name: PI, CLAUDE.name: CLAUDE, CODEX.name: CODEX}
 
 
 def backend_for(name: AgentName | str) -> AgentBackend:

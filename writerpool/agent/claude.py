@@ -72,10 +72,6 @@ class ClaudeAgent(LineAgent):
                     "request": request})  # fmt: skip
         self.wait_quiet(timeout)
 
-    def wait_quiet(self, timeout: float) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._log.running is None or self._eof, timeout)
-
     def _take(self, line: bytes) -> None:
         event = parse_line(line)
         if event is not None:

@@ -165,7 +165,8 @@ class TurnLog:
             self._end(turn, status, turn.last_stop, now)
 
     def refused(self, why: str, now: float) -> None:
-        """The agent refused the prompt before running it."""
+        """The agent refused the prompt, or its run broke off: the turn fails with `why`
+        (writerpool's words)."""
         turn = self._current()
         if turn is not None:
             turn.last_error = why

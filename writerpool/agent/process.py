@@ -196,6 +196,11 @@ class LineAgent:
         if running is not None and self.alive:
             self._abort(ABORT_WAIT)
 
+    def wait_quiet(self, timeout: float) -> None:
+        """Return once no turn runs (or the process ended), at most timeout seconds on."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._log.running is None or self._eof, timeout)
+
     def turn(self, turn_id: str) -> TurnSnapshot:
         with self._cond:
             return self._log.get(turn_id)
