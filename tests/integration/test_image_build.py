@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REAL_PATHS, REQUIRE
+from writerpool.agent import native
 from writerpool.agent.compact import install_preload, node_options
 from writerpool.agent.compile_cache import make_compile_cache
 from writerpool.agent.install import (
@@ -172,7 +173,15 @@ def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Pat
         make_compile_cache(prefix)
         return prefix
 
-    pi = PiSource(lambda: pi_installed(prefix), reach_problem, pi_prefix)
+    agents_prefix = REAL_PATHS.agents_prefix
+    if not native.installed(agents_prefix):
+        agents_prefix = tmp_path / "agents"
+
+    def agents(context: Path) -> Path:
+        native.install(agents_prefix)
+        return native.stage(agents_prefix, context)
+
+    pi = PiSource(lambda: pi_installed(prefix), reach_problem, pi_prefix, agents)
     try:
         outcome = build_image(Paths.from_env(), definition, pi, progress)
         assert not outcome.reused and outcome.rootfs == "image"
