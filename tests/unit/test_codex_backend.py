@@ -171,6 +171,7 @@ def test_config_points_at_the_endpoint_and_the_key_is_a_private_file(
     assert provider["wire_api"] == "responses"
     assert rendered["sandbox_mode"] == "danger-full-access"
     assert rendered["approval_policy"] == "never"
+    assert rendered["analytics"] == {"enabled": False}
     resolved = resolve_provider(config, "p")
     assert resolved is not None
     CODEX.point_at_proxy(agent_dir, resolved, "http://127.0.0.1:41480/v1", TOKEN)

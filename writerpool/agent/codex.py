@@ -79,6 +79,7 @@ def config_document(base_url: str) -> dict[str, Any]:
         "approval_policy": "never",
         "sandbox_mode": "danger-full-access",
         "check_for_update_on_startup": False,
+        "analytics": {"enabled": False},
         "model_providers": {
             PROVIDER_ID: {
                 "name": PROVIDER_ID,

@@ -1,0 +1,155 @@
+"""A Codex session in a container workspace: a real MCP client, `writerpool serve`, a
+leased writer on real rootless Podman, the image's `codex` in it on the scripted
+OpenAI Responses provider (through the session's provider proxy), one `codex exec`
+process per turn; the commit it made is collected as a review ref."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS
+from tests.e2e.harness import Client, ServerEnv, connect, files_holding
+from tests.e2e.pool_support import GIT_ID, containers_of, result_value, unique_alias
+from tests.integration.writers_support import codes, git, make_checkout, wp
+from writerpool.agent.scripted import Script, ScriptEntry, Step, ToolCall
+from writerpool.agent.scripted_responses import ScriptedResponses
+from writerpool.config.paths import Paths
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
+
+TURN_LIMIT = 300
+COMMIT_PROMPT = "codex-commit: the plan is heron-2718"
+NEXT_PROMPT = "codex-look: what did you commit?"
+BRANCH = "codex-work"
+NEXT_TEXT = "The commit is on codex-work."
+COMMIT = (
+    f"echo 'made by codex' > feature.txt && git switch -q -c {BRANCH} && "
+    f"git add feature.txt && git {GIT_ID} commit -q -m 'feature from codex' && "
+    'echo "commit=$(git rev-parse HEAD)"'
+)
+SCRIPT = Script(
+    scripts=[
+        ScriptEntry(
+            match="codex-commit",
+            steps=[
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": COMMIT})]),
+                Step(text="{tool_results}"),
+            ],
+        ),
+        ScriptEntry(match="codex-look", steps=[Step(text=NEXT_TEXT)]),
+    ],
+    default=[Step(text="default answer")],
+)
+
+
+@pytest.fixture
+def provider() -> Iterator[ScriptedResponses]:
+    with ScriptedResponses(SCRIPT) as scripted:
+        yield scripted
+
+
+def _config_text(alias: str, checkout: Path, port: int) -> str:
+    return f"""\
+[workspaces]
+{alias} = "{checkout}"
+
+[profiles.review]
+permission = "read-only"
+provider = "scripted"
+model = "scripted-model"
+default = true
+
+[profiles.codex]
+permission = "coding"
+agent = "codex"
+provider = "scripted"
+model = "scripted-model"
+thinking = "off"
+
+[providers.scripted]
+base_url = "http://127.0.0.1:{port}/v1"
+api = "openai-responses"
+api_key_env = "{KEY_ENV}"
+
+[pool]
+session_close_seconds = 10
+"""
+
+
+async def _turn(client: Client, sid: str, message: str) -> dict[str, Any]:
+    body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": message})
+    return await client.wait_turn(sid, body["turnId"], limit=TURN_LIMIT)
+
+
+def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
+    tmp_path: Path, provider: ScriptedResponses, image_pin: Path
+) -> None:
+    alias = unique_alias("codex")
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text(_config_text(alias, checkout, provider.port))
+    wp("control", "--apply", check=True)
+    # Codex starts a process per turn: nothing to warm, so --warm is refused.
+    code, report = wp("mode", "set", alias, "container", "--profiles", "codex", "--warm", "1",
+                      "--apply")  # fmt: skip
+    assert code != 0 and "warm_agent_unsupported" in codes(report), report
+    wp("mode", "set", alias, "container", "--profiles", "codex", "--apply", check=True)
+    key = "sk-scripted-" + secrets.token_hex(12)
+    env = {k: os.environ[k] for k in SERVER_ENV_VARS if k in os.environ}
+    env[KEY_ENV] = key
+    server = ServerEnv(tmp_path, env, paths, {alias: checkout}, secrets=[key, str(tmp_path)])
+    name = f"{alias}-w1"
+    agent_dir = paths.writer_dir(name) / "agent"
+    main_commit = git(checkout, "rev-parse", "refs/heads/main")
+
+    async def scenario() -> tuple[Client, dict[str, Any], dict[str, Any]]:
+        async with connect(server) as client:
+            start = {"workspace": alias, "executionProfile": "codex"}
+            session = (await client.ok("pi_session_start", start))["session"]
+            assert session["writer"] == name and session["agent"] == "codex"
+            sid = session["sessionId"]
+            # The writer holds the session's token, never the key.
+            assert files_holding(agent_dir, key) == []
+            assert (agent_dir / "codex" / "key").exists()
+            committed = await _turn(client, sid, COMMIT_PROMPT)
+            following = await _turn(client, sid, NEXT_PROMPT)
+            await client.ok("pi_session_close", {"sessionId": sid})
+            return client, committed, following
+
+    client, committed, following = anyio.run(scenario)
+    real_home = pwd.getpwuid(os.getuid()).pw_dir
+    client.assert_clean([*server.secrets, real_home, "heron-2718"])
+    assert committed["status"] == "completed", committed
+    commit = result_value(committed["text"], "commit")
+    assert following["status"] == "completed" and following["text"] == NEXT_TEXT
+    # Every request went through the session's proxy, which sent the real key.
+    requests = provider.recorded("/v1/responses")
+    assert len(requests) >= 3  # the command, its result, the next turn
+    assert {r.headers.get("authorization") for r in requests} == {f"Bearer {key}"}
+    # Codex 0.171 names its thread and how the turn's history began in each request: the
+    # second turn's process resumed the first one's thread.
+    meta = [json.loads(r.headers["x-codex-turn-metadata"]) for r in requests]
+    assert len({r.headers["thread-id"] for r in requests}) == 1
+    assert [m["history_initialization"] for m in meta][-1] == "cold_resume"
+    assert {m["analytics_enabled"] for m in meta} == {False}
+    assert {m["reasoning_effort"] for m in meta} == {"none"}  # the profile's thinking: off
+    assert files_holding(agent_dir, key) == [] and not (agent_dir / "codex" / "key").exists()
+    assert containers_of(name) == []
+
+    code, report = wp("writer", "collect", name, "--apply")
+    assert code == 0 and "writer_collected" in codes(report), report
+    ref = f"refs/remotes/writer-{name}/{BRANCH}"
+    assert git(checkout, "rev-parse", ref) == commit
+    assert git(checkout, "log", "-1", "--format=%s", ref) == "feature from codex"
+    assert git(checkout, "rev-parse", "refs/heads/main") == main_commit
+    assert not (checkout / "feature.txt").exists()
