@@ -31,6 +31,9 @@ COMMIT_PROMPT = "codex-commit: the plan is heron-2718"
 NEXT_PROMPT = "codex-look: what did you commit?"
 BRANCH = "codex-work"
 NEXT_TEXT = "The commit is on codex-work."
+SLOW_PROMPT = "codex-slow: take your time"
+AFTER_PROMPT = "codex-after: still there?"
+AFTER_TEXT = "Still here after the abort."
 COMMIT = (
     f"echo 'made by codex' > feature.txt && git switch -q -c {BRANCH} && "
     f"git add feature.txt && git {GIT_ID} commit -q -m 'feature from codex' && "
@@ -46,6 +49,8 @@ SCRIPT = Script(
             ],
         ),
         ScriptEntry(match="codex-look", steps=[Step(text=NEXT_TEXT)]),
+        ScriptEntry(match="codex-slow", steps=[Step(text="never seen", delay_seconds=300)]),
+        ScriptEntry(match="codex-after", steps=[Step(text=AFTER_TEXT)]),
     ],
     default=[Step(text="default answer")],
 )
@@ -112,7 +117,7 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     agent_dir = paths.writer_dir(name) / "agent"
     main_commit = git(checkout, "rev-parse", "refs/heads/main")
 
-    async def scenario() -> tuple[Client, dict[str, Any], dict[str, Any]]:
+    async def scenario() -> tuple[Client, list[dict[str, Any]]]:
         async with connect(server) as client:
             start = {"workspace": alias, "executionProfile": "codex"}
             session = (await client.ok("pi_session_start", start))["session"]
@@ -123,18 +128,31 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
             assert (agent_dir / "codex" / "key").exists()
             committed = await _turn(client, sid, COMMIT_PROMPT)
             following = await _turn(client, sid, NEXT_PROMPT)
+            # An abort interrupts the turn's process while its model call streams; the
+            # next turn's process resumes the thread.
+            asked = len(provider.recorded("/v1/responses"))
+            slow = await client.ok("pi_session_prompt", {"sessionId": sid, "message": SLOW_PROMPT})
+            with anyio.fail_after(TURN_LIMIT):
+                while len(provider.recorded("/v1/responses")) == asked:
+                    await anyio.sleep(0.1)
+            aborted = await client.ok("pi_session_abort", {"sessionId": sid})
+            assert aborted["aborted"] is True and aborted["turnId"] == slow["turnId"]
+            cut = await client.wait_turn(sid, slow["turnId"], limit=TURN_LIMIT)
+            after = await _turn(client, sid, AFTER_PROMPT)
             await client.ok("pi_session_close", {"sessionId": sid})
-            return client, committed, following
+            return client, [committed, following, cut, after]
 
-    client, committed, following = anyio.run(scenario)
+    client, (committed, following, cut, after) = anyio.run(scenario)
     real_home = pwd.getpwuid(os.getuid()).pw_dir
     client.assert_clean([*server.secrets, real_home, "heron-2718"])
     assert committed["status"] == "completed", committed
     commit = result_value(committed["text"], "commit")
     assert following["status"] == "completed" and following["text"] == NEXT_TEXT
+    assert cut["status"] == "aborted" and cut["text"] is None
+    assert after["status"] == "completed" and after["text"] == AFTER_TEXT
     # Every request went through the session's proxy, which sent the real key.
     requests = provider.recorded("/v1/responses")
-    assert len(requests) >= 3  # the command, its result, the next turn
+    assert len(requests) >= 5  # the command, its result, and one for each later turn
     assert {r.headers.get("authorization") for r in requests} == {f"Bearer {key}"}
     # Codex 0.171 names its thread and how the turn's history began in each request: the
     # second turn's process resumed the first one's thread.
