@@ -37,7 +37,10 @@ AFTER_TEXT = "Still here after the abort."
 COMMIT = (
     f"echo 'made by codex' > feature.txt && git switch -q -c {BRANCH} && "
     f"git add feature.txt && git {GIT_ID} commit -q -m 'feature from codex' && "
-    'echo "commit=$(git rev-parse HEAD)"'
+    'echo "commit=$(git rev-parse HEAD)"; '
+    # Codex's own sandbox: the command may write the clone (.git too) and /tmp, never
+    # Codex's home, where its config and threads are.
+    'touch "$HOME/.codex/planted"; echo "home-exit=$?"; touch /tmp/scratch; echo "tmp-exit=$?"'
 )
 SCRIPT = Script(
     scripts=[
@@ -147,6 +150,8 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     client.assert_clean([*server.secrets, real_home, "heron-2718"])
     assert committed["status"] == "completed", committed
     commit = result_value(committed["text"], "commit")
+    assert result_value(committed["text"], "home-exit") != "0"
+    assert result_value(committed["text"], "tmp-exit") == "0"
     assert following["status"] == "completed" and following["text"] == NEXT_TEXT
     assert cut["status"] == "aborted" and cut["text"] is None
     assert after["status"] == "completed" and after["text"] == AFTER_TEXT

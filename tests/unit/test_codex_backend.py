@@ -69,7 +69,8 @@ argv = sys.argv[1:]
 resumed = argv[argv.index("resume") + 1] if "resume" in argv else None
 record = {"argv": argv, "prompt": prompt, "pid": os.getpid(),
           "token": os.environ.get("WRITERPOOL_SESSION_TOKEN"),
-          "config": os.path.exists(os.path.join(os.environ["CODEX_HOME"], "config.toml"))}
+          "config": os.path.exists(os.path.join(os.environ["CODEX_HOME"], "config.toml"))
+                    and os.environ["CODEX_HOME"]}
 def say(event):
     print(json.dumps(event), flush=True)
 def interrupted(signum, frame):
@@ -127,7 +128,9 @@ class Run:
         self.argv = CODEX.container_command(
             config.profiles["codex"], False, agent_dir, str(tmp_path / "session")
         )
-        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(self.record)}
+        self.home = tmp_path / "agent-home"
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(self.record),
+               "HOME": str(self.home)}  # fmt: skip
         self.agent = CODEX.start(self.argv, env, tmp_path, 30.0)
 
     def turns(self) -> list[dict[str, Any]]:
@@ -169,7 +172,10 @@ def test_config_points_at_the_endpoint_and_the_key_is_a_private_file(
     provider = rendered["model_providers"][rendered["model_provider"]]
     assert provider["base_url"] == "http://model.test:8080/v1"  # the container's URL
     assert provider["wire_api"] == "responses"
-    assert rendered["sandbox_mode"] == "danger-full-access"
+    assert rendered["sandbox_mode"] == "workspace-write"
+    assert rendered["sandbox_workspace_write"] == {
+        "writable_roots": ["/work/.git"], "network_access": True,
+    }  # fmt: skip
     assert rendered["approval_policy"] == "never"
     assert rendered["analytics"] == {"enabled": False}
     resolved = resolve_provider(config, "p")
@@ -207,11 +213,13 @@ def test_codex_is_registered_and_never_warmed(config: Config) -> None:
 def test_the_argv_holds_no_prompt_model_flags_and_no_pi_variables(config: Config) -> None:
     argv = CODEX.container_command(config.profiles["codex"], False, "/pi/agent", "/tmp/s")
     assert argv[:5] == ["env", "-u", "NODE_OPTIONS", "-u", "PI_CODING_AGENT_DIR"]
-    assert "CODEX_HOME=/tmp/s/codex" in argv
+    assert not any(arg.startswith("CODEX_HOME=") for arg in argv)  # $HOME/.codex
     codex = argv[argv.index("codex") :]
     assert codex[:4] == ["codex", "exec", "--json", "--skip-git-repo-check"]
     assert "--model=gpt-test" in codex and "model_reasoning_effort=high" in codex
-    assert "/pi/agent/codex/codex_turns.py" in argv
+    assert "/pi/agent/codex/codex_turns.py" in argv and "--sandbox=read-only" not in argv
+    read_only = CODEX.container_command(config.profiles["codex"], True, "/pi/agent", "/tmp/s")
+    assert read_only[-1] == "--sandbox=read-only"
 
 
 def test_each_turn_is_a_process_and_the_next_resumes_the_thread(run: Run) -> None:
@@ -229,7 +237,7 @@ def test_each_turn_is_a_process_and_the_next_resumes_the_thread(run: Run) -> Non
     # The token reaches each process in its environment, never in an argv.
     assert one["token"] == two["token"] == TOKEN
     assert not any(TOKEN in arg for arg in [*run.argv, *one["argv"], *two["argv"]])
-    assert one["config"]  # config.toml was copied into CODEX_HOME
+    assert one["config"] == two["config"] == str(run.home / ".codex")  # config.toml copied
 
 
 def test_abort_interrupts_the_turns_process_and_the_session_goes_on(run: Run) -> None:

@@ -14,10 +14,12 @@ Its directory (`codex/` in the agent directory, mounted read-only in a writer) h
 egress endpoint (the in-writer forwarder on `provider` networking, the provider's own
 URL where the network gives the key to the agent) and whose key is read from the
 environment variable the driver sets from the `key` file beside it, for each Codex
-process only (never an argv). Codex's inner sandbox is off (`danger-full-access`,
-approvals `never`): inside a rootless writer its bubblewrap helper cannot confine
-anything and every command fails (docs/agents.md), so the writer is the boundary, as
-for Claude Code (docs/security.md); host mode never runs this agent.
+process only (never an argv). Codex's own sandbox is on inside the writer (it
+confines there with the image's bubblewrap: docs/agents.md): the commands Codex runs
+write only the clone (its `.git` too, whose config and hooks the writer mounts
+read-only) and /tmp, never Codex's home with its config and threads; approvals are
+`never` (nobody is there to answer). The writer stays the outer boundary, its network
+kind the network's (docs/security.md); host mode never runs this agent.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ ENDINGS = frozenset({"turn.completed", "turn.failed"})
 # A thread id as `resume` takes it (Codex's are UUIDs): never an option.
 THREAD_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 PYTHON = "/usr/bin/python3"
+GIT_DIR = "/work/.git"  # the clone's, in a writer (its workdir)
 FORWARDER = "/usr/local/lib/writerpool/egress-forwarder"
 # On `provider` networking the image's forwarder is the container's PID 1 and the
 # driver its child, as images/pi-launcher does for pi; otherwise the driver runs alone.
@@ -77,7 +80,10 @@ def config_document(base_url: str) -> dict[str, Any]:
     return {
         "model_provider": PROVIDER_ID,
         "approval_policy": "never",
-        "sandbox_mode": "danger-full-access",
+        "sandbox_mode": "workspace-write",
+        # The clone's .git is writable (Codex would keep it read-only: commits need it);
+        # the writer's network kind, not Codex, decides what a command reaches.
+        "sandbox_workspace_write": {"writable_roots": [GIT_DIR], "network_access": True},
         "check_for_update_on_startup": False,
         "analytics": {"enabled": False},
         "model_providers": {
@@ -218,15 +224,16 @@ class CodexBackend:
     def container_command(
         self, profile: Profile, read_only: bool, agent_dir: str | Path, session_dir: str
     ) -> list[str]:
-        # A read-only session's checkout is mounted read-only: the mount is what keeps
-        # it unchanged (Codex's own read-only sandbox cannot run in a writer).
-        del read_only
+        # CODEX_HOME is $HOME/.codex, the driver's choice: on the container's tmpfs but
+        # outside /tmp, which Codex's sandbox leaves writable to commands.
+        del session_dir
+        sandbox = ["--sandbox=read-only"] if read_only else []
         own = PurePosixPath(str(agent_dir)) / SUBDIR
         effort = EFFORT.get(profile.thinking, profile.thinking)
         codex = ["codex", "exec", "--json", "--skip-git-repo-check", f"--model={profile.model}",
-                 "--config", f"model_reasoning_effort={effort}"]  # fmt: skip
+                 "--config", f"model_reasoning_effort={effort}", *sandbox]  # fmt: skip
         unset = [arg for name in UNSET for arg in ("-u", name)]
-        return ["env", *unset, f"CODEX_HOME={session_dir}/codex", "sh", "-c", LAUNCH, "sh",
+        return ["env", *unset, "sh", "-c", LAUNCH, "sh",
                 PYTHON, "-I", "-S", str(own / DRIVER_FILE), str(own), "--", *codex]  # fmt: skip
 
     def start(

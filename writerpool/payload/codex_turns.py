@@ -6,10 +6,11 @@ which a writer mounts read-only, so nothing in the writer can change it; the hos
 CodexAgent speaks to it on stdin and reads stdout.
 
 CODEX_DIR is the agent directory's `codex/`: `config.toml` (no key in it) is copied
-into $CODEX_HOME (the session's private directory on the container's tmpfs, where
-Codex keeps the thread a resumed turn reads), and `key` (the per-session token, or the
-provider's key on an open network) becomes WRITERPOOL_SESSION_TOKEN in the environment
-of each `codex` process alone: never in an argv.
+into CODEX_HOME, $HOME/.codex (on the container's tmpfs, where Codex keeps the thread a
+resumed turn reads; Codex's sandbox keeps the commands it runs from writing there),
+and `key` (the per-session token, or the provider's key on an open network) becomes
+WRITERPOOL_SESSION_TOKEN in the environment of each `codex` process alone: never in an
+argv.
 
 stdin, one JSON object a line:
   {"run": {"id": ID, "prompt": TEXT, "thread": THREAD or null}}
@@ -157,10 +158,10 @@ def reap_orphans() -> None:
 
 
 def prepare(codex_dir: str, command: list[str]) -> str | None:
-    """Set up CODEX_HOME; the reason it cannot be, or None."""
-    home = os.environ.get("CODEX_HOME")
-    if not home:
-        return "CODEX_HOME is not set"
+    """Set up CODEX_HOME (every Codex process inherits it); the reason it cannot be, or None."""
+    if not os.environ.get("HOME"):
+        return "HOME is not set"
+    home = os.environ["CODEX_HOME"] = os.path.join(os.environ["HOME"], ".codex")
     if shutil.which(command[0]) is None:
         return f"{command[0]} is not in this image"
     try:
