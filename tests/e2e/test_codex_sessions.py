@@ -34,6 +34,8 @@ NEXT_TEXT = "The commit is on codex-work."
 SLOW_PROMPT = "codex-slow: take your time"
 AFTER_PROMPT = "codex-after: still there?"
 AFTER_TEXT = "Still here after the abort."
+PEEK_PROMPT = "codex-peek: read only"
+PEEK = 'echo "subject=$(git log -1 --format=%s)"; touch probe.txt; echo "write-exit=$?"'
 COMMIT = (
     f"echo 'made by codex' > feature.txt && git switch -q -c {BRANCH} && "
     f"git add feature.txt && git {GIT_ID} commit -q -m 'feature from codex' && "
@@ -54,6 +56,13 @@ SCRIPT = Script(
         ScriptEntry(match="codex-look", steps=[Step(text=NEXT_TEXT)]),
         ScriptEntry(match="codex-slow", steps=[Step(text="never seen", delay_seconds=300)]),
         ScriptEntry(match="codex-after", steps=[Step(text=AFTER_TEXT)]),
+        ScriptEntry(
+            match="codex-peek",
+            steps=[
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": PEEK})]),
+                Step(text="{tool_results}"),
+            ],
+        ),
     ],
     default=[Step(text="default answer")],
 )
@@ -82,6 +91,12 @@ agent = "codex"
 provider = "scripted"
 model = "scripted-model"
 thinking = "off"
+
+[profiles.codex-review]
+permission = "read-only"
+agent = "codex"
+provider = "scripted"
+model = "scripted-model"
 
 [providers.scripted]
 base_url = "http://127.0.0.1:{port}/v1"
@@ -143,9 +158,15 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
             cut = await client.wait_turn(sid, slow["turnId"], limit=TURN_LIMIT)
             after = await _turn(client, sid, AFTER_PROMPT)
             await client.ok("pi_session_close", {"sessionId": sid})
-            return client, [committed, following, cut, after]
+            # A read-only codex profile: a throwaway container, the checkout read-only.
+            review = {"workspace": alias, "executionProfile": "codex-review"}
+            looked = (await client.ok("pi_session_start", review))["session"]
+            assert looked["placement"] == "readonly_container" and looked["agent"] == "codex"
+            peek = await _turn(client, looked["sessionId"], PEEK_PROMPT)
+            await client.ok("pi_session_close", {"sessionId": looked["sessionId"]})
+            return client, [committed, following, cut, after, peek]
 
-    client, (committed, following, cut, after) = anyio.run(scenario)
+    client, (committed, following, cut, after, peek) = anyio.run(scenario)
     real_home = pwd.getpwuid(os.getuid()).pw_dir
     client.assert_clean([*server.secrets, real_home, "heron-2718"])
     assert committed["status"] == "completed", committed
@@ -155,17 +176,29 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     assert following["status"] == "completed" and following["text"] == NEXT_TEXT
     assert cut["status"] == "aborted" and cut["text"] is None
     assert after["status"] == "completed" and after["text"] == AFTER_TEXT
+    assert peek["status"] == "completed", peek
+    assert result_value(peek["text"], "subject") == git(checkout, "log", "-1", "--format=%s")
+    assert result_value(peek["text"], "write-exit") != "0"
+    assert not (checkout / "probe.txt").exists()
     # Every request went through the session's proxy, which sent the real key.
     requests = provider.recorded("/v1/responses")
     assert len(requests) >= 5  # the command, its result, and one for each later turn
     assert {r.headers.get("authorization") for r in requests} == {f"Bearer {key}"}
-    # Codex 0.171 names its thread and how the turn's history began in each request: the
-    # second turn's process resumed the first one's thread.
+    # Codex 0.171 names its thread, its sandbox and how the turn's history began in each
+    # request: each later turn's process resumed the first one's thread.
     meta = [json.loads(r.headers["x-codex-turn-metadata"]) for r in requests]
-    assert len({r.headers["thread-id"] for r in requests}) == 1
-    assert [m["history_initialization"] for m in meta][-1] == "cold_resume"
+    # The coding session's in Codex's workspace-write sandbox, the read-only one's in its
+    # read-only sandbox.
+    coding = [m for m in meta if m["sandbox_mode"] == "workspace-write"]
+    reading = [m for m in meta if m["sandbox_mode"] == "read-only"]
+    assert len(coding) + len(reading) == len(meta) and reading
+    assert len({m["thread_id"] for m in coding}) == 1
+    assert coding[-1]["history_initialization"] == "cold_resume"
+    assert {m["thread_id"] for m in reading}.isdisjoint(m["thread_id"] for m in coding)
     assert {m["analytics_enabled"] for m in meta} == {False}
-    assert {m["reasoning_effort"] for m in meta} == {"none"}  # the profile's thinking: off
+    # Each profile's thinking: off (`none` to Codex), and the default, medium.
+    assert {m["reasoning_effort"] for m in coding} == {"none"}
+    assert {m["reasoning_effort"] for m in reading} == {"medium"}
     assert files_holding(agent_dir, key) == [] and not (agent_dir / "codex" / "key").exists()
     assert containers_of(name) == []
 
