@@ -42,7 +42,9 @@ COMMIT = (
     'echo "commit=$(git rev-parse HEAD)"; '
     # Codex's own sandbox: the command may write the clone (.git too) and /tmp, never
     # Codex's home, where its config and threads are.
-    'touch "$HOME/.codex/planted"; echo "home-exit=$?"; touch /tmp/scratch; echo "tmp-exit=$?"'
+    'touch "$HOME/.codex/planted"; echo "home-exit=$?"; touch /tmp/scratch; echo "tmp-exit=$?"; '
+    # The token reaches Codex in its environment; the commands it runs do not inherit it.
+    'echo "token-var=${WRITERPOOL_SESSION_TOKEN:-unset}"'
 )
 SCRIPT = Script(
     scripts=[
@@ -173,6 +175,7 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     commit = result_value(committed["text"], "commit")
     assert result_value(committed["text"], "home-exit") != "0"
     assert result_value(committed["text"], "tmp-exit") == "0"
+    assert result_value(committed["text"], "token-var") == "unset"
     assert following["status"] == "completed" and following["text"] == NEXT_TEXT
     assert cut["status"] == "aborted" and cut["text"] is None
     assert after["status"] == "completed" and after["text"] == AFTER_TEXT
