@@ -16,7 +16,7 @@ from writerpool.config.modes import (
     load_modes,
     store_entry,
 )
-from writerpool.config.network import check_remote_network, describe
+from writerpool.config.network import describe
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
@@ -181,7 +181,7 @@ def _set_mode(
             step=step,
             hosts=hosts,
         )
-        if not remote_placement_supported(ctx) or not plan_writers(ctx):
+        if not placement_supported(ctx) or not plan_writers(ctx):
             return report
         if not req.apply:
             plan_base_moves(ctx)
@@ -274,22 +274,24 @@ def plan_writers(ctx: PoolContext) -> bool:
     return ok
 
 
-def remote_placement_supported(ctx: PoolContext) -> bool:
-    """A writer on a host over SSH reaches its provider only through the forwarded proxy
-    (or not at all): settings that need the key or a CA there are refused before anything
-    is stored or provisioned."""
-    remote = sorted({host_for(i, ctx.settings.placed_on())
-                     for i in range(1, ctx.settings.writers + 1)} - {LOCAL_HOST})  # fmt: skip
-    if not remote:
-        return True
-    try:
-        check_remote_network(remote[0], ctx.settings.network, ctx.settings.allow)
-    except WriterpoolError as exc:
-        ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
-                       f"writers on {', '.join(remote)}: {exc.message}; nothing changed",
-                       remedy="use --network provider or none without --allow, or place the "
-                       "writers on local (--hosts local)")  # fmt: skip
-        return False
+def placement_supported(ctx: PoolContext) -> bool:
+    """Settings a host the writers are placed on cannot give (on a host over SSH, those
+    that need the key or a CA there) are refused before anything is stored or
+    provisioned; each host's kind says which, with no connection made."""
+    placed = sorted({host_for(i, ctx.settings.placed_on())
+                     for i in range(1, ctx.settings.writers + 1)})  # fmt: skip
+    for name in placed:  # bounded by the configured hosts
+        try:
+            if ctx.hosts is None:
+                ctx.host.check_network(ctx.settings.network, ctx.settings.allow)
+            else:
+                ctx.hosts.check_network(name, ctx.settings.network, ctx.settings.allow)
+        except WriterpoolError as exc:
+            ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
+                           f"writers on {name}: {exc.message}; nothing changed",
+                           remedy="use --network provider or none without --allow, or place "
+                           "the writers on local (--hosts local)")  # fmt: skip
+            return False
     return True
 
 
