@@ -147,6 +147,7 @@ def _canary_granted(
     with contextlib.ExitStack() as stack:
         egress = None
         if network_info(state.network).egress:
+            # Loaded only for a network with egress: the others start no egress process.
             from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
 
             egress = EgressSupervisor()

@@ -52,6 +52,7 @@ class ControlRecord(BaseModel):
 def open_relay(directory: Path, port: int) -> Iterator[Path]:
     """What an allowlist proxy must not be: a relay to every `*.acceptance.test` name
     (all on the host listener's port), so the harness's allowlist checks see an escape."""
+    # Loaded here: only the control runs an allowlist proxy in this process.
     from writerpool.egress.allowlist import Allowlist, expand  # noqa: PLC0415
     from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener  # noqa: PLC0415
     from writerpool.egress.loop import InProcessLoop  # noqa: PLC0415
