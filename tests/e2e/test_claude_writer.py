@@ -39,7 +39,8 @@ SCRIPT = Script(
                 Step(tool_calls=[ToolCall(name="bash", arguments={"command": COMMAND})]),
                 Step(text=DONE_TEXT),
             ],
-        )
+        ),
+        ScriptEntry(match="take-your-time", steps=[Step(text="slow", delay_seconds=300)]),
     ],
     default=[Step(text="default answer")],
 )
@@ -52,7 +53,7 @@ DUMP = (
 )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def messages() -> Iterator[ScriptedMessages]:
     with ScriptedMessages(SCRIPT) as provider:
         yield provider
@@ -118,4 +119,43 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     collected = git(checkout, "rev-parse", f"refs/remotes/writer-{WRITER}/{BRANCH}")
     assert git(checkout, "show", f"{collected}:claude.txt") == "changed by claude"
     assert git(checkout, "log", "-1", "--format=%s", collected) == "change by claude"
+    client.assert_clean([key])
+
+
+def test_a_killed_claude_fails_its_session_cleanly(
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
+) -> None:
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    server = make_server(boxed=checkout)
+    _claude_profile(server, messages.port)
+    key = server.env[KEY_ENV]
+    wp("control", "--apply", check=True)
+    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    start = {"workspace": "boxed", "executionProfile": "claude"}
+
+    async def scenario() -> Client:
+        async with connect(server) as client:
+            sid = (await client.ok("pi_session_start", start))["session"]["sessionId"]
+            slow = {"sessionId": sid, "message": "take-your-time"}
+            body = await client.ok("pi_session_prompt", slow)
+            # Mid-turn (its answer streams for minutes), Claude Code is killed.
+            podman("exec", CONTAINER, "sh", "-c", "until pkill -9 -x claude; do sleep 0.2; done")
+            turn = await client.wait_turn(sid, body["turnId"], limit=120)
+            assert (turn["status"], turn["text"]) == ("failed", None), turn
+            got = await client.ok("pi_session_get", {"sessionId": sid})
+            assert got["session"]["state"] == "failed"
+            prompt = {"sessionId": sid, "message": "say-hello"}
+            assert await client.code("pi_session_prompt", prompt) == "session_failed"
+            closed = await client.ok("pi_session_close", {"sessionId": sid})
+            assert closed["session"]["state"] == "closed"
+            assert writer_containers(WRITER) == []
+            # The writer is free again: nothing was written, so the next session leases it.
+            again = (await client.ok("pi_session_start", start))["session"]
+            assert again["writer"] == WRITER
+            await client.ok("pi_session_close", {"sessionId": again["sessionId"]})
+            return client
+
+    client = anyio.run(scenario)
+    assert files_holding(server.paths.writer_dir(WRITER) / "agent", key) == []
+    assert files_holding(server.paths.state_dir, key) == []
     client.assert_clean([key])
