@@ -250,6 +250,8 @@ CODES: dict[str, str] = {
     "image_built": "The writer image was built and pinned",
     "image_reused": "The writer image was already built from the same inputs",
     "image_build_failed": "Building the writer image failed",
+    "agent_pin_mismatch": "image build refused an agent package whose version or integrity "
+    "differs from writerpool's pin; nothing was built",
     "npm_registry_unreachable": "image build stopped before its slow steps: npm cannot reach "
     "its registry (the fix is named)",
     "image_definition_missing": "The image definition is neither in the package nor a checkout",

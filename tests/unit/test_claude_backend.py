@@ -34,8 +34,8 @@ def test_argv_is_one_streaming_process_without_prompts_or_pi_variables() -> None
     profile = Profile(permission="coding", agent="claude-code", provider="p", model="m")
     argv = CLAUDE.container_command(profile, False, "/pi/agent", "/tmp/pi-sessions")
     assert argv[:5] == ["env", "-u", "NODE_OPTIONS", "-u", "PI_CODING_AGENT_DIR"]
-    claude = argv[argv.index("claude") :]
-    assert claude[:8] == ["claude", "-p", "--output-format", "stream-json",
+    claude = argv[argv.index("/usr/local/bin/claude") :]
+    assert claude[:8] == ["/usr/local/bin/claude", "-p", "--output-format", "stream-json",
                           "--input-format", "stream-json", "--verbose", "--settings"]  # fmt: skip
     assert "bypassPermissions" in claude and "ANTHROPIC_API_KEY" not in " ".join(argv)
     read_only = CLAUDE.container_command(profile, True, "/pi/agent", "/tmp/pi-sessions")

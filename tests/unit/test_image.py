@@ -104,6 +104,7 @@ def test_launcher_pi_and_writerpool_versions_are_inputs(images_dir: Path) -> Non
     base = _definition(images_dir).inputs_digest()
     assert load_definition("0.73.2", images_dir).inputs_digest() != base
     assert load_definition("0.73.1", images_dir, writerpool_version="9.9").inputs_digest() != base
+    assert load_definition("0.73.1", images_dir, agents="x@1=sha512-a").inputs_digest() != base
     launcher = images_dir / "pi-launcher"
     launcher.write_text(launcher.read_text() + "# changed\n")
     changed = _definition(images_dir).inputs_digest()
@@ -187,8 +188,9 @@ def test_mmdebstrap_runs_unprivileged_and_ends_options_before_positionals(
 def test_podman_build_pulls_nothing_and_labels_the_inputs(images_dir: Path) -> None:
     definition = _definition(images_dir)
     argv = podman_build_argv(definition, ID_B, Path("/pi"), Path("/iid"), force=False,
-                             uv_context=Path("/uv"), tools_context=Path("/t"))  # fmt: skip
-    assert "--pull=never" in argv and "--network=none" in argv
+                             uv_context=Path("/uv"), tools_context=Path("/t"),
+                             agents_context=Path("/a"))  # fmt: skip
+    assert "--pull=never" in argv and "agents=/a" in argv and "--network=none" in argv
     assert f"io.writerpool.inputs={definition.inputs_digest()}" in argv
     assert f"io.writerpool.version={definition.writerpool_version}" in argv
     assert f"BASE={ID_B}" in argv and "pi=/pi" in argv and "uv=/uv" in argv and "tools=/t" in argv
@@ -197,7 +199,8 @@ def test_podman_build_pulls_nothing_and_labels_the_inputs(images_dir: Path) -> N
     assert argv[-1] == str(images_dir) and "--no-cache" not in argv
     assert "--no-cache" in podman_build_argv(definition, ID_B, Path("/p"), Path("/i"), force=True,
                                              uv_context=Path("/uv"),
-                                             tools_context=Path("/t"))  # fmt: skip
+                                             tools_context=Path("/t"),
+                                             agents_context=Path("/a"))  # fmt: skip
 
 
 # -------------------------------------------------------------------------- pin
@@ -326,10 +329,14 @@ def _no_install() -> Path:
     raise AssertionError("pi is never installed when npm cannot reach its registry")
 
 
+def _no_agents(context: Path) -> Path:
+    raise AssertionError(f"no agent is staged into {context} when npm cannot reach it")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="image build refuses root before any step")
 def test_an_unreachable_registry_stops_the_build_before_mmdebstrap(images_dir: Path) -> None:
     sink = io.StringIO()
-    pi = PiSource(lambda: False, lambda: PROXY_CERT, _no_install)
+    pi = PiSource(lambda: False, lambda: PROXY_CERT, _no_install, _no_agents)
     paths = Paths.from_env()
     # --force: no image is reused, so mmdebstrap would be the next step.
     with pytest.raises(WriterpoolError) as caught:
@@ -339,7 +346,7 @@ def test_an_unreachable_registry_stops_the_build_before_mmdebstrap(images_dir: P
     assert caught.value.message.endswith("nothing was built")
     assert (
         sink.getvalue()
-        == "image: checking that npm reaches its registry (pi is installed from it)\n"
+        == "image: checking that npm reaches its registry (the agents are installed from it)\n"
     )
     assert not list(paths.image_cache_dir.glob("rootfs-*")), "no root file system was begun"
     assert not (paths.state_dir / "images.json").exists()
@@ -347,9 +354,9 @@ def test_an_unreachable_registry_stops_the_build_before_mmdebstrap(images_dir: P
 
 def test_an_installed_pi_needs_no_registry() -> None:
     sink = io.StringIO()
-    check_pi_source(PiSource(lambda: True, lambda: PROXY_CERT, _no_install),
+    check_pi_source(PiSource(lambda: True, lambda: PROXY_CERT, _no_install, _no_agents),
                     Progress(sink, verbose=False))  # fmt: skip
     assert sink.getvalue() == ""
-    check_pi_source(PiSource(lambda: False, lambda: None, _no_install),
+    check_pi_source(PiSource(lambda: False, lambda: None, _no_install, _no_agents),
                     Progress(sink, verbose=False))  # fmt: skip
     assert sink.getvalue().startswith("image: checking that npm reaches its registry")

@@ -39,6 +39,21 @@ QUIET_ENV = {
 ONBOARDED = '{"hasCompletedOnboarding": true, "bypassPermissionsModeAccepted": true}'
 # pi's variables in a writer's environment are not this agent's.
 UNSET = ("NODE_OPTIONS", "PI_CODING_AGENT_DIR")
+# The image's native binary (images/Containerfile), named in full: the forwarder execs it.
+CLAUDE_BIN = "/usr/local/bin/claude"
+FORWARDER = "/usr/local/lib/writerpool/egress-forwarder"
+# Run in the container by `sh -c SEED sh CONFIG_DIR CLAUDE ARGS...`: seed the onboarding
+# answers, then, on `provider` networking (the forwarder's variables are set), run Claude
+# Code under the image's egress forwarder as pi-launcher runs pi: the forwarder listens on
+# ANTHROPIC_BASE_URL's loopback port first, relays it to the session's proxy socket and
+# stays PID 1 while Claude Code runs. Elsewhere Claude Code becomes this process.
+SEED = (
+    'mkdir -p "$1" && printf %s \'' + ONBOARDED + '\' > "$1/.claude.json" && shift || exit 126\n'
+    'if [ -n "${WRITERPOOL_EGRESS_PORT:-}" ] && [ -n "${WRITERPOOL_EGRESS_SOCKET:-}" ]; then\n'
+    f'    exec /usr/bin/python3 -I -S {FORWARDER} --supervise "$@"\n'
+    "fi\n"
+    'exec "$@"\n'
+)
 
 
 def settings_document(agent_dir: str | Path, base_url: str | None) -> dict[str, Any]:
@@ -123,16 +138,13 @@ class ClaudeBackend:
         settings = f"{PurePosixPath(str(agent_dir)) / SUBDIR / SETTINGS_FILE}"
         tools = ["--allowedTools", "Read,Grep,Glob"] if read_only else []
         claude = [
-            "claude", "-p", "--output-format", "stream-json", "--input-format", "stream-json",
+            CLAUDE_BIN, "-p", "--output-format", "stream-json", "--input-format", "stream-json",
             "--verbose", "--settings", settings, "--model", profile.model,
             "--permission-mode", "plan" if read_only else "bypassPermissions", *tools,
         ]  # fmt: skip
-        seed = (
-            f'mkdir -p "$1" && printf %s \'{ONBOARDED}\' > "$1/.claude.json" && shift && exec "$@"'
-        )
         unset = [arg for name in UNSET for arg in ("-u", name)]
         return ["env", *unset, f"CLAUDE_CONFIG_DIR={config_dir}",
-                "sh", "-c", seed, "sh", config_dir, *claude]  # fmt: skip
+                "sh", "-c", SEED, "sh", config_dir, *claude]  # fmt: skip
 
     def start(
         self, argv: list[str], env: dict[str, str], cwd: Path | None, timeout: float

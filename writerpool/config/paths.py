@@ -74,6 +74,11 @@ class Paths:
         return self.cache_dir / "pi"
 
     @property
+    def agents_prefix(self) -> Path:
+        """The npm prefix of the Claude Code and Codex packages the image copies from."""
+        return self.cache_dir / "agents"
+
+    @property
     def image_cache_dir(self) -> Path:
         return self.cache_dir / "image"
 

@@ -88,6 +88,8 @@ class ImageDefinition:
     forwarder: bytes
     pi_version: str
     writerpool_version: str
+    # The pins of the agents copied in as native binaries (agent/native.py pins_text).
+    agents: str = ""
     # The digest of writerpool's code the image carries (runtime/image_tools.py).
     tools: str = field(default_factory=tools_digest)
 
@@ -115,6 +117,7 @@ class ImageDefinition:
                 "forwarder": hashlib.sha256(self.forwarder).hexdigest(),
                 "tools": self.tools,
                 "piVersion": self.pi_version,
+                "agents": self.agents,
                 "uv": self.uv,
                 "writerpoolVersion": self.writerpool_version,
             }
@@ -151,6 +154,7 @@ def load_definition(
     directory: Path | None = None,
     mirror: str | None = None,
     writerpool_version: str = __version__,
+    agents: str = "",
 ) -> ImageDefinition:
     """Read the definition (rootfs.toml, Containerfile, pi-launcher, egress-forwarder)
     from directory, by default find_images_dir(); mirror overrides the file's."""
@@ -172,7 +176,7 @@ def load_definition(
         fields = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))
         raise UsageError(f"invalid image definition or mirror: {fields or 'rootfs.toml'}") from exc
     return ImageDefinition(directory, rootfs, containerfile, launcher, forwarder, pi_version,
-                           writerpool_version)  # fmt: skip
+                           writerpool_version, agents)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- the pin

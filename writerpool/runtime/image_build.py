@@ -36,6 +36,8 @@ from writerpool.runtime.image_uv import fetch_uv
 from writerpool.runtime.podman import podman_env
 from writerpool.state.images import BuiltImage, record_built
 
+# The agents the image carries besides pi, as agent/native.py's pins_text writes them.
+LABEL_AGENTS = "io.writerpool.agents"
 MMDEBSTRAP_TIMEOUT = 1800.0
 IMPORT_TIMEOUT = 600.0
 BUILD_TIMEOUT = 1200.0
@@ -64,13 +66,16 @@ class Progress:
 
 @dataclass(frozen=True)
 class PiSource:
-    """Where the build gets pi. `installed`: pi is in the npm prefix already, so no
-    network is needed; `reach`: why npm cannot reach its registry now (None: it can),
-    asked, bounded, before anything slow starts; `install`: install pi, return the prefix."""
+    """Where the build gets the agents, all from npm. `installed`: pi and the native
+    agents are in their npm prefixes already, so no network is needed; `reach`: why npm
+    cannot reach its registry now (None: it can), asked, bounded, before anything slow
+    starts; `install`: install pi, return its prefix; `agents`: install Claude Code and
+    Codex (pins checked) and stage their binaries into the given build context."""
 
     installed: Callable[[], bool]
     reach: Callable[[], str | None]
     install: Callable[[], Path]
+    agents: Callable[[Path], Path]
 
 
 @dataclass(frozen=True)
@@ -258,7 +263,7 @@ def ensure_rootfs(
 
 def podman_build_argv(
     definition: ImageDefinition, base_id: str, pi_prefix: Path, iidfile: Path, *, force: bool,
-    uv_context: Path, tools_context: Path,
+    uv_context: Path, tools_context: Path, agents_context: Path,
 ) -> list[str]:  # fmt: skip
     argv = [
         "podman", "build", "--pull=never", "--network=none",
@@ -267,9 +272,11 @@ def podman_build_argv(
         "--build-context", f"pi={pi_prefix}",
         "--build-context", f"uv={uv_context}",
         "--build-context", f"{TOOLS_CONTEXT}={tools_context}",
+        "--build-context", f"agents={agents_context}",
         "--label", f"{LABEL_VERSION}={definition.writerpool_version}",
         "--label", f"{LABEL_INPUTS}={definition.inputs_digest()}",
         "--label", f"io.writerpool.pi={definition.pi_version}",
+        "--label", f"{LABEL_AGENTS}={definition.agents}",
         "--tag", definition.tag, "--iidfile", str(iidfile),
     ]  # fmt: skip
     if force:
@@ -279,15 +286,16 @@ def podman_build_argv(
 
 def _build(
     paths: Paths, definition: ImageDefinition, base_id: str, pi_prefix: Path,
-    progress: Progress, *, force: bool,
+    agents_context: Path, progress: Progress, *, force: bool,
 ) -> str:  # fmt: skip
-    progress.step("building the writer image (pi and uv layer) with podman build")
+    progress.step("building the writer image (agents and uv layer) with podman build")
     iidfile = paths.image_cache_dir / "build.iid"
     iidfile.unlink(missing_ok=True)
     uv_context = fetch_uv(paths.cache_dir)
     tools_context = stage_tools(paths.image_cache_dir / "tools")
     argv = podman_build_argv(definition, base_id, pi_prefix, iidfile, force=force,
-                             uv_context=uv_context, tools_context=tools_context)  # fmt: skip
+                             uv_context=uv_context, tools_context=tools_context,
+                             agents_context=agents_context)  # fmt: skip
     try:
         run_tool(argv, env=podman_env(), timeout=BUILD_TIMEOUT, progress=progress,
                  what="podman build")  # fmt: skip
@@ -295,6 +303,7 @@ def _build(
     finally:
         iidfile.unlink(missing_ok=True)
         shutil.rmtree(tools_context, ignore_errors=True)
+        shutil.rmtree(agents_context, ignore_errors=True)
 
 
 @contextmanager
@@ -317,7 +326,7 @@ def check_pi_source(pi: PiSource, progress: Progress) -> None:
     registry (a proxy's certificate the host's CA variables miss fails here, not later)."""
     if pi.installed():
         return
-    progress.step("checking that npm reaches its registry (pi is installed from it)")
+    progress.step("checking that npm reaches its registry (the agents are installed from it)")
     problem = pi.reach()
     if problem is not None:
         raise WriterpoolError("npm_registry_unreachable", f"{problem}; nothing was built")
@@ -362,7 +371,10 @@ def build_image(
                 record_built(paths, [BuiltImage(id=base_id, kind="rootfs")])
             progress.step(f"pi {definition.pi_version}: installing with npm unless present")
             prefix = _install_pi(pi.install)
-            image_id = _build(paths, definition, base_id, prefix, progress, force=force)
+            progress.step("Claude Code and Codex: installing with npm unless present")
+            agents_context = pi.agents(paths.image_cache_dir / "agents")
+            image_id = _build(paths, definition, base_id, prefix, agents_context, progress,
+                              force=force)  # fmt: skip
             record_built(paths, [BuiltImage(id=image_id, kind="writer", base=base_id)])
         save_pin(paths, image_id, inputs, definition.writerpool_version)
         progress.step(f"pinned {image_id[:12]} as the default writer image")
