@@ -101,6 +101,11 @@ class _Relay(socketserver.BaseRequestHandler):
             return
         assert isinstance(self.server, _UnixServer)
         port = self.server.target_port
+        with contextlib.suppress(OSError):  # the target gone (the block ended): nothing to do
+            self._relay(agent, data, words, port)
+
+    @staticmethod
+    def _relay(agent: socket.socket, data: bytes, words: list[bytes], port: int) -> None:
         with socket.create_connection(("127.0.0.1", port), PEER_SECONDS) as upstream:
             if words[0] == b"CONNECT":
                 found = HEAD_END.search(data)
