@@ -83,7 +83,9 @@ def test_capabilities_report_modes_writers_and_profiles_without_paths(
     assert workspaces["boxed"]["writers"] == 2
     assert workspaces["boxed"]["defaultBase"] == "main"
     profiles = {p["alias"]: p for p in body["profiles"]}
-    assert profiles["review"] == {"alias": "review", "permission": "read-only", "default": True}
+    assert profiles["review"] == {
+        "alias": "review", "permission": "read-only", "default": True, "agent": "pi"
+    }  # fmt: skip
     assert profiles["code"]["permission"] == "coding"
     client.assert_clean(server.secrets)
 

@@ -19,6 +19,11 @@ from writerpool.runtime.local import LocalPodman
 
 pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
 
+# The harness's allowlist probes that must be refused inside (docs/security.md).
+ALLOW_PROBES = (
+    "allow_unlisted", "allow_private", "allow_loopback", "allow_literal", "allow_lookup",
+    "allow_sni_mismatch", "allow_sni_missing", "allow_smuggle",
+)  # fmt: skip
 ALLOW = "mirror.corp.test,*.cdn.corp.test:8443,http://plain.corp.test,corp,10.9.9.0/24"
 # egress check resolves as the proxy does: the names it finds allowed resolve, through
 # [egress.resolve], into the listed range (the machine's resolver knows no .test name).
@@ -82,12 +87,12 @@ def test_an_allowlist_writer_is_accepted_as_limited_allowlist(configured: Path) 
     print("mode set --apply:", accepted["message"])
     assert str(accepted["message"]).startswith("accepted as limited-allowlist; network provider")
     probes = accepted["data"]["networkChecks"]
-    print("network checks:", probes)
-    assert {n: probes[n] for n in ("allow_listed", "allow_unlisted", "allow_private",
-                                   "allow_loopback", "net_host_loopback", "net_direct")} == {
-        n: "pass" for n in ("allow_listed", "allow_unlisted", "allow_private", "allow_loopback",
-                            "net_host_loopback", "net_direct")
-    }  # fmt: skip
+    for name, status in probes.items():
+        print(f"network check {name}: {status}")
+    # Every allowlist probe, each refused inside with its own reason (a probe passes only
+    # then), beside the listed name reached and the direct ways out closed.
+    expected = ["allow_listed", *ALLOW_PROBES, "net_direct", "net_host_loopback"]
+    assert {n: probes.get(n) for n in expected} == dict.fromkeys(expected, "pass")
     _, status = wp("writer", "status", "demo-w1")
     assert status["data"]["writers"][0]["networkClass"] == "limited-allowlist"
     _, shown = wp("mode", "show", "demo", check=True)
@@ -132,6 +137,13 @@ def test_the_control_sees_the_allowlist_checks_fail_uncontained(tmp_path: Path) 
     report = run_control(Paths.from_env(), host)
     assert report.codes() == ["isolation_control_passed"]
     network = json.loads(host.outputs[0])["networkChecks"]
+    for name, check in sorted(network.items()):
+        print(f"control {name}: {check['status']} ({check['detail']})")
     assert network["allow_listed"]["status"] == "pass"
+    assert set(ALLOW_PROBES) <= set(EXPECTED_NETWORK_ESCAPES)
     for name in EXPECTED_NETWORK_ESCAPES:
         assert network[name]["status"] == "fail", (name, network[name])
+    # Each got through the open relay, and says what arrived at the probe target.
+    for name in ALLOW_PROBES:
+        assert "the peer's answer" in network[name]["detail"], (name, network[name])
+    assert "2 request line(s)" in network["allow_smuggle"]["detail"]

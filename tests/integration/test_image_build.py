@@ -82,6 +82,7 @@ def test_rebuild_with_nothing_changed_reuses_the_image_and_pins_it() -> None:
     assert show_rc == 0, show
     assert show["findings"][0]["code"] == "image_pinned"
     assert show["data"]["exists"] is True
+    assert show["data"]["agents"] == {"pi": PI_VERSION, **native.versions()}
 
     labels = json.loads(_podman("image", "inspect", "--format", "{{json .Labels}}", image_id).out)
     assert labels["io.writerpool.inputs"] == pin.inputs_digest
@@ -112,6 +113,22 @@ def test_image_holds_node_git_search_tools_python_pip_venv_uv_and_pi() -> None:
     assert lines[5].strip() == PI_VERSION
     assert lines[6:8] == ["pip", "/tmp/v"]
     assert lines[8].startswith(f"uv {UV_VERSION}")
+
+
+def test_image_runs_claude_code_and_codex_offline_without_codex_voice() -> None:
+    _, second = _build_twice()
+    script = (
+        "claude --version; codex --version; readlink /usr/local/bin/codex; "
+        "test -e /opt/codex/codex-resources/voice && echo voice || echo no-voice"
+    )
+    done = _podman("run", "--rm", "--network", "none", "--userns=keep-id", "--read-only",
+                   "--tmpfs", "/tmp", "--env", "HOME=/tmp", second["data"]["imageId"],
+                   "sh", "-ec", script)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.out.splitlines() == [
+        f"{native.CLAUDE_VERSION} (Claude Code)", f"codex-cli {native.CODEX_VERSION}",
+        "/opt/codex/bin/codex", "no-voice",
+    ]  # fmt: skip
 
 
 def test_the_images_pi_starts_from_a_compile_cache_it_cannot_change() -> None:

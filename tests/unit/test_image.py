@@ -119,20 +119,23 @@ def test_clonetool_and_harness_are_inputs(
 ) -> None:
     package = tmp_path / "package"
     shutil.copytree(image_tools.CLONETOOL_SOURCE, package / "clonetool")
-    shutil.copyfile(image_tools.HARNESS_SOURCE, package / "harness.py")
+    shutil.copytree(image_tools.HARNESS_SOURCE, package / "harness")
     monkeypatch.setattr(image_tools, "CLONETOOL_SOURCE", package / "clonetool")
-    monkeypatch.setattr(image_tools, "HARNESS_SOURCE", package / "harness.py")
+    monkeypatch.setattr(image_tools, "HARNESS_SOURCE", package / "harness")
     base = _definition(images_dir).inputs_digest()
     assert base == _definition(DEFAULT_IMAGES_DIR).inputs_digest()
     scan = package / "clonetool" / "scan.py"
     scan.write_text(scan.read_text() + "# changed\n")
     changed = _definition(images_dir).inputs_digest()
-    (package / "harness.py").write_text((package / "harness.py").read_text() + "# changed\n")
+    probes = package / "harness" / "allowlist.py"
+    probes.write_text(probes.read_text() + "# changed\n")
     assert len({base, changed, _definition(images_dir).inputs_digest()}) == 3
     staged = image_tools.stage_tools(tmp_path / "context")
     assert (staged / "clonetool" / "scan.py").read_bytes() == scan.read_bytes()
-    assert (staged / "clonetool" / "__main__.py").is_file() and (staged / "harness.py").is_file()
-    assert stat.S_IMODE((staged / "harness.py").stat().st_mode) == 0o644
+    harness = staged / image_tools.HARNESS_NAME
+    assert (staged / "clonetool" / "__main__.py").is_file()
+    assert harness.read_bytes() == image_tools.harness_archive()
+    assert stat.S_IMODE(harness.stat().st_mode) == 0o644
 
 
 def test_mirror_override_changes_the_digest_and_reaches_mmdebstrap(images_dir: Path) -> None:

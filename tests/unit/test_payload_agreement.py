@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from writerpool import tree_removal
+from writerpool.egress import clienthello, connect_model
 from writerpool.gitops import git_snapshot
 from writerpool.payload.clonetool import gitsnap, provision, storage, stream
+from writerpool.payload.harness import tls
 from writerpool.pool.collect import stream as collect_stream
 from writerpool.pool.provision import stream as provision_stream
 from writerpool.pool.writer import inspect
@@ -65,3 +67,10 @@ def test_the_payload_imports_only_itself_and_the_standard_library() -> None:
                     outside.append(f"{module.relative_to(PAYLOAD)}: {name}")
     assert len(modules) > 10, "the scan no longer sees the payload"
     assert outside == []
+
+
+def test_the_harness_reads_each_refused_hello_alert_as_the_proxy_means_it() -> None:
+    reasons = (clienthello.SNI_MISMATCH, clienthello.SNI_MISSING, clienthello.HELLO_TOO_LARGE)
+    read = [tls.alert_reason(connect_model.hello_alert(reason)) for reason in reasons]
+    assert read == ["sni_mismatch", "sni_missing", "access_denied"]
+    assert tls.alert_reason(b"HTTP/1.1 200 OK\r\n") is None

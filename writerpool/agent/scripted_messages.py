@@ -49,7 +49,9 @@ def _result_text(block: dict[str, Any]) -> str:
 
 def position(messages: list[Any]) -> tuple[str, int, str]:
     """The last prompt's text (a user message with no tool results), how many assistant
-    messages follow it, and the text of the tool results after it."""
+    messages follow it, and the text of the tool results after it. Messages of any other
+    role are passed over: Claude Code 2.1.332 sends its environment as a `system` message
+    after the prompt."""
     answered = 0
     results: list[str] = []
     for message in reversed(messages):
@@ -58,6 +60,8 @@ def position(messages: list[Any]) -> tuple[str, int, str]:
         blocks = _blocks(message)
         if message.get("role") == "assistant":
             answered += 1
+            continue
+        if message.get("role") != "user":
             continue
         tool_results = [b for b in blocks if b.get("type") == "tool_result"]
         if not tool_results:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from writerpool.cli.output import emit, json_option, terminal_steps
@@ -99,60 +101,38 @@ def set_cmd(
     alias: str,
     mode_name: str | None,
     accept_host_writes: bool,
-    profiles: str | None,
-    writers: int | None,
-    lifecycle: str | None,
-    image: str | None,
-    network: str | None,
-    tags: str | None,
-    cache: str | None,
-    base: str | None,
-    allow: str | None,
-    warm: str | None,
-    hosts: str | None,
     discard: bool,
     apply: bool,
     as_json: bool,
+    **given: Any,  # the container options, None where not given
 ) -> None:
     """Plan (or with --apply, make) a workspace's execution mode."""
-    given = {
-        "profiles": profiles,
-        "writers": writers,
-        "lifecycle": lifecycle,
-        "image": image,
-        "network": network,
-        "tags": tags,
-        "cache": cache,
-        "base": base,
-        "allow": allow,
-        "warm": warm,
-        "hosts": hosts,
-    }
     paths = Paths.from_env()
+    image, cache = given["image"], given["cache"]
     if image is not None:
         image = image_setting(paths, image)  # a derived image's name becomes its ID
     if cache is not None and mode_name in (None, "container"):
         require_cache_tool(paths, image or "default", cache)
     try:
-        warm_total, warm_hosts = parse_warm(warm or "0")
+        warm_total, warm_hosts = parse_warm(given["warm"] or "0")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     req = ModeRequest(
         alias=alias,
         mode=mode_name,
         accept_host_writes=accept_host_writes,
-        profiles=tuple(p for p in (profiles or "").split(",") if p),
-        writers=writers or 1,
-        lifecycle=lifecycle or "persistent",
+        profiles=tuple(p for p in (given["profiles"] or "").split(",") if p),
+        writers=given["writers"] or 1,
+        lifecycle=given["lifecycle"] or "persistent",
         image=image or "default",
-        network=network or DEFAULT_NETWORK,
-        tags=tags or "none",
+        network=given["network"] or DEFAULT_NETWORK,
+        tags=given["tags"] or "none",
         cache=cache or "none",
-        base=base,
-        allow=split_words(allow or ""),
+        base=given["base"],
+        allow=split_words(given["allow"] or ""),
         warm=warm_total,
         warm_hosts=tuple(warm_hosts.items()) if warm_hosts is not None else None,
-        hosts=split_words(hosts or ""),
+        hosts=split_words(given["hosts"] or ""),
         discard=discard,
         apply=apply,
         container_options_given=any(v is not None for v in given.values()),

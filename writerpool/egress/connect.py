@@ -355,7 +355,7 @@ class ConnectSession:
         if reason == ch.NOT_TLS:  # perhaps plain HTTP in the tunnel: say it in words
             await answer(agent, cm.refusal_head(403, conn.destination, reason))
         else:
-            await answer(agent, cm.ACCESS_DENIED_ALERT)
+            await answer(agent, cm.hello_alert(reason))
         return None
 
     def _emit(self, conn: _Connection) -> None:

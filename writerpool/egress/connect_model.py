@@ -21,9 +21,13 @@ HELLO_TIMEOUT = "hello_timeout"  # no whole ClientHello within the header deadli
 HELLO_INCOMPLETE = "hello_incomplete"  # the agent ended before its ClientHello did
 # (`egress.clienthello` names the rest of a tunnel's refusals: not_tls, sni_missing, ...)
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
-# A TLS alert record, fatal access_denied (RFC 8446 6.2): what a TLS client is told when
-# its ClientHello is refused. Sent in the clear, as an alert before the handshake is.
-ACCESS_DENIED_ALERT = b"\x15\x03\x03\x00\x02\x02\x31"
+# What a TLS client is told when its ClientHello is refused: a fatal alert record (RFC
+# 8446 6.2), sent in the clear as an alert before the handshake is, whose description
+# stands for the reason: unrecognized_name (RFC 6066 3) for a server name other than the
+# CONNECT's, missing_extension for none; access_denied for the rest. The acceptance
+# harness reads them back (payload/harness/tls.py ALERT_REASONS).
+HELLO_ALERTS = {"sni_mismatch": 112, "sni_missing": 109}
+ACCESS_DENIED = 49
 DENIED_KEPT = 32  # distinct refused destinations a session keeps for its turns
 
 ABSOLUTE = re.compile(r"^http://([^/?#@\s]{1,300})(/[^\s#]*)?$", re.IGNORECASE)
@@ -125,6 +129,11 @@ def origin_head(request: Request) -> bytes:
     lines += [f"{n}: {v}" for n, v in request.headers if n.lower() not in _DROPPED]
     lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def hello_alert(reason: str) -> bytes:
+    """The fatal alert record a ClientHello refused for `reason` is answered with."""
+    return b"\x15\x03\x03\x00\x02\x02" + bytes([HELLO_ALERTS.get(reason, ACCESS_DENIED)])
 
 
 def refusal_head(status: int, destination: str, reason: str) -> bytes:

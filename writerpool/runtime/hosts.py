@@ -9,6 +9,7 @@ from types import TracebackType
 
 from writerpool.config.hosts import HostConfig, known_host
 from writerpool.config.models import load_config
+from writerpool.config.network import check_remote_network
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError
 from writerpool.runtime.host import LOCAL, WriterHost
@@ -64,6 +65,15 @@ class WriterHosts:
                 own = contextlib.ExitStack()
                 self._open[name] = (own.enter_context(connect(name, self._configured[name])), own)
             return self._open[name][0]
+
+    def check_network(self, name: str, network: str, allow: tuple[str, ...] | None) -> None:
+        """What host `name` refuses of a writer's network (WriterHost.check_network),
+        asked of its kind without connecting: a plan reaches no host."""
+        self.require(name)
+        if name == LOCAL:
+            self._local.check_network(network, allow)
+        else:
+            check_remote_network(name, network, allow)
 
     def close(self) -> None:
         with self._lock:

@@ -175,11 +175,14 @@ def run_here(program: Path, env: dict[str, str]) -> bytes:
     return done.stdout
 
 
-# Runs on the host: the harness read from stdin, as a script.
+# Runs on the host, in the private work directory: the harness read from stdin (a zip
+# archive, or a script), written there and run as `python3 FILE` would run it.
 _RUN_STDIN = (
-    "import sys\n"
-    "code = sys.stdin.read(); sys.argv = ['harness']\n"
-    "exec(compile(code, 'harness', 'exec'), {'__name__': '__main__'})\n"
+    "import os, runpy, sys\n"
+    "path = os.path.abspath('.writerpool-harness')\n"
+    "with open(path, 'xb') as f: f.write(sys.stdin.buffer.read())\n"
+    "sys.argv = [path]\n"
+    "runpy.run_path(path, run_name='__main__')\n"
 )
 
 

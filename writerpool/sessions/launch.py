@@ -245,7 +245,7 @@ class Launcher:
     def _launch_readonly(self, plan: SessionPlan, session_id: str) -> Launched:
         """A read-only session in a throwaway container: the checkout read-only at /work,
         provider egress only, no lease (nothing is written), any number at once."""
-        from writerpool.pool.claims.readonly import ReadonlyContainer  # noqa: PLC0415
+        from writerpool.pool.claims.readonly import ReadonlyContainer  # noqa: PLC0415 - see _lease_cold
 
         if not plan.workspace_dir.is_dir():
             raise WriterpoolError("session_start_failed", "the workspace directory is unavailable")

@@ -1,2 +1,3 @@
 """Acceptance: the harness run in a writer's exact container, the isolation control it is
-judged against, and the harness's typed report."""
+judged against, the harness's typed report, and the peers of its allowlist probes (the
+probe target, the control's open relay)."""

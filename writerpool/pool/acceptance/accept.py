@@ -22,12 +22,12 @@ from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance.control import control_command, control_current, harness_digest
+from writerpool.pool.acceptance.peers import probe_target
 from writerpool.pool.acceptance.report import parse_harness_report
 from writerpool.pool.writer.container import EGRESS_PORT, has_allowlist, session_spec, writer_of
 from writerpool.report import Finding
 from writerpool.runtime.host import EngineFacts, Writer, WriterHost
 from writerpool.runtime.image_tools import HARNESS
-from writerpool.runtime.probes import loopback_here
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
@@ -115,9 +115,10 @@ def _acceptance_config(pool: Pool, allow_port: int | None) -> Config:
 
 
 # The allowlist acceptance checks: names only the acceptance's own proxy resolves (the
-# harness asks for them; "unlisted" is left out of the list). Nothing leaves this machine
-# (where the allowlist proxy runs): the listed name leads to a listener of its own, the
-# others are refused before any connect.
+# harness asks for them; "unlisted" is left out of the list, and the name of its lookup
+# probe is in neither). Nothing leaves this machine (where the allowlist proxy runs): the
+# listed name leads to the probes' target here, the others are refused before any
+# connect (docs/security.md lists the probes).
 ACCEPTANCE_RESOLVE = {
     "listed.acceptance.test": ("127.0.0.1",),
     "private.acceptance.test": ("10.255.255.1",),
@@ -127,10 +128,11 @@ ACCEPTANCE_RESOLVE = {
 
 
 def acceptance_allowlist(port: int) -> tuple[str, ...]:
-    """The allowlist acceptance gives a writer's proxy: three names and the one address
-    the listed name may reach."""
+    """The allowlist acceptance gives a writer's proxy: three names, the listed one also
+    as an `http://` entry, and the one address the listed name may reach."""
     names = ("listed", "private", "loopback")
-    return (*(f"{n}.acceptance.test:{port}" for n in names), f"127.0.0.1/32:{port}")
+    return (*(f"{n}.acceptance.test:{port}" for n in names),
+            f"http://listed.acceptance.test:{port}", f"127.0.0.1/32:{port}")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -147,6 +149,7 @@ def _canary_granted(
     with contextlib.ExitStack() as stack:
         egress = None
         if network_info(state.network).egress:
+            # Loaded only for a network with egress: the others start no egress process.
             from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
 
             egress = EgressSupervisor()
@@ -176,8 +179,8 @@ def _run_harness(
     with contextlib.ExitStack() as stack:
         canary = stack.enter_context(host.planted_canary())
         port = stack.enter_context(host.loopback_listener())
-        # The allowlist proxy runs here: the listed name leads to this machine's listener.
-        allow_port = stack.enter_context(loopback_here()) if allowlist else None
+        # The allowlist proxy runs here: the listed name leads to the probes' target here.
+        allow_port = stack.enter_context(probe_target()) if allowlist else None
         stack.enter_context(_canary_granted(host, writer, state, pool, allow_port))
         if info.egress:
             stack.enter_context(host.egress_endpoint(writer))

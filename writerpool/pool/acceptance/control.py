@@ -10,8 +10,6 @@ import hashlib
 import json
 import secrets
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -19,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
+from writerpool.pool.acceptance.peers import open_relay, probe_target
 from writerpool.pool.acceptance.report import parse_harness_report
 from writerpool.report import Report
 from writerpool.runtime.host import LOCAL, WriterHost
 from writerpool.runtime.hosts import WriterHosts
-from writerpool.runtime.image_tools import HARNESS_SOURCE
-from writerpool.runtime.probes import loopback_here
+from writerpool.runtime.image_tools import HARNESS_NAME, harness_archive
 from writerpool.state.writer import now
 from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 
@@ -34,9 +32,11 @@ EXPECTED_ESCAPES = (
     "user_namespace", "provider_credential",
 )  # fmt: skip
 # Network checks an uncontained process always fails: the host's loopback answers; and,
-# through an open relay in place of an allowlist proxy, every name passes.
-EXPECTED_NETWORK_ESCAPES = ("net_host_loopback", "allow_unlisted", "allow_private",
-                            "allow_loopback")  # fmt: skip
+# through an open relay in place of an allowlist proxy, every probe reaches the target.
+EXPECTED_NETWORK_ESCAPES = (
+    "net_host_loopback", "allow_unlisted", "allow_private", "allow_loopback", "allow_literal",
+    "allow_lookup", "allow_sni_mismatch", "allow_sni_missing", "allow_smuggle",
+)  # fmt: skip
 
 
 class ControlRecord(BaseModel):
@@ -48,39 +48,9 @@ class ControlRecord(BaseModel):
     missed: tuple[str, ...] = ()
 
 
-@contextmanager
-def open_relay(directory: Path, port: int) -> Iterator[Path]:
-    """What an allowlist proxy must not be: a relay to every `*.acceptance.test` name
-    (all on the host listener's port), so the harness's allowlist checks see an escape."""
-    from writerpool.egress.allowlist import Allowlist, expand  # noqa: PLC0415
-    from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener  # noqa: PLC0415
-    from writerpool.egress.loop import InProcessLoop  # noqa: PLC0415
-
-    names = [f"{n}.acceptance.test" for n in ("listed", "unlisted", "private", "loopback")]
-    words = (*(f"{n}:{port}" for n in names), f"127.0.0.0/8:{port}")
-    directory.mkdir(mode=0o700, exist_ok=True)
-    loop = InProcessLoop()
-    relay = LocalListener(loop, ConnectSession(
-        session="control", writer=None, socket_path=directory / "connect.sock",
-        allowlist=Allowlist(expand(words, {})[0]),
-        resolve={n: ("127.0.0.1",) for n in names},
-        limits=ConnectLimits(concurrent=8, total=64, header_bytes=4096, header_seconds=10,
-                             idle_seconds=30),
-    ))  # fmt: skip
-    try:
-        relay.start()
-        yield relay.listener.socket_path
-    finally:
-        relay.stop()
-        loop.close()
-
-
-def harness_path() -> Path:
-    return HARNESS_SOURCE
-
-
-def harness_digest(path: Path | None = None) -> str:
-    return "sha256:" + hashlib.sha256((path or harness_path()).read_bytes()).hexdigest()
+def harness_digest() -> str:
+    """The digest of the harness the image carries (its archive's bytes)."""
+    return "sha256:" + hashlib.sha256(harness_archive()).hexdigest()
 
 
 def _first_host(host: str) -> bool:
@@ -142,7 +112,7 @@ def run_control(paths: Paths, host: WriterHost, harness_file: Path | None = None
     """Run the control on `host` and record its outcome there (the caller connected it)."""
     report = Report("control", data={"host": host.name})
     target = control_target(host.name)
-    parsed = parse_harness_report(_uncontained(host, harness_file or harness_path()))
+    parsed = parse_harness_report(_uncontained(host, harness_file))
     missed = tuple(n for n in (*EXPECTED_ESCAPES, *EXPECTED_NETWORK_ESCAPES)
                    if parsed is None or parsed.status_of(n) != "fail")  # fmt: skip
     if parsed is not None and parsed.network != "not_limited":
@@ -172,16 +142,19 @@ def plan_control(host: str) -> Report:
     return report
 
 
-def _uncontained(host: WriterHost, program: Path) -> bytes:
-    """The harness's report, run uncontained on `host` against its canary and loopback,
-    the open relay here (its socket forwarded there), and a credential in its
-    environment; everything planted ends with the run."""
+def _uncontained(host: WriterHost, program: Path | None) -> bytes:
+    """The harness's report (`program`, else the image's), run uncontained on `host`
+    against its canary and loopback, the open relay here (its socket forwarded there), and
+    a credential in its environment; everything planted ends with the run."""
     with contextlib.ExitStack() as stack:
         canary = stack.enter_context(host.planted_canary())
         port = stack.enter_context(host.loopback_listener())
-        relay_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="wp-relay-")))
-        relay_port = stack.enter_context(loopback_here())  # the relay's names lead here
-        relay = stack.enter_context(open_relay(relay_dir, relay_port))
+        here = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="wp-relay-")))
+        if program is None:
+            program = here / HARNESS_NAME
+            program.write_bytes(harness_archive())
+        target_port = stack.enter_context(probe_target())  # the relay's names lead here
+        relay = stack.enter_context(open_relay(here / "relay", target_port))
         token = secrets.token_hex(6)
         relay_there = stack.enter_context(host.forwarded_socket(relay, f"control-{token}"))
         env = {
@@ -190,7 +163,7 @@ def _uncontained(host: WriterHost, program: Path) -> bytes:
             "WRITERPOOL_HARNESS_CANARY": "scan",
             "WRITERPOOL_HARNESS_HOST_PORT": str(port),
             "WRITERPOOL_CONNECT_SOCKET": relay_there,
-            "WRITERPOOL_HARNESS_ALLOW_PORT": str(relay_port),
+            "WRITERPOOL_HARNESS_ALLOW_PORT": str(target_port),
             # As an uncontained agent would hold a provider key: it must be found.
             "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
         }

@@ -16,7 +16,7 @@ from writerpool.config.modes import (
     load_modes,
     store_entry,
 )
-from writerpool.config.network import check_remote_network, describe
+from writerpool.config.network import describe
 from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import UsageError, WriterpoolError
@@ -125,31 +125,8 @@ def _set_mode(
     config = loaded.config
     report = Report("mode set")
     target = f"modes/workspace/{req.alias}"
-    if req.alias not in config.workspaces:
-        raise UsageError(f"workspace {req.alias!r} is not configured", code="alias_unknown")
-    if req.image != "default" and not IMAGE_ID_RE.fullmatch(req.image):
-        raise UsageError("--image takes 'default' or a local image id of 64 lowercase hex digits")
-    mode = req.mode
+    mode = _chosen_mode(config, host, req, report, target)
     if mode is None:
-        if not rootless_podman_usable(host):
-            report.add(
-                "mode_choice_required",
-                "error",
-                target,
-                "rootless Podman is not usable here; choose host or read-only explicitly",
-                remedy="writerpool mode set ALIAS read-only (or host --accept-host-writes)",
-            )
-            return report
-        mode = "container"
-    if mode != "container" and req.container_options_given:
-        raise UsageError("container options apply to container mode only")
-    if mode == "host" and not req.accept_host_writes:
-        report.add(
-            "host_ack_required",
-            "error",
-            target,
-            "host mode lets coding sessions write the checkout; add --accept-host-writes",
-        )
         return report
     current = load_modes(paths).workspaces.get(req.alias)
     base: BaseRef | None = None
@@ -167,41 +144,68 @@ def _set_mode(
     elif not req.apply:
         network = f", network {describe(req.network)}" if mode == "container" else ""
         report.add("mode_planned", "planned", target, f"would store mode {mode}{network}")
-    if mode == "container" and entry.container is not None:
+    ctx = None
+    if entry.container is not None:
         ctx = PoolContext(
-            paths=paths,
-            host=host,
-            loaded=loaded,
-            alias=req.alias,
-            settings=entry.container,
-            base=base,
-            report=report,
-            apply=req.apply,
-            discard=req.discard,
-            step=step,
+            paths=paths, host=host, loaded=loaded, alias=req.alias, settings=entry.container,
+            base=base, report=report, apply=req.apply, discard=req.discard, step=step,
             hosts=hosts,
-        )
-        if not remote_placement_supported(ctx) or not plan_writers(ctx):
+        )  # fmt: skip
+        if not placement_supported(ctx) or not plan_writers(ctx):
             return report
         if not req.apply:
             plan_base_moves(ctx)
     if not req.apply:
         return report
-    if mode == "container" and not doctor_gate(
+    if ctx is not None and not doctor_gate(
         paths, report, target, workspace=req.alias, profiles=req.profiles, network=req.network
     ):
         return report
     if current != entry:
-        crash_point("mode_set.storing")
-        store_entry(paths, req.alias, entry)
-        report_changes(report, req.alias, current, entry, apply=True)
-        network = f", network {describe(req.network)}" if mode == "container" else ""
-        crash_point("mode_set.stored")
-        report.add("mode_applied", "ok", target, f"mode {mode} stored{network}")
-        _restart_note(paths, report, target)
-    if mode == "container" and entry.container is not None:
+        _store(paths, req, current, entry, report)
+    if ctx is not None:
         apply_writers(ctx)
     return report
+
+
+def _chosen_mode(
+    config: Config, host: WriterHost, req: ModeRequest, report: Report, target: str
+) -> str | None:
+    """The mode to store: the one asked, else container where rootless Podman is usable.
+    None: refused with a finding in `report`."""
+    if req.alias not in config.workspaces:
+        raise UsageError(f"workspace {req.alias!r} is not configured", code="alias_unknown")
+    if req.image != "default" and not IMAGE_ID_RE.fullmatch(req.image):
+        raise UsageError("--image takes 'default' or a local image id of 64 lowercase hex digits")
+    mode = req.mode
+    if mode is None:
+        if not rootless_podman_usable(host):
+            report.add("mode_choice_required", "error", target,
+                       "rootless Podman is not usable here; choose host or read-only explicitly",
+                       remedy="writerpool mode set ALIAS read-only "
+                       "(or host --accept-host-writes)")  # fmt: skip
+            return None
+        mode = "container"
+    if mode != "container" and req.container_options_given:
+        raise UsageError("container options apply to container mode only")
+    if mode == "host" and not req.accept_host_writes:
+        report.add("host_ack_required", "error", target, "host mode lets coding sessions "
+                   "write the checkout; add --accept-host-writes")  # fmt: skip
+        return None
+    return mode
+
+
+def _store(
+    paths: Paths, req: ModeRequest, current: ModeEntry | None, entry: ModeEntry, report: Report
+) -> None:
+    target = f"modes/workspace/{req.alias}"
+    crash_point("mode_set.storing")
+    store_entry(paths, req.alias, entry)
+    report_changes(report, req.alias, current, entry, apply=True)
+    network = f", network {describe(req.network)}" if entry.mode == "container" else ""
+    crash_point("mode_set.stored")
+    report.add("mode_applied", "ok", target, f"mode {entry.mode} stored{network}")
+    _restart_note(paths, report, target)
 
 
 def _restart_note(paths: Paths, report: Report, target: str) -> None:
@@ -274,22 +278,24 @@ def plan_writers(ctx: PoolContext) -> bool:
     return ok
 
 
-def remote_placement_supported(ctx: PoolContext) -> bool:
-    """A writer on a host over SSH reaches its provider only through the forwarded proxy
-    (or not at all): settings that need the key or a CA there are refused before anything
-    is stored or provisioned."""
-    remote = sorted({host_for(i, ctx.settings.placed_on())
-                     for i in range(1, ctx.settings.writers + 1)} - {LOCAL_HOST})  # fmt: skip
-    if not remote:
-        return True
-    try:
-        check_remote_network(remote[0], ctx.settings.network, ctx.settings.allow)
-    except WriterpoolError as exc:
-        ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
-                       f"writers on {', '.join(remote)}: {exc.message}; nothing changed",
-                       remedy="use --network provider or none without --allow, or place the "
-                       "writers on local (--hosts local)")  # fmt: skip
-        return False
+def placement_supported(ctx: PoolContext) -> bool:
+    """Settings a host the writers are placed on cannot give (on a host over SSH, those
+    that need the key or a CA there) are refused before anything is stored or
+    provisioned; each host's kind says which, with no connection made."""
+    placed = sorted({host_for(i, ctx.settings.placed_on())
+                     for i in range(1, ctx.settings.writers + 1)})  # fmt: skip
+    for name in placed:  # bounded by the configured hosts
+        try:
+            if ctx.hosts is None:
+                ctx.host.check_network(ctx.settings.network, ctx.settings.allow)
+            else:
+                ctx.hosts.check_network(name, ctx.settings.network, ctx.settings.allow)
+        except WriterpoolError as exc:
+            ctx.report.add("writer_host_unsupported", "error", f"modes/workspace/{ctx.alias}",
+                           f"writers on {name}: {exc.message}; nothing changed",
+                           remedy="use --network provider or none without --allow, or place "
+                           "the writers on local (--hosts local)")  # fmt: skip
+            return False
     return True
 
 

@@ -1,0 +1,161 @@
+"""A coding session of a profile with `agent = "claude-code"`: a real MCP client on
+`writerpool serve`, a leased writer on real rootless Podman, the image's Claude Code in
+it on `provider` networking, its requests through the in-writer forwarder and the
+session's proxy to the scripted Anthropic Messages provider, whose script makes Claude
+Code run bash in the writer (a file, a commit on a new branch); then the operator
+collects the work. The provider's key never enters the writer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.e2e.conftest import KEY_ENV, MakeServer
+from tests.e2e.harness import Client, ServerEnv, connect, files_holding
+from tests.integration.writers_support import git, make_checkout, podman, wp, writer_containers
+from writerpool.agent.scripted import Script, ScriptEntry, Step, ToolCall
+from writerpool.agent.scripted_messages import ScriptedMessages
+
+pytestmark = [pytest.mark.podman, pytest.mark.image, pytest.mark.git]
+
+WRITER = "boxed-w1"
+CONTAINER = f"writerpool-{WRITER}"
+BRANCH = "claude-change"
+PROMPT = "claude-commit: change the file on a new branch"
+DONE_TEXT = "The change is committed."
+COMMAND = (
+    f"git checkout -q -b {BRANCH} && printf 'changed by claude\\n' > claude.txt && "
+    "git add claude.txt && git -c user.name=claude -c user.email=claude@example.invalid "
+    "commit -q -m 'change by claude' && git rev-parse HEAD"
+)
+SCRIPT = Script(
+    scripts=[
+        ScriptEntry(
+            match="claude-commit",
+            steps=[
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": COMMAND})]),
+                Step(text=DONE_TEXT),
+            ],
+        ),
+        ScriptEntry(match="take-your-time", steps=[Step(text="slow", delay_seconds=300)]),
+    ],
+    default=[Step(text="default answer")],
+)
+# What every process in the writer and every file Claude Code can read hold: each
+# process's environment (PID 1, the forwarder, is not dumpable: unreadable, skipped), the
+# agent directory and Claude Code's state on the tmpfs.
+DUMP = (
+    'for f in /proc/[0-9]*/environ; do cat "$f" 2>/dev/null; echo; done; '
+    "find /pi/agent /tmp /home -type f -exec cat {} + 2>/dev/null; true"
+)
+
+
+@pytest.fixture(scope="module")
+def messages() -> Iterator[ScriptedMessages]:
+    with ScriptedMessages(SCRIPT) as provider:
+        yield provider
+
+
+def _claude_profile(server: ServerEnv, port: int) -> None:
+    """A coding profile of Claude Code on a provider that speaks Anthropic Messages (the
+    example in docs/execution-modes.md)."""
+    text = server.paths.config_file.read_text()
+    server.paths.config_file.write_text(
+        text
+        + "\n[profiles.claude]\n"
+        + 'permission = "coding"\nagent = "claude-code"\nprovider = "messages"\n'
+        + 'model = "scripted-model"\nthinking = "off"\n'
+        + "\n[providers.messages]\n"
+        + f'api = "anthropic-messages"\nbase_url = "http://127.0.0.1:{port}"\n'
+        + f'api_key_env = "{KEY_ENV}"\n'
+    )
+
+
+def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
+) -> None:
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    server = make_server(boxed=checkout)
+    _claude_profile(server, messages.port)
+    key = server.env[KEY_ENV]
+    wp("control", "--apply", check=True)
+    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    agent_dir = server.paths.writer_dir(WRITER) / "agent"
+    start = {"workspace": "boxed", "executionProfile": "claude"}
+    seen: dict[str, str] = {}
+
+    async def scenario() -> Client:
+        async with connect(server) as client:
+            session = (await client.ok("pi_session_start", start))["session"]
+            assert (session["placement"], session["writer"]) == ("container", WRITER)
+            sid = session["sessionId"]
+            body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": PROMPT})
+            turn = await client.wait_turn(sid, body["turnId"], limit=300)
+            assert (turn["status"], turn["text"]) == ("completed", DONE_TEXT), turn
+            assert turn["toolCalls"] == 1
+            # While Claude Code runs: no process, no file it can read holds the key.
+            seen["dump"] = podman("exec", CONTAINER, "sh", "-c", DUMP)
+            seen["agent"] = str(files_holding(agent_dir, key))
+            closed = (await client.ok("pi_session_close", {"sessionId": sid}))["session"]
+            assert closed["state"] == "closed"
+            return client
+
+    client = anyio.run(scenario)
+    assert "CLAUDE_CONFIG_DIR=" in seen["dump"], "Claude Code's environment was read"
+    assert '"apiKeyHelper"' in seen["dump"], "the agent directory was read"
+    assert key not in seen["dump"]
+    assert seen["agent"] == "[]"
+    # The provider got the real key from the session's proxy, never from the writer.
+    answered = messages.recorded("/v1/messages")
+    assert answered and messages.last_auth.get("x-api-key") == key
+    assert writer_containers(WRITER) == []
+    assert files_holding(agent_dir, key) == []
+    # Nothing reached the operator's checkout until the operator collects.
+    assert git(checkout, "branch", "--list", BRANCH) == ""
+    wp("writer", "collect", WRITER, "--apply", check=True)
+    collected = git(checkout, "rev-parse", f"refs/remotes/writer-{WRITER}/{BRANCH}")
+    assert git(checkout, "show", f"{collected}:claude.txt") == "changed by claude"
+    assert git(checkout, "log", "-1", "--format=%s", collected) == "change by claude"
+    client.assert_clean([key])
+
+
+def test_a_killed_claude_fails_its_session_cleanly(
+    tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
+) -> None:
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    server = make_server(boxed=checkout)
+    _claude_profile(server, messages.port)
+    key = server.env[KEY_ENV]
+    wp("control", "--apply", check=True)
+    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    start = {"workspace": "boxed", "executionProfile": "claude"}
+
+    async def scenario() -> Client:
+        async with connect(server) as client:
+            sid = (await client.ok("pi_session_start", start))["session"]["sessionId"]
+            slow = {"sessionId": sid, "message": "take-your-time"}
+            body = await client.ok("pi_session_prompt", slow)
+            # Mid-turn (its answer streams for minutes), Claude Code is killed.
+            podman("exec", CONTAINER, "sh", "-c", "until pkill -9 -x claude; do sleep 0.2; done")
+            turn = await client.wait_turn(sid, body["turnId"], limit=120)
+            assert (turn["status"], turn["text"]) == ("failed", None), turn
+            got = await client.ok("pi_session_get", {"sessionId": sid})
+            assert got["session"]["state"] == "failed"
+            prompt = {"sessionId": sid, "message": "say-hello"}
+            assert await client.code("pi_session_prompt", prompt) == "session_failed"
+            closed = await client.ok("pi_session_close", {"sessionId": sid})
+            assert closed["session"]["state"] == "closed"
+            assert writer_containers(WRITER) == []
+            # The writer is free again: nothing was written, so the next session leases it.
+            again = (await client.ok("pi_session_start", start))["session"]
+            assert again["writer"] == WRITER
+            await client.ok("pi_session_close", {"sessionId": again["sessionId"]})
+            return client
+
+    client = anyio.run(scenario)
+    assert files_holding(server.paths.writer_dir(WRITER) / "agent", key) == []
+    assert files_holding(server.paths.state_dir, key) == []
+    client.assert_clean([key])
