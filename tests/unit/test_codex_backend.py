@@ -61,7 +61,8 @@ TOKEN = "wpt-session-token"
 THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 
 # Prints what `codex exec --json` 0.171 printed (docs/agents.md), as the prompt asks:
-# "hang" waits for a signal, "fail" ends in turn.failed, "quit" exits mid-turn.
+# "hang" waits for a signal, "stubborn" outlives SIGINT, "fail" ends in turn.failed,
+# "quit" exits mid-turn.
 STAND_IN = """\
 import json, os, signal, sys, time
 prompt = sys.stdin.read()
@@ -76,13 +77,14 @@ def say(event):
 def interrupted(signum, frame):
     with open(os.environ["RECORD"] + ".signals", "a") as f:
         f.write(f"{signum}\\n")
-    sys.exit(130)
+    if prompt != "stubborn":
+        sys.exit(130)
 signal.signal(signal.SIGINT, interrupted)
 say({"type": "thread.started", "thread_id": resumed or "THREAD"})
 say({"type": "turn.started"})
 with open(os.environ["RECORD"], "a") as f:
     f.write(json.dumps(record) + "\\n")
-if prompt == "hang":
+if prompt in ("hang", "stubborn"):
     say({"type": "item.started", "item": {"id": "i0", "type": "command_execution",
          "command": "/bin/sh -lc 'sleep 600'"}})
     time.sleep(600)
@@ -128,6 +130,8 @@ class Run:
         self.argv = CODEX.container_command(
             config.profiles["codex"], False, agent_dir, str(tmp_path / "session")
         )
+        # The abort's grace before SIGKILL, injected: the driver's argument before "--".
+        self.argv[self.argv.index("--") - 1] = "0.5"
         self.home = tmp_path / "agent-home"
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(self.record),
                "HOME": str(self.home)}  # fmt: skip
@@ -218,6 +222,7 @@ def test_the_argv_holds_no_prompt_model_flags_and_no_pi_variables(config: Config
     assert codex[:4] == ["codex", "exec", "--json", "--skip-git-repo-check"]
     assert "--model=gpt-test" in codex and "model_reasoning_effort=high" in codex
     assert "/pi/agent/codex/codex_turns.py" in argv and "--sandbox=read-only" not in argv
+    assert argv[argv.index("--") - 1] == "5.0"  # the abort's grace, in seconds
     read_only = CODEX.container_command(config.profiles["codex"], True, "/pi/agent", "/tmp/s")
     assert read_only[-1] == "--sandbox=read-only"
 
@@ -251,6 +256,18 @@ def test_abort_interrupts_the_turns_process_and_the_session_goes_on(run: Run) ->
     after = run.agent.wait(run.agent.prompt("again"), 30.0)
     assert after.status == "completed" and after.text == "done: again"
     assert run.turns()[1]["argv"][-3:] == ["resume", THREAD, "-"]
+
+
+def test_a_process_that_outlives_the_interrupt_is_killed_after_the_grace(run: Run) -> None:
+    turn = run.agent.prompt("stubborn")
+    pid = run.started(1)["pid"]
+    run.agent.abort()
+    snap = run.agent.wait(turn, 30.0)
+    assert snap.status == "aborted"
+    # It took the SIGINT and went on; the SIGKILL to its group ended it.
+    assert Path(f"{run.record}.signals").read_text() == f"{int(signal.SIGINT)}\n"
+    assert gone(pid)
+    assert run.agent.wait(run.agent.prompt("next"), 30.0).status == "completed"
 
 
 def test_a_killed_process_fails_its_turn_in_writerpools_words(run: Run) -> None:

@@ -54,6 +54,8 @@ ENDINGS = frozenset({"turn.completed", "turn.failed"})
 # A thread id as `resume` takes it (Codex's are UUIDs): never an option.
 THREAD_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 PYTHON = "/usr/bin/python3"
+# An aborted turn's process has this long to end on SIGINT before its group is killed.
+ABORT_GRACE = 5.0
 GIT_DIR = "/work/.git"  # the clone's, in a writer (its workdir)
 FORWARDER = "/usr/local/lib/writerpool/egress-forwarder"
 # On `provider` networking the image's forwarder is the container's PID 1 and the
@@ -234,7 +236,8 @@ class CodexBackend:
                  "--config", f"model_reasoning_effort={effort}", *sandbox]  # fmt: skip
         unset = [arg for name in UNSET for arg in ("-u", name)]
         return ["env", *unset, "sh", "-c", LAUNCH, "sh",
-                PYTHON, "-I", "-S", str(own / DRIVER_FILE), str(own), "--", *codex]  # fmt: skip
+                PYTHON, "-I", "-S", str(own / DRIVER_FILE), str(own), str(ABORT_GRACE),
+                "--", *codex]  # fmt: skip
 
     def start(
         self, argv: list[str], env: dict[str, str], cwd: Path | None, timeout: float

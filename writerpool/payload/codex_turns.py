@@ -1,6 +1,7 @@
 """Codex's turns inside a writer: one `codex exec --json` process per prompt.
 
-Runs in the session's container as `python3 -I -S codex_turns.py CODEX_DIR -- CODEX...`
+Runs in the session's container as `python3 -I -S codex_turns.py CODEX_DIR GRACE --
+CODEX...`
 (standard library only). The host writes it into the agent directory (agent/codex.py),
 which a writer mounts read-only, so nothing in the writer can change it; the host's
 CodexAgent speaks to it on stdin and reads stdout.
@@ -18,7 +19,7 @@ stdin, one JSON object a line:
       none over the kernel's 128 KiB limit of one argument);
   {"abort": ID}
       SIGINT to that turn's process (Codex ends the turn and exits 130), SIGKILL to
-      its process group if it has not ended ABORT_GRACE seconds later.
+      its process group if it has not ended GRACE seconds later.
 stdout: `{"type": "writerpool.ready"}` once set up, then each process's own lines (it
 inherits this stdout), and once it has ended `{"type": "writerpool.exited", "id": ID,
 "status": N}` on a line of its own. End of stdin (or SIGTERM) kills a running turn's
@@ -38,7 +39,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-ABORT_GRACE = 5.0
 TOKEN_VARIABLE = "WRITERPOOL_SESSION_TOKEN"  # noqa: S105 - a variable's name
 READY = "writerpool.ready"
 EXITED = "writerpool.exited"
@@ -54,9 +54,10 @@ def emit(event: dict[str, object]) -> None:
 class Turns:
     """The one running turn: started on a thread of its own, interrupted from the reader."""
 
-    def __init__(self, codex_dir: str, command: list[str]) -> None:
+    def __init__(self, codex_dir: str, command: list[str], grace: float) -> None:
         self.codex_dir = codex_dir
         self.command = command
+        self.grace = grace
         self.lock = threading.Lock()
         self.id: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -119,7 +120,7 @@ class Turns:
 
     def _interrupt(self, proc: subprocess.Popen[bytes]) -> None:
         _signal(proc.pid, signal.SIGINT)
-        timer = threading.Timer(ABORT_GRACE, self._kill, args=(proc,))
+        timer = threading.Timer(self.grace, self._kill, args=(proc,))
         timer.daemon = True
         timer.start()
 
@@ -177,16 +178,20 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: codex_turns.py CODEX_DIR -- CODEX...", file=sys.stderr)
+    try:
+        grace = float(argv[2])
+    except (IndexError, ValueError):
+        grace = -1.0
+    if len(argv) < 5 or argv[3] != "--" or not 0 <= grace <= 600:
+        print("usage: codex_turns.py CODEX_DIR GRACE -- CODEX...", file=sys.stderr)
         return 2
-    codex_dir, command = argv[1], argv[3:]
+    codex_dir, command = argv[1], argv[4:]
     why = prepare(codex_dir, command)
     if why is not None:
         print(f"codex-turns: {why}", file=sys.stderr)
         return 127
     signal.signal(signal.SIGTERM, _stop)
-    turns = Turns(codex_dir, command)
+    turns = Turns(codex_dir, command, grace)
     emit({"type": READY})
     try:
         for line in sys.stdin.buffer:
