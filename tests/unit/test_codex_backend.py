@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 import tomllib
@@ -317,3 +318,25 @@ def test_a_busy_session_refuses_a_second_prompt(run: Run) -> None:
         run.agent.prompt("more")
     assert caught.value.code == "session_busy"
     assert isinstance(run.agent, CodexAgent)
+
+
+def test_the_driver_makes_itself_not_dumpable_before_it_reads_a_turn() -> None:
+    # PR_GET_DUMPABLE (3) after the driver's own step: 0, so a command Codex runs
+    # cannot open the driver's /proc/PID/fd and write a turn the server would read.
+    driver = Path(__file__).parents[2] / "writerpool" / "payload" / "codex_turns.py"
+    probe = (
+        f"import ctypes, runpy; d = runpy.run_path({str(driver)!r}); "
+        "assert d['not_dumpable']() is None; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "0"
+
+
+def test_the_agents_binaries_are_execute_only_in_the_image() -> None:
+    containerfile = (Path(__file__).parents[2] / "images" / "Containerfile").read_text()
+    copies = [line for line in containerfile.splitlines() if line.startswith("COPY")]
+    assert "COPY --from=agents --chmod=0711 bin/claude /usr/local/bin/claude" in copies
+    assert "COPY --from=agents --chmod=0711 codex/bin/ /opt/codex/bin/" in copies
+    assert not [c for c in copies if "agents" in c and "codex/bin" in c and "0711" not in c]

@@ -29,6 +29,7 @@ process group and ends this process.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ from typing import Any
 
 TOKEN_VARIABLE = "WRITERPOOL_SESSION_TOKEN"  # noqa: S105 - a variable's name
 READY = "writerpool.ready"
+PR_SET_DUMPABLE = 4  # linux/prctl.h
 EXITED = "writerpool.exited"
 
 
@@ -177,6 +179,19 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def not_dumpable() -> str | None:
+    """Make this process not dumpable, as an execute-only binary is: no command Codex
+    runs (same uid, no capabilities) can then open this process's /proc/PID/fd and
+    write a forged turn to the host. Else why not."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return f"prctl: {os.strerror(ctypes.get_errno())}"
+    except (OSError, AttributeError) as exc:
+        return f"prctl: {exc}"
+    return None
+
+
 def main(argv: list[str]) -> int:
     try:
         grace = float(argv[2])
@@ -186,7 +201,7 @@ def main(argv: list[str]) -> int:
         print("usage: codex_turns.py CODEX_DIR GRACE -- CODEX...", file=sys.stderr)
         return 2
     codex_dir, command = argv[1], argv[4:]
-    why = prepare(codex_dir, command)
+    why = not_dumpable() or prepare(codex_dir, command)
     if why is not None:
         print(f"codex-turns: {why}", file=sys.stderr)
         return 127
