@@ -129,7 +129,7 @@ def test_the_fingerprint_recorded_at_acceptance_on_a_host_is_that_of_the_spec_a_
             slot = lease_ready_writer(paths, loaded, alias, None, hosts=hosts)
             try:
                 assert (slot.name, slot.host.name) == (name, "th")
-                groups = fingerprint_groups(paths, slot.host, state, loaded.config.pool)
+                groups = fingerprint_groups(paths, slot.host, state, loaded.config)
                 session = {**groups, "container_spec": slot.spec.digest()}
                 assert fingerprint_of(session) == state.fingerprint
                 # That spec runs there: the guards, the agent directory provisioning

@@ -206,7 +206,7 @@ def test_changed_image_makes_writer_not_ready(accepted: Path) -> None:
 def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
     paths = Paths.from_env()
     podman_ = open_host()
-    pool = load_config(paths).config.pool
+    config = load_config(paths).config
     state = load_state(paths.writer_dir("demo-w1"))
     assert state is not None
 
@@ -218,7 +218,7 @@ def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
         save_state(paths.writer_dir("demo-w1"), current.model_copy(update={"network": "none"}))
 
     with operate(paths, podman_, 1.0, "demo-w1"):
-        state, finding = accept(paths, podman_, state, pool, after_run=change_cache_setting)
+        state, finding = accept(paths, podman_, state, config, after_run=change_cache_setting)
     assert finding.code == "acceptance_fingerprint_changed"
     assert state.phase == "not_ready"
     failure = paths.writer_dir("demo-w1") / "acceptance-failure.json"

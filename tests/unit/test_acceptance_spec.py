@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from tests.support.memhost import MemoryHost
-from writerpool.config.models import Pool
+from writerpool.config.models import Config, Pool
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import (
     accept,
@@ -47,23 +47,24 @@ def _controller_paths(spec: ContainerSpec, paths: Paths) -> list[str]:
 
 
 def test_a_mount_only_the_writers_host_has_changes_the_fingerprint() -> None:
-    paths, pool = Paths.from_env(), Pool()
+    paths, config = Paths.from_env(), Config(pool=Pool())
+    pool = config.pool
     host = MemoryHost("th", images=(IMAGE,))
     state = _writer(paths, host)
     spec = session_spec(paths, host, state, pool)
     assert _controller_paths(spec, paths) == []  # every mount is the host's
     assert "/run/user/1000/writerpool/egress/demo-w1" in [str(m.source) for m in spec.mounts]
-    groups = fingerprint_groups(paths, host, state, pool)
+    groups = fingerprint_groups(paths, host, state, config)
     assert groups["container_spec"] == spec.digest()
     # A warm writer's groups (image and facts known) are the same groups.
-    assert groups_given(paths, host, state, pool, IMAGE, host.facts()) == groups
+    assert groups_given(paths, host, state, config, IMAGE, host.facts()) == groups
 
     # The same host, its forwarded socket for the writer elsewhere (another url's
     # socket directory), or its volumes under another directory: another spec runs.
     moved_socket = MemoryHost("th", images=(IMAGE,), socket_dir="/run/user/1001/writerpool")
     moved_volumes = MemoryHost("th", images=(IMAGE,), volume_dir="/data/volumes")
     for other in (moved_socket, moved_volumes):
-        changed = fingerprint_groups(paths, other, state, pool)
+        changed = fingerprint_groups(paths, other, state, config)
         assert changed["container_spec"] != groups["container_spec"]
         assert {k for k in groups if groups[k] != changed[k]} == {"container_spec"}
 
@@ -71,8 +72,8 @@ def test_a_mount_only_the_writers_host_has_changes_the_fingerprint() -> None:
         paths.writer_dir(state.name),
         state.model_copy(update={"phase": "ready", "fingerprint": fingerprint_of(groups)}),
     )
-    assert readiness(paths, host, ready, pool) == ("ready", None)
-    assert readiness(paths, moved_socket, ready, pool) == ("not_ready", "writer_acceptance_stale")
+    assert readiness(paths, host, ready, config) == ("ready", None)
+    assert readiness(paths, moved_socket, ready, config) == ("not_ready", "writer_acceptance_stale")
 
 
 def _without_harness(spec: ContainerSpec) -> ContainerSpec:
@@ -81,17 +82,18 @@ def _without_harness(spec: ContainerSpec) -> ContainerSpec:
 
 
 def test_acceptance_runs_the_very_spec_each_session_of_the_writer_gets() -> None:
-    paths, pool = Paths.from_env(), Pool()
+    paths, config = Paths.from_env(), Config(pool=Pool())
+    pool = config.pool
     host = MemoryHost("th", images=(IMAGE,))
     state = _writer(paths, host)
     session = session_spec(paths, host, state, pool)  # what every session's slot runs
     for _ in range(2):  # twice: nothing of one run (a session id) is in the spec
-        _, finding = accept(paths, host, load_state(paths.writer_dir(state.name)) or state, pool)
+        _, finding = accept(paths, host, load_state(paths.writer_dir(state.name)) or state, config)
         assert finding.code == "acceptance_harness_failed"  # nothing runs in memory
     assert [command for _, command in host.ran] == [["python3", HARNESS]] * 2
     ran = [_without_harness(spec) for spec, _ in host.ran]
     assert ran == [session, session]
-    assert ran[0].digest() == fingerprint_groups(paths, host, state, pool)["container_spec"]
+    assert ran[0].digest() == fingerprint_groups(paths, host, state, config)["container_spec"]
     # Through the host: the proxy's socket forwarded under the writer's name, and the
     # agent directory (the canary's token pointing at that proxy) written there.
     assert host.forwarded == [state.name, state.name]
@@ -101,8 +103,8 @@ def test_acceptance_runs_the_very_spec_each_session_of_the_writer_gets() -> None
 
 
 def test_a_writer_on_a_host_without_its_image_is_not_ready_by_that_hosts_code() -> None:
-    paths, pool = Paths.from_env(), Pool()
+    paths, config = Paths.from_env(), Config(pool=Pool())
     host = MemoryHost("th", images=(IMAGE,))
     state = _writer(paths, host, network="none")
     ready = state.model_copy(update={"phase": "ready", "fingerprint": "sha256:" + "0" * 64})
-    assert readiness(paths, MemoryHost("th"), ready, pool) == ("not_ready", "image_unavailable")
+    assert readiness(paths, MemoryHost("th"), ready, config) == ("not_ready", "image_unavailable")

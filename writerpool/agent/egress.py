@@ -168,15 +168,39 @@ def grant_key(
             connect=connect,
         )
         crash_point("egress.proxy_started")
+        held: Grant = Proxied(request.agent_dir, proxy, scoped)
         try:
-            backend.point_at_proxy(
-                request.agent_dir, resolved, proxy.base_url(request.port), proxy.token
-            )
+            give_key(request, held, resolved, key)
         except BaseException:
             proxy.stop()
             raise
-        return Proxied(request.agent_dir, proxy, scoped)
-    if info is not None and not info.egress and info.limited:
-        return RenderedDir(request.agent_dir)  # `none`: no key, nothing could use it
+        return held
+    held = RenderedDir(request.agent_dir)
+    give_key(request, held, resolved, key)
+    return held
+
+
+def give_key(request: EgressRequest, held: Grant, resolved: ResolvedProvider, key: str) -> None:
+    """Give request.agent's rendered directory its way to the provider under `held`: the
+    proxy's endpoint and token, the key itself where the network gives it (an open kind,
+    a host session), nothing on `none`."""
+    backend = backend_for(request.agent)
+    if isinstance(held, Proxied):
+        base_url = held.proxy.base_url(request.port)
+        backend.point_at_proxy(request.agent_dir, resolved, base_url, held.proxy.token)
+        return
+    info = network_info(request.network) if request.network != "host" else None
+    if info is not None and info.limited:
+        return  # `none`: no key, nothing could use it
     backend.install_credential(request.agent_dir, request.provider, key)
-    return RenderedDir(request.agent_dir)
+
+
+def render_beside(
+    request: EgressRequest, held: Grant, resolved: ResolvedProvider, key: str
+) -> None:
+    """Render request.agent's directory beside the one `held` was granted for, with the
+    same way out: acceptance checks every agent of a workspace behind one proxy."""
+    container = request.network != "host"
+    backend_for(request.agent).render(request.config, request.agent_dir, request.provider,
+                                      container)  # fmt: skip
+    give_key(request, held, resolved, key)

@@ -11,7 +11,9 @@ WRITERPOOL_HARNESS_HOST_HOME (the operator's home), WRITERPOOL_HARNESS_WORK (the
 WRITERPOOL_HARNESS_ALLOWED_KEYS (credential variables deliberately given),
 WRITERPOOL_HARNESS_CANARY ("scan": a canary credential was sent through the real path
 and must be found nowhere; "skip": an open network kind, where the key is copied in),
-WRITERPOOL_HARNESS_HOST_PORT (a port listening on the host's loopback), and the
+WRITERPOOL_HARNESS_HOST_PORT (a port listening on the host's loopback),
+WRITERPOOL_HARNESS_AGENTS and WRITERPOOL_HARNESS_AGENT_DIR (each agent of the
+workspace's profiles and its rendered directory: `agents.py`), and the
 proxy socket WRITERPOOL_EGRESS_SOCKET of a `provider` network. A writer with an
 allowlist also has WRITERPOOL_CONNECT_SOCKET (its allowlist proxy) and
 WRITERPOOL_HARNESS_ALLOW_PORT: the allowlist probes (`allowlist.py`) ask that proxy for
@@ -24,6 +26,7 @@ an open network kind is accepted as `not_limited`, never as `limited`. Active pr
 can leave: on a host with a route the passive checks already say `not_limited`.
 
 Modules: `host` (containment of files, processes and privileges), `canary` (the
-provider credential found nowhere), `network` (routes, resolution, the provider proxy),
+provider credential found nowhere), `agents` (each agent's rendered directory and
+command: no key, the proxy its way out), `network` (routes, resolution, the provider proxy),
 `allowlist` and `tls` (the allowlist proxy's probes), `report` (the run and its JSON).
 """

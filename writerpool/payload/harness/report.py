@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from .agents import agent_checks
 from .allowlist import ALLOW_CHECKS
 from .canary import check_provider_credential
 from .host import HOST_CHECKS
@@ -17,7 +18,7 @@ CHECKS = {**HOST_CHECKS, "provider_credential": check_provider_credential}
 
 
 def main() -> int:
-    checks = run_all(CHECKS)
+    checks = run_all({**CHECKS, **agent_checks()})
     allowlist = bool(os.environ.get("WRITERPOOL_HARNESS_ALLOW_PORT"))
     network = run_all({**NETWORK_CHECKS, **(ALLOW_CHECKS if allowlist else {})})
     verdict = "pass" if all(c["status"] == "pass" for c in checks.values()) else "fail"

@@ -8,25 +8,29 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from writerpool import __version__
-from writerpool.agent.egress import EgressRequest, grant_key
 from writerpool.atomic import write_atomic
-from writerpool.config.models import Config, Egress, Pool, Provider
+from writerpool.config.models import Config, Egress, Provider
 from writerpool.config.network import classification, describe, network_info
 from writerpool.config.paths import Paths
-from writerpool.config.providers import resolve_provider
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
+from writerpool.pool.acceptance.agents import (
+    agent_commands,
+    agents_digest,
+    canary_granted,
+    profile_agents,
+)
 from writerpool.pool.acceptance.control import control_command, control_current, harness_digest
 from writerpool.pool.acceptance.peers import probe_target
-from writerpool.pool.acceptance.report import parse_harness_report
-from writerpool.pool.writer.container import EGRESS_PORT, has_allowlist, session_spec, writer_of
+from writerpool.pool.acceptance.report import HarnessReport, parse_harness_report
+from writerpool.pool.writer.container import AGENT_DIR, has_allowlist, session_spec, writer_of
 from writerpool.report import Finding
-from writerpool.runtime.host import EngineFacts, Writer, WriterHost
+from writerpool.runtime.host import EngineFacts, WriterHost
 from writerpool.runtime.image_tools import HARNESS
 from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state, now, save_state
@@ -37,25 +41,30 @@ CLASSES = ("limited", "limited-allowlist", "not_limited")
 
 
 def fingerprint_groups(
-    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, config: Config
 ) -> dict[str, str]:
     """Everything readiness is bound to, by group (so a change can be named). Adding or
     removing an allowlist changes the container spec; its entries do not."""
     facts = host.facts()
-    return groups_of(state, session_spec(paths, host, state, pool, facts=facts), facts)
+    spec = session_spec(paths, host, state, config.pool, facts=facts)
+    return groups_of(state, spec, facts, config)
 
 
 def groups_given(
-    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, image_id: str,
+    paths: Paths, host: WriterHost, state: WriterState, config: Config, image_id: str,
     facts: EngineFacts,
 ) -> dict[str, str]:  # fmt: skip
     """The same with the image and the host's facts known (a warm writer's container
     runs that image): no Podman call."""
-    return groups_of(state, session_spec(paths, host, state, pool, image_id, facts), facts)
+    spec = session_spec(paths, host, state, config.pool, image_id, facts)
+    return groups_of(state, spec, facts, config)
 
 
-def groups_of(state: WriterState, spec: ContainerSpec, facts: EngineFacts) -> dict[str, str]:
-    """The groups of a writer whose sessions run `spec` on a host with `facts`."""
+def groups_of(
+    state: WriterState, spec: ContainerSpec, facts: EngineFacts, config: Config
+) -> dict[str, str]:
+    """The groups of a writer whose sessions run `spec` on a host with `facts`, and the
+    agents its profiles use in `config` (acceptance checks each: agents.py)."""
     return {
         "image": spec.image_id,
         "podman": facts.podman_version,
@@ -64,6 +73,7 @@ def groups_of(state: WriterState, spec: ContainerSpec, facts: EngineFacts) -> di
         "network": state.network,
         "cache": state.cache,
         "harness": harness_digest(),
+        "agents": agents_digest(config, state.profiles),
     }
 
 
@@ -72,12 +82,12 @@ def fingerprint_of(groups: dict[str, str]) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def current_fingerprint(paths: Paths, host: WriterHost, state: WriterState, pool: Pool) -> str:
-    return fingerprint_of(fingerprint_groups(paths, host, state, pool))
+def current_fingerprint(paths: Paths, host: WriterHost, state: WriterState, config: Config) -> str:
+    return fingerprint_of(fingerprint_groups(paths, host, state, config))
 
 
 def readiness(
-    paths: Paths, host: WriterHost, state: WriterState, pool: Pool
+    paths: Paths, host: WriterHost, state: WriterState, config: Config
 ) -> tuple[str, str | None]:
     """The writer's phase and reason as of now (a ready record can have gone stale)."""
     if state.phase != "ready":
@@ -85,7 +95,7 @@ def readiness(
     if not control_current(paths, host.name):
         return "not_ready", "isolation_control_required"
     try:
-        if current_fingerprint(paths, host, state, pool) != state.fingerprint:
+        if current_fingerprint(paths, host, state, config) != state.fingerprint:
             return "not_ready", "writer_acceptance_stale"
     except WriterpoolError as exc:
         return "not_ready", exc.code
@@ -101,17 +111,19 @@ def _token_list(names: object) -> list[str]:
     # Only short token-shaped strings leave the harness report.
     if not isinstance(names, list):
         return []
-    return [n for n in names if isinstance(n, str) and n.replace("_", "").isalnum() and len(n) < 40]
+    return [n for n in names if isinstance(n, str) and len(n) < 40
+            and n.replace("_", "").replace("-", "").isalnum()]  # fmt: skip
 
 
-def _acceptance_config(pool: Pool, allow_port: int | None) -> Config:
+def _acceptance_config(config: Config, allow_port: int | None) -> Config:
     # A provider that leads nowhere: the harness never makes an allowed request, and
-    # if one got through, the discard port on the host's loopback would take it.
+    # if one got through, the discard port on the host's loopback would take it. It
+    # speaks the Responses API, which every agent backend can be pointed at.
     egress = Egress()
     if allow_port is not None:
         egress = Egress(resolve=ACCEPTANCE_RESOLVE)
-    return Config(pool=pool, egress=egress,
-                  providers={ACCEPTANCE_PROVIDER: Provider(base_url=DEAD_UPSTREAM)})  # fmt: skip
+    provider = Provider(base_url=DEAD_UPSTREAM, api="openai-responses")
+    return Config(pool=config.pool, egress=egress, providers={ACCEPTANCE_PROVIDER: provider})
 
 
 # The allowlist acceptance checks: names only the acceptance's own proxy resolves (the
@@ -135,40 +147,8 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
             f"http://listed.acceptance.test:{port}", f"127.0.0.1/32:{port}")  # fmt: skip
 
 
-@contextlib.contextmanager
-def _canary_granted(
-    host: WriterHost, writer: Writer, state: WriterState, pool: Pool, allow_port: int | None
-) -> Iterator[None]:
-    """A canary credential sent through the session's real egress path (the proxy, its
-    token in the agent directory rendered through the host, its socket where the host's
-    egress endpoint leads) for the block."""
-    config = _acceptance_config(pool, allow_port)
-    resolved = resolve_provider(config, ACCEPTANCE_PROVIDER)
-    assert resolved is not None
-    canary = "wp" + "canary-" + secrets.token_hex(16)
-    with contextlib.ExitStack() as stack:
-        egress = None
-        if network_info(state.network).egress:
-            # Loaded only for a network with egress: the others start no egress process.
-            from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
-
-            egress = EgressSupervisor()
-            stack.callback(egress.close)
-        with host.agent_dir(writer) as agent_dir:
-            request = EgressRequest(
-                config=config, provider=ACCEPTANCE_PROVIDER, network=state.network,
-                agent_dir=agent_dir, egress_dir=writer.record.egress, session="acceptance",
-                writer=state.name, port=EGRESS_PORT,
-                allow=acceptance_allowlist(allow_port) if allow_port is not None else None,
-            )  # fmt: skip
-            held = grant_key(request, egress, resolved, canary)
-            stack.callback(held.revoke)
-        held.ready()
-        yield
-
-
 def _run_harness(
-    paths: Paths, host: WriterHost, state: WriterState, pool: Pool, spec: ContainerSpec
+    paths: Paths, host: WriterHost, state: WriterState, config: Config, spec: ContainerSpec
 ) -> tuple[int, bytes]:
     """The harness in `spec` (the session's container) on the writer's host, against that
     host's canary, home and loopback; every probe and forward ends with the run."""
@@ -181,7 +161,11 @@ def _run_harness(
         port = stack.enter_context(host.loopback_listener())
         # The allowlist proxy runs here: the listed name leads to the probes' target here.
         allow_port = stack.enter_context(probe_target()) if allowlist else None
-        stack.enter_context(_canary_granted(host, writer, state, pool, allow_port))
+        agents = profile_agents(config, state.profiles)
+        allow = acceptance_allowlist(allow_port) if allow_port is not None else None
+        given = _acceptance_config(config, allow_port)
+        stack.enter_context(canary_granted(host, writer, state, given, ACCEPTANCE_PROVIDER,
+                                           agents, allow))  # fmt: skip
         if info.egress:
             stack.enter_context(host.egress_endpoint(writer))
         env = {
@@ -191,6 +175,8 @@ def _run_harness(
             "WRITERPOOL_HARNESS_WORK": "/work",
             "WRITERPOOL_HARNESS_CANARY": "scan" if info.limited else "skip",
             "WRITERPOOL_HARNESS_HOST_PORT": str(port),
+            "WRITERPOOL_HARNESS_AGENTS": agent_commands(agents),
+            "WRITERPOOL_HARNESS_AGENT_DIR": AGENT_DIR,
             **(
                 {"WRITERPOOL_HARNESS_ALLOW_PORT": str(allow_port)} if allow_port is not None else {}
             ),
@@ -202,101 +188,112 @@ def _run_harness(
     return done.returncode, done.stdout
 
 
+@dataclass
+class _Failure:
+    code: str
+    message: str
+    failed: list[str] = field(default_factory=list)
+    inconclusive: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+
+
 def accept(
     paths: Paths,
     host: WriterHost,
     state: WriterState,
-    pool: Pool,
+    config: Config,
     after_run: Callable[[], None] | None = None,
 ) -> tuple[WriterState, Finding]:
     """Run acceptance on a leased, fenced writer; record readiness or the failure."""
     target = f"writer/{state.alias}/{state.name}"
-    failure_file = writer_of(paths, state).record.failure_file
     if not control_current(paths, host.name):
         state = save_state(
             paths.writer_dir(state.name),
             state.model_copy(update={"phase": "not_ready", "reason": "isolation_control_required"}),
         )
-        return state, Finding(
-            "isolation_control_required",
-            "error",
-            target,
-            f"run `{control_command(host.name)}` first",
-        )
-    spec = session_spec(paths, host, state, pool)
-    before = groups_of(state, spec, host.facts())  # the digest of the spec that runs
-    exit_code, out = _run_harness(paths, host, state, pool, spec)
+        return state, Finding("isolation_control_required", "error", target,
+                              f"run `{control_command(host.name)}` first")  # fmt: skip
+    spec = session_spec(paths, host, state, config.pool)
+    before = groups_of(state, spec, host.facts(), config)  # the digest of the spec that runs
+    exit_code, out = _run_harness(paths, host, state, config, spec)
     crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)
+    expected = classification(state.network, has_allowlist(paths, state))
+    failure = _judged(exit_code, report, expected)
+    if failure is None:
+        # Re-read: the recorded settings, the pin or Podman may have moved during the run.
+        fresh = load_state(paths.writer_dir(state.name)) or state
+        after = fingerprint_groups(paths, host, fresh, config)
+        changed = sorted(k for k in before if before[k] != after.get(k))
+        if changed:
+            failure = _Failure("acceptance_fingerprint_changed",
+                               "settings changed during acceptance: " + ", ".join(changed),
+                               changed=changed)  # fmt: skip
+    if failure is not None:
+        return _record_failure(paths, state, target, failure, exit_code, out, report)
+    return _record_ready(paths, state, target, fingerprint_of(before), report, expected)
+
+
+def _judged(exit_code: int, report: HarnessReport | None, expected: str) -> _Failure | None:
+    """None when the contained harness passed with the expected network class."""
     failed = report.with_status("fail") if report else []
     inconclusive = report.with_status("inconclusive") if report else []
     network = report.network if report else None
-    expected = classification(state.network, has_allowlist(paths, state))
-    ok = (
-        exit_code == 0
-        and report is not None
-        and report.verdict == "pass"
-        and not failed
-        and not inconclusive
-        and network == expected
+    if (exit_code == 0 and report is not None and report.verdict == "pass" and not failed
+            and not inconclusive and network == expected):  # fmt: skip
+        return None
+    if report is not None and network in CLASSES and network != expected:
+        failed += report.network_not_passed() or ["network"]
+    message = "the contained harness did not pass: " + (
+        ", ".join(failed + inconclusive) or f"network {network}, expected {expected}"
     )
-    code, message = "writer_accepted", ""  # the failure paths below set the message
-    changed: list[str] = []
-    if not ok:
-        code = "acceptance_harness_failed"
-        if report is not None and network in CLASSES and network != expected:
-            failed += report.network_not_passed() or ["network"]
-        message = "the contained harness did not pass: " + (
-            ", ".join(failed + inconclusive) or f"network {network}, expected {expected}"
-        )
-    else:
-        # Re-read: the recorded settings, the pin or Podman may have moved during the run.
-        fresh = load_state(paths.writer_dir(state.name)) or state
-        after = fingerprint_groups(paths, host, fresh, pool)
-        changed = sorted(k for k in before if before[k] != after.get(k))
-        if changed:
-            code, message = (
-                "acceptance_fingerprint_changed",
-                "settings changed during acceptance: " + ", ".join(changed),
-            )
-    if code != "writer_accepted":
-        write_atomic(
-            failure_file,
-            _failure_record(
-                code,
-                exitCode=exit_code,
-                report="absent" if not out.strip() else ("present" if report else "invalid"),
-                verdict=report.verdict if report else None,
-                network=network if network in CLASSES else None,
-                failedChecks=_token_list(failed),
-                inconclusiveChecks=_token_list(inconclusive),
-                changedDigestGroups=_token_list(changed),
-            ),
-        )
-        state = save_state(
-            paths.writer_dir(state.name),
-            state.model_copy(update={"phase": "not_ready", "reason": code, "fingerprint": None}),
-        )
-        return state, Finding(code, "error", target, message)
-    failure_file.unlink(missing_ok=True)
-    state = save_state(
-        paths.writer_dir(state.name),
-        state.model_copy(
-            update={
-                "phase": "ready",
-                "reason": None,
-                "fingerprint": fingerprint_of(before),
-                "accepted_at": now(),
-            }
+    return _Failure("acceptance_harness_failed", message, failed, inconclusive)
+
+
+def _record_failure(
+    paths: Paths, state: WriterState, target: str, failure: _Failure, exit_code: int,
+    out: bytes, report: HarnessReport | None,
+) -> tuple[WriterState, Finding]:  # fmt: skip
+    network = report.network if report else None
+    write_atomic(
+        writer_of(paths, state).record.failure_file,
+        _failure_record(
+            failure.code,
+            exitCode=exit_code,
+            report="absent" if not out.strip() else ("present" if report else "invalid"),
+            verdict=report.verdict if report else None,
+            network=network if network in CLASSES else None,
+            failedChecks=_token_list(failure.failed),
+            inconclusiveChecks=_token_list(failure.inconclusive),
+            changedDigestGroups=_token_list(failure.changed),
         ),
     )
-    # The network probes' verdicts (names and pass/fail only: the details are the
-    # container's words) show what the classification rests on.
-    checks = report.network_checks if report else {}
-    probes = {n: checks[n].status for n in _token_list(list(checks))}
+    state = save_state(
+        paths.writer_dir(state.name),
+        state.model_copy(update={"phase": "not_ready", "reason": failure.code,
+                                 "fingerprint": None}),
+    )  # fmt: skip
+    return state, Finding(failure.code, "error", target, failure.message)
+
+
+def _record_ready(
+    paths: Paths, state: WriterState, target: str, fingerprint: str, report: HarnessReport | None,
+    expected: str,
+) -> tuple[WriterState, Finding]:  # fmt: skip
+    writer_of(paths, state).record.failure_file.unlink(missing_ok=True)
+    update = {"phase": "ready", "reason": None, "fingerprint": fingerprint, "accepted_at": now()}
+    state = save_state(paths.writer_dir(state.name), state.model_copy(update=update))
+    # The network probes' and each agent's verdicts (names and pass/fail only: the
+    # details are the container's words) show what the classification rests on.
+    network = report.network_checks if report else {}
+    probes = {n: network[n].status for n in _token_list(list(network))}
+    checks = report.checks if report else {}
+    agents = {n: checks[n].status for n in _token_list(list(checks)) if n.startswith("agent_")}
     return state, Finding(
-        code, "ok", target, f"accepted as {expected}; network {describe(state.network)}",
-        data={"networkClass": expected, "networkChecks": dict(sorted(probes.items())[:64])},
+        "writer_accepted", "ok", target,
+        f"accepted as {expected}; network {describe(state.network)}",
+        data={"networkClass": expected, "networkChecks": dict(sorted(probes.items())[:64]),
+              "agentChecks": dict(sorted(agents.items())[:64])},
     )  # fmt: skip

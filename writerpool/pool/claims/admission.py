@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from writerpool.config.models import Pool
+from writerpool.config.models import Config, Pool
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import readiness
 from writerpool.pool.writer.baseline import problems_given
@@ -67,7 +67,7 @@ def _work_verdict(state: WriterState, inspection: Inspection) -> tuple[str, str]
 
 
 def admit(
-    paths: Paths, host: WriterHost, pool: Pool, state: WriterState, *, full: bool = False,
+    paths: Paths, host: WriterHost, config: Config, state: WriterState, *, full: bool = False,
     role: str = "inspect", known: Verdict | None = None,
 ) -> Admission:  # fmt: skip
     """Why the writer cannot take a session now, or writer_leasable. The caller holds the
@@ -75,7 +75,8 @@ def admit(
     meanwhile. With `full`, the clone is inspected even when readiness already refuses,
     so its work can be shown. `known`, a current verdict on the clone
     (pool/writer/verdicts.py), stands in for the inspection."""
-    phase, reason = readiness(paths, host, state, pool)
+    phase, reason = readiness(paths, host, state, config)
+    pool = config.pool
     not_ready = None if phase == "ready" else (reason or "writer_not_ready")
     if not_ready is not None and (not full or state.baseline is None):
         text = REASONS.get(not_ready, f"not ready ({not_ready})")

@@ -168,11 +168,10 @@ def _admit(
     its leftovers and brought it to its base's current commit (pool/claims/refresh.py), with
     what it did in words. The lease is held and the fence proven. The log keeps each
     reason the clone is not at its baseline; the client gets the words."""
-    pool = loaded.config.pool
     wdir = paths.writer_dir(state.name)
     count = lease_count(wdir)  # stable: the lease is held
     # A current verdict stands in for the inspection (pool/writer/verdicts.py).
-    verdict = admit(paths, host, pool, state, known=current(wdir))
+    verdict = admit(paths, host, loaded.config, state, known=current(wdir))
     plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict)
     done = ""
     if plan is not None and plan.needed:
@@ -181,7 +180,7 @@ def _admit(
         state = apply_refresh(paths, host, loaded, state, plan)
         done = plan.text().removeprefix("at lease: ")
         _audit_refresh(paths, state.name, plan)
-        verdict = admit(paths, host, pool, state)
+        verdict = admit(paths, host, loaded.config, state)
     if verdict.readiness is None:  # the clone as it is now, whatever the refresh did
         remember(wdir, count, Verdict(verdict.code, verdict.reason, verdict.problems))
     if verdict.leasable:

@@ -212,7 +212,7 @@ class WarmPool:
             log.log(level, "workspace %s on %s: no writer warmed (%s)", alias, host, exc.code)
             return None
         facts = slot.host.facts()
-        proof = prove(self._paths, self._loaded.config.pool, slot, slot.spec.image_id, facts)
+        proof = prove(self._paths, self._loaded.config, slot, slot.spec.image_id, facts)
         if isinstance(proof, str):  # an operator command waits for it, or it went stale
             log.info("writer %s not warmed: %s", slot.name, proof)
             _let_go(self._paths, slot)
@@ -350,7 +350,7 @@ class WarmPool:
         container is the image; the rest are file reads."""
         if not warm.agent.alive:
             return PI_ENDED
-        made = prove(self._paths, self._loaded.config.pool, warm.slot, warm.image_id, warm.facts)
+        made = prove(self._paths, self._loaded.config, warm.slot, warm.image_id, warm.facts)
         return still(made, warm.proof)
 
     # -- the service's thread ----------------------------------------------------------

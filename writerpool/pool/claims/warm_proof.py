@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from writerpool.config.models import Pool
+from writerpool.config.models import Config
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import fingerprint_of, groups_given
 from writerpool.pool.acceptance.control import control_current
@@ -55,7 +55,7 @@ class Proof:
 
 
 def prove(
-    paths: Paths, pool: Pool, slot: WriterSlot, image_id: str, facts: EngineFacts
+    paths: Paths, config: Config, slot: WriterSlot, image_id: str, facts: EngineFacts
 ) -> Proof | str:
     """The proof that the leased writer `slot`, whose container runs `image_id` on a host
     with `facts`, may take a session now; else the code saying why not."""
@@ -73,7 +73,7 @@ def prove(
     pin = load_pin(paths)
     if state.image == "default" and (pin is None or pin.image_id != image_id):
         return IMAGE_CHANGED
-    groups = groups_given(paths, slot.host, state, pool, image_id, facts)
+    groups = groups_given(paths, slot.host, state, config, image_id, facts)
     fingerprint = fingerprint_of(groups)
     if state.fingerprint is None or fingerprint != state.fingerprint:
         return ACCEPTANCE_STALE

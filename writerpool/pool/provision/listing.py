@@ -57,7 +57,7 @@ def verify_writer(paths: Paths, host: WriterHost, loaded: LoadedConfig, name: st
     problems = inspect_writer(paths, host, state, loaded.config.pool, VIEW).clone_problems
     if problems:
         report.add("clone_verification_failed", "error", target, ", ".join(problems))
-    phase, reason = readiness(paths, host, state, loaded.config.pool)
+    phase, reason = readiness(paths, host, state, loaded.config)
     if phase != "ready":
         report.add(reason or "writer_not_ready", "error", target, f"writer is {phase}")
     if not report.has_error():

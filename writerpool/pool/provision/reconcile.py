@@ -125,7 +125,7 @@ def provision_one(ctx: PoolContext, index: int) -> None:
                               ctx.report, ctx.loaded.config.pool)  # fmt: skip
             render_writer_agent_dir(ctx.paths, host, ctx.loaded.config, state)
             ctx.step(f"{name}: running the acceptance harness in the writer's container")
-            _, finding = accept(ctx.paths, host, state, ctx.loaded.config.pool)
+            _, finding = accept(ctx.paths, host, state, ctx.loaded.config)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
@@ -158,7 +158,9 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)
         return
-    phase, _ = readiness(ctx.paths, host, state, pool)
+    # Under the new profiles: a change of the agents they use makes acceptance stale.
+    adopted = state.model_copy(update={"profiles": ctx.settings.profiles})
+    phase, _ = readiness(ctx.paths, host, adopted, ctx.loaded.config)
     if phase == "ready":
         if (state.profiles, state.lifecycle) == (ctx.settings.profiles, ctx.settings.lifecycle):
             ctx.report.add("writer_unchanged", "ok", target, "ready and current")
@@ -178,7 +180,7 @@ def accept_kept(ctx: PoolContext, index: int) -> None:
             state = load_state(ctx.paths.writer_dir(name)) or state
             state = _adopt_free_settings(ctx, state)
             ctx.step(f"{name}: re-running acceptance (its fingerprint is not current)")
-            _, finding = accept(ctx.paths, host, state, pool)
+            _, finding = accept(ctx.paths, host, state, ctx.loaded.config)
             ctx.report.findings.append(finding)
     except WriterpoolError as exc:
         _record_failure(ctx, name, exc)

@@ -230,7 +230,7 @@ def status_of(
     unseen: str | None = None
     try:
         # A view: its container runs beside a session that starts meanwhile.
-        verdict = admit(paths, host, loaded.config.pool, state, full=True, role=VIEW)
+        verdict = admit(paths, host, loaded.config, state, full=True, role=VIEW)
     except WriterpoolError as exc:
         holder = _busy(paths, state.name)
         if holder is not None:  # a session took the writer while it was read
