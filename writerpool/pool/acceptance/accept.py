@@ -20,6 +20,7 @@ from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance.agents import (
+    DEAD_UPSTREAM,
     agent_commands,
     agents_digest,
     canary_granted,
@@ -36,7 +37,6 @@ from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state, now, save_state
 
 ACCEPTANCE_PROVIDER = "acceptance"
-DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CLASSES = ("limited", "limited-allowlist", "not_limited")
 
 

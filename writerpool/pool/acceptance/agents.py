@@ -10,12 +10,14 @@ import contextlib
 import dataclasses
 import json
 import secrets
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
-from writerpool.agent.backends import backend_for
+from writerpool.agent.backends import BACKENDS, backend_for
 from writerpool.agent.egress import EgressRequest, grant_key, render_beside
 from writerpool.agent.launch import CONTAINER_SESSION_DIR
-from writerpool.config.models import Config, Profile
+from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.network import network_info
 from writerpool.config.providers import resolve_provider
 from writerpool.pool.writer.container import AGENT_DIR, EGRESS_PORT
@@ -24,6 +26,10 @@ from writerpool.state.writer import WriterState
 
 # The agent whose directory acceptance renders when no profile of the writer names one.
 DEFAULT_AGENT = "pi"
+# A provider that leads nowhere (the discard port on loopback): acceptance's and the
+# control's, which no request of the harness is forwarded to.
+DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
+CONTROL_PROVIDER = "control"
 
 
 def profile_agents(config: Config, profiles: tuple[str, ...]) -> dict[str, Profile]:
@@ -83,3 +89,33 @@ def canary_granted(
                 render_beside(dataclasses.replace(request, agent=name), held, resolved, canary)
         held.ready()
         yield
+
+
+def given_directly(key: str) -> dict[str, str]:
+    """The isolation control's agent inputs: every backend's directory rendered with
+    `key` given to the agent itself (as a network that is not limited gives it), its
+    files as text (WRITERPOOL_HARNESS_AGENT_FILES: the harness writes them where it
+    runs, on any host) and each agent's command; every `agent_*_key_absent` must fail."""
+    provider = Provider(base_url=DEAD_UPSTREAM, api="openai-responses")
+    profiles = {
+        name: Profile.model_validate(
+            {"permission": "coding", "agent": name, "provider": CONTROL_PROVIDER, "model": "m"}
+        )
+        for name in BACKENDS
+    }
+    config = Config(providers={CONTROL_PROVIDER: provider})
+    with tempfile.TemporaryDirectory(prefix="wp-agents-") as tmp:
+        root = Path(tmp)
+        for name in BACKENDS:
+            backend = backend_for(name)
+            backend.render(config, root, CONTROL_PROVIDER, True)
+            backend.install_credential(root, CONTROL_PROVIDER, key)
+        files = {
+            str(p.relative_to(root)): p.read_text("utf-8", "replace")
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
+    return {
+        "WRITERPOOL_HARNESS_AGENT_FILES": json.dumps(files, sort_keys=True),
+        "WRITERPOOL_HARNESS_AGENTS": agent_commands(profiles),
+    }

@@ -15,8 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from writerpool.agent.backends import BACKENDS
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
+from writerpool.pool.acceptance.agents import given_directly
 from writerpool.pool.acceptance.peers import open_relay, probe_target
 from writerpool.pool.acceptance.report import parse_harness_report
 from writerpool.report import Report
@@ -30,6 +32,8 @@ from writerpool.untrusted import DocumentRefused, loads_json, read_regular
 EXPECTED_ESCAPES = (
     "host_canary", "host_home", "root_readonly", "no_new_privs", "pid_namespace",
     "user_namespace", "provider_credential",
+    # Each agent's directory with the key given to the agent (agents.py given_directly).
+    *(f"agent_{name}_key_absent" for name in sorted(BACKENDS)),
 )  # fmt: skip
 # Network checks an uncontained process always fails: the host's loopback answers; and,
 # through an open relay in place of an allowlist proxy, every probe reaches the target.
@@ -156,6 +160,7 @@ def _uncontained(host: WriterHost, program: Path | None) -> bytes:
         target_port = stack.enter_context(probe_target())  # the relay's names lead here
         relay = stack.enter_context(open_relay(here / "relay", target_port))
         token = secrets.token_hex(6)
+        key = "wp" + "canary-" + secrets.token_hex(16)
         relay_there = stack.enter_context(host.forwarded_socket(relay, f"control-{token}"))
         env = {
             "WRITERPOOL_HARNESS_CANARIES": canary.file,
@@ -165,6 +170,8 @@ def _uncontained(host: WriterHost, program: Path | None) -> bytes:
             "WRITERPOOL_CONNECT_SOCKET": relay_there,
             "WRITERPOOL_HARNESS_ALLOW_PORT": str(target_port),
             # As an uncontained agent would hold a provider key: it must be found.
-            "WRITERPOOL_CONTROL_CREDENTIAL": "wp" + "canary-" + secrets.token_hex(16),
+            "WRITERPOOL_CONTROL_CREDENTIAL": key,
+            # Each agent's directory with the key given to the agent directly.
+            **given_directly(key),
         }
         return host.run_uncontained(program, env)
