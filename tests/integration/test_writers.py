@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -237,29 +236,6 @@ lease.acquire(wait=5)
 print("held", flush=True)
 time.sleep(600)
 """
-
-
-def test_lease_busy_then_freed_by_sigkill(accepted: Path) -> None:
-    wdir = Paths.from_env().writer_dir("demo-w1")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(wdir)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        from writerpool.errors import WriterpoolError
-        from writerpool.pool.writer.lease import Lease
-
-        with pytest.raises(WriterpoolError) as busy:
-            Lease(wdir).acquire(wait=0.5)
-        assert busy.value.code == "writer_busy"
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
-        lease = Lease(wdir)
-        lease.acquire(wait=0)  # freed at once by the kernel
-        lease.release()
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
 
 
 def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
