@@ -6,65 +6,23 @@ is writer_busy; and with none free the start is writer_unavailable naming each."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.writers_support import write_workspaces
 from tests.support.memhost import MemoryHost
-from tests.support.repos import git_out, make_repo
-from writerpool.config.models import Pool, load_config
-from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
+from tests.support.memwriters import IMAGE, judged, memory_pool
+from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.pool.acceptance.accept import fingerprint_groups, fingerprint_of
-from writerpool.pool.acceptance.control import ControlRecord, harness_digest, save_control
 from writerpool.pool.claims.admission import LEASABLE
 from writerpool.pool.claims.lease_ready import WriterSlot, lease_ready_writer
-from writerpool.pool.provision.make import settings_digest
-from writerpool.pool.writer.container import writer_of
-from writerpool.pool.writer.verdicts import Verdict, lease_count, remember
-from writerpool.state.writer import BaseRecord, WriterState, now, save_state
-
-IMAGE = "b" * 64
-SETTINGS = ContainerSettings(profiles=("code",), writers=3, base="main", network="none")
-
-
-def _ready(paths: Paths, host: MemoryHost, index: int, commit: str) -> WriterState:
-    """Writer demo-wINDEX, provisioned on `host` and accepted there (its fingerprint
-    that of the spec the host gives it)."""
-    fields = {
-        "name": f"demo-w{index}", "alias": "demo", "settings_digest": settings_digest(SETTINGS),
-        "image": IMAGE, "network": "none", "cache": "none", "lifecycle": "persistent",
-        "tags": "none", "profiles": ["code"], "host": host.name,
-        "base": BaseRecord(name="main", ref="refs/heads/main", commit=commit, branch="main"),
-    }  # fmt: skip
-    state = WriterState.model_validate(fields)
-    wdir = paths.writer_dir(state.name)
-    save_state(wdir, state)
-    host.create_storage(writer_of(paths, state), cache=False)
-    fingerprint = fingerprint_of(fingerprint_groups(paths, host, state, Pool()))
-    return save_state(wdir, state.model_copy(update={"phase": "ready", "fingerprint": fingerprint}))
-
-
-def _judged(paths: Paths, name: str, code: str, reason: str) -> None:
-    wdir = paths.writer_dir(name)
-    remember(wdir, lease_count(wdir), Verdict(code, reason, ()))
+from writerpool.pool.writer.verdicts import lease_count
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[MemoryHost]:
-    repo = make_repo(tmp_path / "checkout", commits=2, files=2)
-    write_workspaces({"demo": repo})
-    paths = Paths.from_env()
-    store_entry(paths, "demo", ModeEntry(mode="container", container=SETTINGS))
-    memory = MemoryHost("local", images=(IMAGE,))
-    save_control(paths, ControlRecord(passed=True, at=now(), harness_digest=harness_digest()))
-    commit = git_out(repo, "rev-parse", "main")
-    for index in (1, 2, 3):
-        _ready(paths, memory, index, commit)
-    yield memory
+def host(tmp_path: Path) -> MemoryHost:
+    return memory_pool(tmp_path, writers=3)[1]
 
 
 def _start(paths: Paths, host: MemoryHost) -> WriterSlot:
@@ -75,8 +33,8 @@ def test_a_clean_verdict_goes_first_a_refusing_one_is_not_tried_and_none_free_na
     host: MemoryHost,
 ) -> None:
     paths = Paths.from_env()
-    _judged(paths, "demo-w1", "writer_holds_work", "holds uncollected work")
-    _judged(paths, "demo-w3", LEASABLE, "free")
+    judged(paths, "demo-w1", "writer_holds_work", "holds uncollected work")
+    judged(paths, "demo-w3", LEASABLE, "free")
     # demo-w2 was never judged.
     slot = _start(paths, host)
     try:
@@ -101,7 +59,7 @@ def test_clean_writers_go_in_index_order_and_readiness_is_judged_at_every_start(
 ) -> None:
     paths = Paths.from_env()
     for name in ("demo-w1", "demo-w2", "demo-w3"):
-        _judged(paths, name, LEASABLE, "free")
+        judged(paths, name, LEASABLE, "free")
     # The same host with its volumes elsewhere would run another spec (the guards' mounts
     # name paths inside them): every writer's acceptance is stale there, whatever verdict
     # its clone had.
