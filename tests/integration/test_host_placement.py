@@ -6,8 +6,6 @@ on a host kept in memory: tests/unit/test_mode_placement.py.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from tests.integration.test_collect_helpers import (
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp
+from tests.support.cli import run_cli
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host
 from writerpool.config.hosts import HostConfig
@@ -62,11 +61,10 @@ def test_writers_on_two_hosts_are_accepted_and_listed_in_one_command(
         hosts = {w["name"]: (w["host"], w["leasable"]) for w in listed["data"]["writers"]
                  if w["workspace"] == alias}  # fmt: skip
         assert hosts == {f"{alias}-w1": ("local", True), f"{alias}-w2": ("th", True)}, listed
-        argv = [sys.executable, "-m", "writerpool", "writer", "list"]
-        shown = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
-        print("writer list:", shown.stdout, sep="\n")
-        assert "host local" in shown.stdout and "host th" in shown.stdout
-        assert testhost.target.address not in shown.stdout
+        shown = run_cli("writer", "list")
+        print("writer list:", shown.out, sep="\n")
+        assert "host local" in shown.out and "host th" in shown.out
+        assert testhost.target.address not in shown.out
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), f"{alias}-w2", remote.name))
