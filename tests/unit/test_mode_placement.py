@@ -41,7 +41,8 @@ def _set(paths: Paths, network: str, writers: int, hosts: str, apply: bool = Fal
         alias=ALIAS, mode="container", profiles=("code",), network=network, writers=writers,
         hosts=tuple(hosts.split(",")), apply=apply, container_options_given=True,
     )  # fmt: skip
-    return set_mode(paths, MemoryHost("local"), load_config(paths), request)
+    local = MemoryHost("local", remote_rules=False)  # this machine: every network kind
+    return set_mode(paths, local, load_config(paths), request)
 
 
 def _planned(report: Report) -> dict[str, Any]:
