@@ -29,11 +29,13 @@ LONG_TEXTS = {
     "answer-1m": ("fedcba9876543210" * 62_500)[:1_000_000],
 }
 CLIENT_BRANCH = "pi-change"
-# Each takes 10 s whether or not it works (outside a git clone the git steps fail).
+# Each takes 4 s whether or not it works (outside a git clone the git steps fail): long
+# enough for a client to wait through several progress notifications (every 2 s,
+# sessions/progress.py), one after another tool call.
 CLIENT_COMMANDS = (
-    f"sleep 10; git checkout -q -b {CLIENT_BRANCH}",
-    "sleep 10; echo 'changed by pi' > change.txt",
-    "sleep 10; git add change.txt && git -c user.name=pi -c user.email=pi@example.invalid "
+    f"sleep 4; git checkout -q -b {CLIENT_BRANCH}",
+    "sleep 4; echo 'changed by pi' > change.txt",
+    "sleep 4; git add change.txt && git -c user.name=pi -c user.email=pi@example.invalid "
     "commit -q -m 'change by pi'",
 )
 # Longer than the default page (8000 characters), with a marker every 1000.
@@ -62,7 +64,7 @@ SCRIPT = Script(
             ScriptEntry(match=match, steps=[Step(text=text, chunk_chars=4)])
             for match, text in LONG_TEXTS.items()
         ),
-        # A coding client's session (tests/e2e/test_clients.py): about 30 s, three tools,
+        # A coding client's session (tests/e2e/test_clients.py): about 12 s, three tools,
         # a commit on a new branch, and an answer longer than one page.
         ScriptEntry(
             match="client-commit",

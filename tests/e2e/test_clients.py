@@ -1,6 +1,6 @@
 """Claude Code and Codex, the real clients from the npm registry, drive writerpool
 through the registration `writerpool register` made: a coding session in a container
-workspace, a prompt whose turn takes about 30 s (pi runs three tools in a writer and
+workspace, a prompt whose turn takes about 12 s (pi runs three tools in a writer and
 commits on a new branch), waits with progress, the result, close; then the operator
 collects the writer.
 

@@ -10,8 +10,6 @@ writers is one `mode set --apply` that leaves them leasable (the one with work n
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 from tests.e2e.harness import Client, connect
 from tests.e2e.pool_support import PoolEnv, make_pool, result_value
 from tests.integration.writers_support import codes, git, podman, wp
+from tests.support.cli import run_cli
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.paths import Paths
 from writerpool.runtime.image import resolve_image
@@ -101,10 +100,9 @@ def _project(checkout: Path) -> None:
 
 def _shown(*args: str) -> str:
     """A command's text output, as the operator sees it (printed for the transcript)."""
-    done = subprocess.run([sys.executable, "-m", "writerpool", *args], capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
-    print(f"$ writerpool {' '.join(args)}\n{done.stdout}{done.stderr}", flush=True)
-    return done.stdout
+    done = run_cli(*args)
+    print(f"$ writerpool {' '.join(args)}\n{done.out}{done.err}", flush=True)
+    return done.out
 
 
 async def _turn(client: Client, sid: str, message: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.pi
 def test_a_waiting_turn_get_reports_progress_and_pages_the_answer(
     make_server: MakeServer, pi_prefix: Path
 ) -> None:
-    """A coding session on the host (no writer needed) on the script's ~30 s turn."""
+    """A coding session on the host (no writer needed) on the script's ~12 s turn."""
     server = make_server(pi_prefix)
     seen: list[tuple[float, str | None]] = []
 

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.writers_support import wp
 from tests.support import require_tool
 from writerpool.proc import run
 from writerpool.runtime.podman import podman_env
@@ -18,15 +17,8 @@ from writerpool.runtime.podman import podman_env
 pytestmark = pytest.mark.podman
 
 
-def _cli(*args: str) -> tuple[int, dict[str, Any]]:
-    done = run([sys.executable, "-m", "writerpool", *args, "--json"], env=dict(os.environ),
-               timeout=300, check=False)  # fmt: skip
-    assert done.stdout, done.stderr[-3000:]
-    return done.returncode, json.loads(done.out)
-
-
 def _doctor() -> tuple[int, dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    code, report = _cli("doctor")
+    code, report = wp("doctor")
     by_code: dict[str, list[dict[str, Any]]] = {}
     for finding in report["findings"]:
         by_code.setdefault(finding["code"], []).append(finding)
@@ -35,7 +27,7 @@ def _doctor() -> tuple[int, dict[str, Any], dict[str, list[dict[str, Any]]]]:
 
 def test_doctor_on_this_host_finds_no_error_except_possibly_the_image() -> None:
     require_tool("podman")
-    assert _cli("config", "init")[0] == 0
+    assert wp("config", "init")[0] == 0
     code, report, by_code = _doctor()
     assert report["command"] == "doctor" and report["schemaVersion"] == 1
     errors = [f for f in report["findings"] if f["status"] == "error"]
@@ -64,7 +56,7 @@ def _image_exists(image_id: str) -> bool:
 def test_doctor_runs_a_trial_container_of_the_pinned_image(image_pin: Path) -> None:
     require_tool("podman")
     image_id = json.loads(image_pin.read_text())["imageId"]
-    assert _cli("config", "init")[0] == 0
+    assert wp("config", "init")[0] == 0
     before = _image_exists(image_id)
     _, _, by_code = _doctor()
     if before != _image_exists(image_id):

@@ -1,4 +1,4 @@
-"""Settings that stick and say what they change, through the CLI as a subprocess:
+"""Settings that stick and say what they change, through the CLI:
 `mode show`, a `mode set` plan of every change (old → new), lifecycle and profiles taken
 by kept writers, and a new base that moves writers at baseline (work stays put)."""
 

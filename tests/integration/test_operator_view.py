@@ -1,11 +1,10 @@
-"""What the operator sees of each writer, through the CLI as a subprocess: `writer status`
-and `writer list` in the session guard's words, and the guard's refusal as a reason."""
+"""What the operator sees of each writer, through the CLI (run in the test's process):
+`writer status` and `writer list` in the session guard's words, and the guard's refusal
+as a reason."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from tests.integration.test_collect_helpers import (
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp, wp_err
+from tests.support.cli import run_cli
 from tests.support.repos import git_out, make_repo, run_git
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
@@ -48,9 +48,9 @@ def repo(tmp_path: Path, image_pin: Path, alias: str) -> Path:
 
 
 def _text(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "writerpool", *args], capture_output=True,
-                          text=True, timeout=600, check=True)  # fmt: skip
-    return done.stdout
+    done = run_cli(*args)
+    assert done.code == 0, done.err
+    return done.out
 
 
 def _rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -148,9 +148,8 @@ def test_log_and_diff_show_the_agents_work_without_escape_sequences(repo: Path, 
     stat = _text("writer", "diff", writer, "--stat")
     assert "2 file(s) changed, 2 insertion(s)" in stat, stat
 
-    done = subprocess.run([sys.executable, "-m", "writerpool", "writer", "diff", writer,
-                           "--json", "--", "-evil"], capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2 and '"usage_invalid"' in done.stdout, done
+    done = run_cli("writer", "diff", writer, "--json", "--", "-evil")
+    assert done.code == 2 and '"usage_invalid"' in done.out, done
     code, report = wp("writer", "log", writer, "no-such-branch")
     assert code == 1 and codes(report) == ["writer_inspect_failed"], report
 

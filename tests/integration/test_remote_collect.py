@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from tests.integration.test_collect_helpers import collected
 from tests.integration.test_provision_stream import _in_clone_rw, _provision
 from tests.integration.test_remote_host import _forwarder_pid
 from tests.integration.writers_support import codes, wp, write_workspaces
+from tests.support.cli import run_cli
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, send_image
 from writerpool.config.hosts import HostConfig
@@ -32,7 +32,6 @@ from writerpool.pool.collect.export import collect_writer
 from writerpool.pool.provision.rebuild import reset_clone
 from writerpool.pool.writer.baseline import writer_problems
 from writerpool.pool.writer.inspect import tool_spec
-from writerpool.proc import run
 from writerpool.report import Report
 from writerpool.runtime.host import writer_at
 from writerpool.runtime.remote import RemotePodman, connect
@@ -180,9 +179,8 @@ def test_collect_and_finish_of_a_remote_writer_go_to_its_host_or_refuse_unreacha
     config.write_text(kept)
     add_host(testhost, testhost.url)
     # The operator's views read the clone on its host too.
-    diff = run([sys.executable, "-m", "writerpool", "writer", "diff", state.name, "feature",
-                "--stat"], env=dict(os.environ), timeout=300, check=False)  # fmt: skip
-    assert diff.returncode == 0 and "big.bin" in diff.out, diff.stderr[-2000:]
+    diff = run_cli("writer", "diff", state.name, "feature", "--stat")
+    assert diff.code == 0 and "big.bin" in diff.out, diff.err[-2000:]
     code, report = wp("writer", "collect", state.name, "--apply")
     assert code == 0 and codes(report) == ["writer_collected"], report
     assert set(collected(repo, state.name)) == {"feature", "feature-wip"}

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.writers_support import wp
 from tests.support.testhost import add_host
 from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
@@ -94,15 +95,8 @@ def test_a_closed_port_is_writer_host_unreachable(testhost: HostConfig) -> None:
     assert exc.value.code == "writer_host_unreachable"
 
 
-def _cli(*args: str) -> tuple[int, dict[str, Any]]:
-    done = run([sys.executable, "-m", "writerpool", *args, "--json"], env=dict(os.environ),
-               timeout=900, check=False)  # fmt: skip
-    assert done.stdout, done.stderr[-3000:]
-    return done.returncode, json.loads(done.out)
-
-
 def _configure_host(testhost: HostConfig) -> None:
-    assert _cli("config", "init")[0] == 0
+    assert wp("config", "init")[0] == 0
     add_host(testhost)
 
 
@@ -123,14 +117,14 @@ def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     _configure_host(testhost)
     pinned = json.loads(image_pin.read_text())["imageId"]
     _only_the_pinned_image_on(testhost, pinned)
-    code, report = _cli("image", "transfer", "--host", "th")
+    code, report = wp("image", "transfer", "--host", "th")
     assert code == 0, report
     assert report["findings"][0]["code"] in ("image_transferred", "image_present")
     with connect("th", testhost) as remote:
         assert remote_image_id(remote, pinned) == pinned
-    code, again = _cli("image", "transfer", "--host", "th")
+    code, again = wp("image", "transfer", "--host", "th")
     assert [f["code"] for f in again["findings"]] == ["image_present"]
-    _, doctor = _cli("doctor")
+    _, doctor = wp("doctor")
     checks = {f["code"]: f for f in doctor["findings"] if f["target"] == "host/th"}
     assert checks["remote_reachable"]["status"] == "ok"
     assert checks["remote_api"]["status"] == "ok"
@@ -138,7 +132,7 @@ def test_the_image_reaches_the_host_by_its_id_and_doctor_checks_the_host(
     assert checks["remote_tools"]["status"] == "ok"
     assert checks["remote_image"]["status"] == "ok"
     assert checks["remote_disk"]["data"]["freeBytes"] > 0
-    code, prune = _cli("image", "prune", "--host", "th")
+    code, prune = wp("image", "prune", "--host", "th")
     assert code == 0 and pinned in prune["data"]["kept"]
     assert pinned not in prune["data"]["prunable"]
 
@@ -147,7 +141,7 @@ def test_doctor_reports_a_changed_host_key_with_its_remedy(
     testhost: HostConfig, tmp_path: Path
 ) -> None:
     _configure_host(testhost.model_copy(update={"known_hosts": _other_key(tmp_path, testhost)}))
-    _, doctor = _cli("doctor")
+    _, doctor = wp("doctor")
     [reach] = [f for f in doctor["findings"] if f["target"] == "host/th"]
     assert reach["code"] == "remote_reachable" and reach["status"] == "error"
     assert "host_key_mismatch" in reach["message"] and reach["remedy"]
@@ -243,9 +237,9 @@ def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
     testhost: HostConfig,
 ) -> None:
     _configure_host(testhost)
-    code, plan = _cli("control", "--host", "th")
+    code, plan = wp("control", "--host", "th")
     assert code == 0 and plan["findings"][0]["code"] == "isolation_control_planned"
-    code, report = _cli("control", "--host", "th", "--apply")
+    code, report = wp("control", "--host", "th", "--apply")
     assert code == 0, report
     [finding] = report["findings"]
     assert (finding["code"], finding["target"]) == ("isolation_control_passed", "host/th/control")
@@ -254,7 +248,7 @@ def test_the_isolation_control_runs_on_the_host_with_a_record_of_its_own(
     assert record["passed"] is True and record["missed"] == []
     # The host's own control is not this machine's; doctor reports each on its own.
     assert not (state / "isolation-control.json").exists()
-    _, doctor = _cli("doctor")
+    _, doctor = wp("doctor")
     controls = {f["target"]: f["status"] for f in doctor["findings"]
                 if f["code"] == "isolation_control"}  # fmt: skip
     assert controls == {"control": "warning", "host/th/control": "ok"}, doctor
@@ -286,11 +280,11 @@ def test_image_prune_on_a_host_removes_only_recorded_unused_images_there(
         with connect("th", testhost) as remote:
             assert transfer_image(LocalPodman(), remote, old, lambda sent, total: None)
             transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
-        code, plan = _cli("image", "prune", "--host", "th")
+        code, plan = wp("image", "prune", "--host", "th")
         assert code == 0 and plan["data"]["prunable"] == [old], plan
         with connect("th", testhost) as remote:
             assert remote_image_id(remote, old) == old, "a plan removes nothing"
-        code, done = _cli("image", "prune", "--host", "th", "--apply")
+        code, done = wp("image", "prune", "--host", "th", "--apply")
         assert code == 0 and "image_removed" in [f["code"] for f in done["findings"]], done
         with connect("th", testhost) as remote:
             assert remote_image_id(remote, old) is None

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from tests.integration.test_collect_helpers import (
 )
 from tests.integration.test_provision_stream import _in_clone_rw
 from tests.integration.writers_support import codes, wp
+from tests.support.cli import run_cli
 from tests.support.repos import make_repo
 from tests.support.testhost import add_host, provision_there
 from writerpool.config.hosts import HostConfig
@@ -64,9 +63,8 @@ def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
         assert (paths.writer_dir(name) / "state.json").read_bytes() == before
         config.write_text(config.read_text().replace(closed.url, testhost.url))
 
-        log = subprocess.run([sys.executable, "-m", "writerpool", "writer", "log", name, "feature"],
-                             capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-        assert log.returncode == 0 and "the agent finished" in log.stdout, log.stderr[-2000:]
+        log = run_cli("writer", "log", name, "feature")
+        assert log.code == 0 and "the agent finished" in log.out, log.err[-2000:]
         code, report = wp("writer", "collect", name, "--apply")
         assert code == 0 and "writer_collected" in codes(report), report
         assert set(collected(repo, name)) == {"feature", "feature-wip"}

@@ -1,11 +1,12 @@
-"""Writers on real rootless Podman and real git: provisioning, control, acceptance,
-leases and fences, driven through the CLI as an operator would."""
+"""Writers on real rootless Podman and real git: provisioning, control, acceptance, a
+busy writer's lease and an unreachable Podman, driven through the CLI as an operator
+would. (A lease freed by SIGKILL and the fence's own logic are unit tests:
+tests/unit/test_lease_holder_killed.py, tests/unit/test_fence.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -239,29 +240,6 @@ time.sleep(600)
 """
 
 
-def test_lease_busy_then_freed_by_sigkill(accepted: Path) -> None:
-    wdir = Paths.from_env().writer_dir("demo-w1")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(wdir)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        from writerpool.errors import WriterpoolError
-        from writerpool.pool.writer.lease import Lease
-
-        with pytest.raises(WriterpoolError) as busy:
-            Lease(wdir).acquire(wait=0.5)
-        assert busy.value.code == "writer_busy"
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
-        lease = Lease(wdir)
-        lease.acquire(wait=0)  # freed at once by the kernel
-        lease.release()
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
-
-
 def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
     wdir = Paths.from_env().writer_dir("demo-w1")
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(wdir)], stdout=subprocess.PIPE)
@@ -282,30 +260,6 @@ def test_two_operator_commands_one_gets_writer_busy(accepted: Path) -> None:
         holder.stdout.close()
     code, report = wp("mode", "set", "demo", "container", "--profiles", "code", "--apply")
     assert code == 0 and "writer_accepted" in codes(report)
-
-
-def test_fence_removes_orphan_container(accepted: Path) -> None:
-    paths = Paths.from_env()
-    pin = json.loads(paths.image_pin_file.read_text())
-    podman(
-        "create",
-        "--name",
-        "writerpool-demo-w1",
-        "--label",
-        "io.writerpool.writer=demo-w1",
-        "--pull=never",
-        pin["imageId"],
-        "sleep",
-        "600",
-    )
-    assert writer_containers("demo-w1") == ["writerpool-demo-w1"]
-    from writerpool.pool.writer.fence import fence
-    from writerpool.pool.writer.lease import leased
-
-    with leased(paths.writer_dir("demo-w1"), 1.0) as lease:
-        removed = fence(open_host(), "demo-w1", lease)
-    assert removed == 1
-    assert writer_containers("demo-w1") == []
 
 
 def test_unreachable_podman_fences_and_changes_nothing(

@@ -6,9 +6,10 @@ import json
 import os
 import pwd
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.support.cli import run_cli
 
 PROFILES = """
 [profiles.review]
@@ -65,30 +66,24 @@ def write_config(repo: Path, wait: float = 1.0) -> Path:
     return write_workspaces({"demo": repo}, wait)
 
 
-def wp(*args: str, check: bool = False, timeout: float = 600) -> tuple[int, dict[str, Any]]:
-    """Run the writerpool CLI as a real process with --json; return (exit code, report)."""
-    code, report, _ = wp_err(*args, check=check, timeout=timeout)
+def wp(*args: str, check: bool = False) -> tuple[int, dict[str, Any]]:
+    """Run the writerpool CLI with --json in this process, as `python -m writerpool` runs
+    it (tests/support/cli.py); return (exit code, report)."""
+    code, report, _ = wp_err(*args, check=check)
     return code, report
 
 
-def wp_err(
-    *args: str, check: bool = False, timeout: float = 600
-) -> tuple[int, dict[str, Any], str]:
+def wp_err(*args: str, check: bool = False) -> tuple[int, dict[str, Any], str]:
     """wp, with what the command said on stderr."""
-    done = subprocess.run(
-        [sys.executable, "-m", "writerpool", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    done = run_cli(*args, "--json")
     try:
-        report = json.loads(done.stdout)
+        report = json.loads(done.out)
     except ValueError as exc:
-        message = f"not JSON (exit {done.returncode}): {done.stdout}\n{done.stderr}"
+        message = f"not JSON (exit {done.code}): {done.out}\n{done.err}"
         raise AssertionError(message) from exc
-    if check and done.returncode != 0:
-        raise AssertionError(f"exit {done.returncode}: {done.stdout}\n{done.stderr}")
-    return done.returncode, report, done.stderr
+    if check and done.code != 0:
+        raise AssertionError(f"exit {done.code}: {done.out}\n{done.err}")
+    return done.code, report, done.err
 
 
 def codes(report: dict[str, Any]) -> list[str]:

@@ -3,7 +3,8 @@ the seam, with no Podman and no SSH. Its storage is named volumes that exist onl
 memory (a path inside one: under `volume_dir`, as on a host over SSH), its forwarded
 sockets are paths under `socket_dir`, and the agent directory it receives is kept as
 bytes. It runs no container: `run` and `stream` keep the spec and answer that nothing
-ran (exit 125, as Podman's own failures)."""
+ran (exit 125, as Podman's own failures); the containers it lists are those a test
+planted (`plant`, as if a session had started one), until they are removed."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class MemoryHost:
         self.agent_files: dict[str, dict[str, bytes]] = {}  # writer -> what it received
         self.ran: list[tuple[ContainerSpec, list[str]]] = []
         self.forwarded: list[str] = []  # sockets forwarded, in order
+        self.planted: dict[str, tuple[ContainerRef, dict[str, str]]] = {}  # id -> ref, labels
         self.alive = True
 
     @property
@@ -89,11 +91,17 @@ class MemoryHost:
     def attach_env(self) -> dict[str, str]:
         return {}
 
+    def plant(self, spec: ContainerSpec) -> ContainerRef:
+        """A running container of `spec` (its name and labels), as a session's would be."""
+        ref = ContainerRef(secrets.token_hex(32), spec.name, "running")
+        self.planted[ref.id] = (ref, dict(spec.labels))
+        return ref
+
     def containers(self, label: str, value: str) -> list[ContainerRef]:
-        return []  # none ever runs
+        return [ref for ref, labels in self.planted.values() if labels.get(label) == value]
 
     def remove(self, container_id: str) -> None:
-        return None
+        self.planted.pop(container_id, None)
 
     # -- storage: names in memory ------------------------------------------------
     def _volume(self, writer: Writer, part: str) -> str:

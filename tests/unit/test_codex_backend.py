@@ -337,6 +337,6 @@ def test_the_driver_makes_itself_not_dumpable_before_it_reads_a_turn() -> None:
 def test_the_agents_binaries_are_execute_only_in_the_image() -> None:
     containerfile = (Path(__file__).parents[2] / "images" / "Containerfile").read_text()
     copies = [line for line in containerfile.splitlines() if line.startswith("COPY")]
-    assert "COPY --from=agents --chmod=0711 bin/claude /usr/local/bin/claude" in copies
+    assert "COPY --from=agents --chmod=0711 claude/claude /usr/local/bin/claude" in copies
     assert "COPY --from=agents --chmod=0711 codex/bin/ /opt/codex/bin/" in copies
     assert not [c for c in copies if "agents" in c and "codex/bin" in c and "0711" not in c]

@@ -65,7 +65,9 @@ def test_a_batch_asks_only_warm_holders_and_withdraws_what_it_did_not_get(
     stop = threading.Event()
     watcher = _yield_when_asked(warm, stop)
     try:
-        with leased_all(dir_of, ["w1", "w2"], wait=0) as batch:
+        # The busy session's writer is waited for as long as a warm holder is given to
+        # yield (injected: the product's 10 s would only make the test slower).
+        with leased_all(dir_of, ["w1", "w2"], wait=0, yield_wait=1.0) as batch:
             assert batch.take("w1").held
             assert batch.busy() == ["w2"]
             assert not yield_asked(dir_of("w1")) and not yield_asked(dir_of("w2"))

@@ -91,11 +91,11 @@ def test_staging_copies_only_the_binaries_in_their_layout(tmp_path: Path) -> Non
     context = native.stage(prefix, tmp_path / "context", "x86_64")
     staged = sorted(str(p.relative_to(context)) for p in context.rglob("*") if not p.is_dir())
     assert staged == [
-        "bin/claude", "bin/codex",
+        "bin/codex", "claude/claude",
         "codex/bin/codex", "codex/bin/codex-code-mode-host", "codex/codex-package.json",
         "codex/codex-path/rg", "codex/codex-resources/bwrap",
     ]  # fmt: skip
-    assert (context / "bin/claude").read_bytes() == b"binary bin/claude"
+    assert (context / "claude/claude").read_bytes() == b"binary claude/claude"
     assert (context / "bin/codex").readlink() == Path("/opt/codex/bin/codex")
 
 

@@ -21,14 +21,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from writerpool.agent.claude_events import fold_claude, parse_line
+from writerpool.agent.key_file import KEY_FILE, KeyFile
 from writerpool.agent.process import LineAgent
 from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Profile
-from writerpool.config.providers import ResolvedProvider, usable_key
-from writerpool.errors import WriterpoolError
+from writerpool.config.providers import ResolvedProvider
 
 SUBDIR = "claude"
-KEY_FILE = "key"
 SETTINGS_FILE = "settings.json"
 QUIET_ENV = {
     "DISABLE_AUTOUPDATER": "1",
@@ -93,8 +92,9 @@ class ClaudeAgent(LineAgent):
             self._fold(lambda turns: fold_claude(turns, event, time.time()))
 
 
-class ClaudeBackend:
+class ClaudeBackend(KeyFile):
     name = "claude-code"
+    subdir = SUBDIR
     can_warm = False
 
     def render(self, config: Config, agent_dir: Path, provider: str, container: bool) -> None:
@@ -112,20 +112,7 @@ class ClaudeBackend:
     ) -> None:
         del provider
         self._write_settings(agent_dir, base_url.removesuffix("/v1"))
-        write_atomic(agent_dir / SUBDIR / KEY_FILE, token.encode(), mode=0o600)
-
-    def install_credential(self, agent_dir: Path, provider: str, key: str) -> None:
-        if not usable_key(key):
-            raise WriterpoolError(
-                "provider_unconfigured", f"the credential for provider {provider} is unusable"
-            )
-        write_atomic(agent_dir / SUBDIR / KEY_FILE, key.encode(), mode=0o600)
-
-    def remove_credential(self, agent_dir: Path) -> None:
-        (agent_dir / SUBDIR / KEY_FILE).unlink(missing_ok=True)
-
-    def holds_credential(self, agent_dir: Path) -> bool:
-        return (agent_dir / SUBDIR / KEY_FILE).exists()
+        self.write_key(agent_dir, token)
 
     def container_command(
         self, profile: Profile, read_only: bool, agent_dir: str | Path, session_dir: str

@@ -35,14 +35,14 @@ import tomlkit
 
 from writerpool.agent.codex_events import fold_codex, parse_line, thread_of
 from writerpool.agent.events import TurnLog
+from writerpool.agent.key_file import KeyFile
 from writerpool.agent.process import LineAgent, Process, stderr_lines
 from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Profile
-from writerpool.config.providers import ResolvedProvider, resolve_provider, usable_key
+from writerpool.config.providers import ResolvedProvider, resolve_provider
 from writerpool.errors import WriterpoolError
 
 SUBDIR = "codex"
-KEY_FILE = "key"
 CONFIG_FILE = "config.toml"
 DRIVER_FILE = "codex_turns.py"
 DRIVER_SOURCE = Path(__file__).resolve().parents[1] / "payload" / DRIVER_FILE
@@ -175,8 +175,9 @@ class CodexAgent(LineAgent):
         self._aborting = False
 
 
-class CodexBackend:
+class CodexBackend(KeyFile):
     name = "codex"
+    subdir = SUBDIR
     can_warm = False
 
     def render(self, config: Config, agent_dir: Path, provider: str, container: bool) -> None:
@@ -208,20 +209,7 @@ class CodexBackend:
     ) -> None:
         del provider
         self._write_config(agent_dir, base_url)
-        write_atomic(agent_dir / SUBDIR / KEY_FILE, token.encode(), mode=0o600)
-
-    def install_credential(self, agent_dir: Path, provider: str, key: str) -> None:
-        if not usable_key(key):
-            raise WriterpoolError(
-                "provider_unconfigured", f"the credential for provider {provider} is unusable"
-            )
-        write_atomic(agent_dir / SUBDIR / KEY_FILE, key.encode(), mode=0o600)
-
-    def remove_credential(self, agent_dir: Path) -> None:
-        (agent_dir / SUBDIR / KEY_FILE).unlink(missing_ok=True)
-
-    def holds_credential(self, agent_dir: Path) -> bool:
-        return (agent_dir / SUBDIR / KEY_FILE).exists()
+        self.write_key(agent_dir, token)
 
     def container_command(
         self, profile: Profile, read_only: bool, agent_dir: str | Path, session_dir: str

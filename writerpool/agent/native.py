@@ -72,7 +72,7 @@ CLAUDE_CODE = NativeAgent(
                        "sha512-BlHNEtK38KBPWU31F4lUSS9sHclCyfWbThT1CErvxxH8+XcljYLZlQwdyXBkTD62rw1TgfE1u1a+quMWS0NSJg=="),
     },
     # The main package's bin/claude.exe is a placeholder its postinstall script replaces.
-    files={"bin/claude": "claude"},
+    files={"claude/claude": "claude"},
     triples={},
 )  # fmt: skip
 
@@ -231,5 +231,6 @@ def stage(prefix: Path, context: Path, machine: str | None = None) -> Path:
         except OSError:
             shutil.copy2(source, target)
     for name, points_to in LINKS.items():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
         (context / name).symlink_to(points_to)
     return context

@@ -288,8 +288,9 @@ class LeaseBatch:
         self._leases = {name: Lease(dir_of(name)) for name in names}
         self._failed: dict[str, WriterpoolError] = {}
 
-    def acquire(self, wait: float) -> None:
-        """Bounded by len(writers) tries per round and wait / POLL_SECONDS rounds."""
+    def acquire(self, wait: float, *, yield_wait: float = YIELD_WAIT_SECONDS) -> None:
+        """Bounded by len(writers) tries per round and wait / POLL_SECONDS rounds; once a
+        warm holder is asked to yield, the wait lasts at least `yield_wait` seconds."""
         start = time.monotonic()
         deadline = start + wait
         asked: set[str] = set()
@@ -311,7 +312,7 @@ class LeaseBatch:
                     continue
                 if name not in asked and ask_to_yield(lease.path.parent):
                     asked.add(name)
-                    deadline = max(deadline, time.monotonic() + YIELD_WAIT_SECONDS)
+                    deadline = max(deadline, time.monotonic() + yield_wait)
             if not waiting or time.monotonic() >= deadline:
                 for name in asked:  # the writers still held by someone else
                     withdraw_yield(self._leases[name].path.parent)
@@ -351,11 +352,12 @@ class LeaseBatch:
 
 @contextmanager
 def leased_all(
-    dir_of: Callable[[str], Path], names: Iterable[str], wait: float
-) -> Iterator[LeaseBatch]:
+    dir_of: Callable[[str], Path], names: Iterable[str], wait: float,
+    *, yield_wait: float = YIELD_WAIT_SECONDS,
+) -> Iterator[LeaseBatch]:  # fmt: skip
     batch = LeaseBatch(dir_of, names)
     try:
-        batch.acquire(wait)
+        batch.acquire(wait, yield_wait=yield_wait)
         yield batch
     finally:
         batch.release_all()
