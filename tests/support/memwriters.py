@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.integration.writers_support import write_workspaces
 from tests.support.memhost import MemoryHost
 from tests.support.repos import git_out, make_repo
-from writerpool.config.models import Pool
+from writerpool.config.models import Config, Pool
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import fingerprint_groups, fingerprint_of
@@ -59,7 +59,7 @@ def _accepted(
     wdir = paths.writer_dir(state.name)
     save_state(wdir, state)
     host.create_storage(writer_of(paths, state), cache=False)
-    fingerprint = fingerprint_of(fingerprint_groups(paths, host, state, Pool()))
+    fingerprint = fingerprint_of(fingerprint_groups(paths, host, state, Config(pool=Pool())))
     return save_state(wdir, state.model_copy(update={"phase": "ready", "fingerprint": fingerprint}))
 
 
