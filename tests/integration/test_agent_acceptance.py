@@ -67,6 +67,7 @@ def test_acceptance_proves_each_agent_of_the_workspaces_profiles(configured: Pat
     for name, status in sorted(checks.items()):
         print(f"agent check {name}: {status}")
     assert checks == {f"agent_{a}_{c}": "pass" for a in AGENTS for c in CHECKS}
+    assert accepted["message"].endswith("; agents claude-code, codex, pi checked")
     # Codex's profile now runs pi: the agents acceptance proved are no longer the
     # profiles' (a fingerprint group), so the writer is stale until accepted again.
     _with_agents("pi")

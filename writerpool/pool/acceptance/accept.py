@@ -291,9 +291,11 @@ def _record_ready(
     probes = {n: network[n].status for n in _token_list(list(network))}
     checks = report.checks if report else {}
     agents = {n: checks[n].status for n in _token_list(list(checks)) if n.startswith("agent_")}
+    names = sorted({n.removeprefix("agent_").rsplit("_", 2)[0] for n in agents})
     return state, Finding(
         "writer_accepted", "ok", target,
-        f"accepted as {expected}; network {describe(state.network)}",
+        f"accepted as {expected}; network {describe(state.network)}; "
+        f"agents {', '.join(names) or 'none'} checked",
         data={"networkClass": expected, "networkChecks": dict(sorted(probes.items())[:64]),
               "agentChecks": dict(sorted(agents.items())[:64])},
     )  # fmt: skip
