@@ -20,8 +20,9 @@ from writerpool.config.models import Config, Pool, Profile
 from writerpool.config.paths import Paths
 from writerpool.payload.harness import agents as harness
 from writerpool.pool.acceptance.accept import accept, fingerprint_groups
-from writerpool.pool.acceptance.agents import given_directly
+from writerpool.pool.acceptance.agents import given_directly, reached_provider
 from writerpool.pool.acceptance.control import ControlRecord, harness_digest, save_control
+from writerpool.pool.acceptance.peers import PROVIDER_ANSWER, provider_listener
 from writerpool.pool.writer.container import writer_of
 from writerpool.state.writer import BaseRecord, WriterState, now, save_state
 
@@ -75,7 +76,7 @@ def proxy(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
             with conn:
                 head = conn.recv(4096)
                 good = f"Bearer {token[0]}\r\n".encode() in head and token[0]
-                conn.sendall(b"HTTP/1.1 403 Forbidden\r\n\r\nthis method and path are not allowed"
+                conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + PROVIDER_ANSWER
                              if good else b"HTTP/1.1 403 Forbidden\r\n\r\n"
                              + harness.TOKEN_REFUSED)  # fmt: skip
 
@@ -113,9 +114,8 @@ def test_each_agent_is_rendered_behind_the_proxy_and_holds_no_key(
         assert harness.via_proxy(str(root), agent)[0] == "fail", agent
     accepted[0] = token
     for agent in AGENTS:
-        assert harness.via_proxy(str(root), agent) == (
-            "pass", "its endpoint is the forwarder; the proxy takes its session token"
-        ), agent  # fmt: skip
+        status, detail = harness.via_proxy(str(root), agent)
+        assert (status, detail.endswith("its request reached the provider")) == ("pass", True)
     # The canary in one agent's files, or in its command, fails that agent alone.
     (root / "codex" / "key").write_text(CANARY)
     assert harness.key_absent(str(root), "codex", commands["codex"])[0] == "fail"
@@ -143,3 +143,16 @@ def test_the_agents_of_the_profiles_are_a_fingerprint_group() -> None:
     assert groups["agents"] == "claude-code,codex,pi"
     changed = fingerprint_groups(paths, host, state, _config({**THREE, "cx": "pi"}))
     assert {k for k in groups if groups[k] != changed[k]} == {"agents"}
+
+
+def test_the_provider_counts_an_agent_only_when_its_request_brought_the_canary() -> None:
+    with provider_listener() as (port, arrived):
+        for key, agent in ((CANARY, "codex"), ("session-token", "pi"), (CANARY, "claude-code")):
+            body = json.dumps({"model": "writerpool-acceptance", "input": agent}).encode()
+            head = (f"POST /v1/responses HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer {key}"
+                    f"\r\nContent-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+            with socket.create_connection(("127.0.0.1", port), 5) as conn:
+                conn.sendall(head + body)
+                assert PROVIDER_ANSWER in conn.recv(4096)
+    # pi's request came with a token, not the key the proxy puts in: not through it.
+    assert reached_provider(arrived, CANARY) == {"codex", "claude-code"}

@@ -2,8 +2,9 @@
 backend's render, pointed at the session's proxy with the canary as the key behind it):
 no file of its part of the agent directory and no argument or variable its backend gives
 it holds the canary (`agent_<name>_key_absent`), and its provider endpoint is the
-in-writer forwarder whose one way out is the proxy, which takes the key the agent
-presents as the session's token (`agent_<name>_via_proxy`).
+in-writer forwarder whose one way out is the proxy, and the request the agent would send
+with the key it presents reaches acceptance's provider through the proxy
+(`agent_<name>_via_proxy`: acceptance also checks that the canary arrived there).
 
 Inputs: WRITERPOOL_HARNESS_AGENTS (JSON: each agent's name and the command its backend
 gives it, environment included), WRITERPOOL_HARNESS_AGENT_DIR (where the agent directory
@@ -31,6 +32,8 @@ KEY_FILE = "key"
 MAX_FILE_BYTES = 1024 * 1024
 URL_RE = re.compile(r"https?://([^/\"'\s]+)")
 TOKEN_REFUSED = b"a valid session token is required"
+# What acceptance's provider answers (pool/acceptance/peers.py PROVIDER_ANSWER).
+PROVIDER_ANSWER = b"writerpool acceptance provider"
 
 
 def agents() -> dict[str, list[str]]:
@@ -104,10 +107,13 @@ def key_absent(root: str, agent: str, argv: list[str]) -> Result:
     return "pass", f"no key in its {len(files)} file(s), its command or environment"
 
 
-def _proxy_answer(path: str, token: str) -> bytes:
-    request = (f"POST /p/writerpool-harness-agent HTTP/1.1\r\nHost: p\r\n"
-               f"Authorization: Bearer {token}\r\nContent-Length: 2\r\n"
-               "Connection: close\r\n\r\n{}").encode()  # fmt: skip
+def _proxy_answer(path: str, token: str, agent: str) -> bytes:
+    """The proxy's answer to the request the agent would send (its key, the Responses
+    route of acceptance's provider), naming the agent as its `input`."""
+    body = json.dumps({"model": "writerpool-acceptance", "input": agent}).encode()
+    request = (f"POST /p/responses HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer {token}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+               "Connection: close\r\n\r\n").encode() + body  # fmt: skip
     answer = b""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
@@ -137,12 +143,17 @@ def via_proxy(root: str, agent: str) -> Result:
     if not key or CANARY_RE.search(key):
         return "fail", "it presents no session token"
     try:
-        answer = _proxy_answer(path, key)
+        answer = _proxy_answer(path, key, agent)
     except OSError:
         return "fail", "the proxy socket does not answer"
     if not answer.startswith(b"HTTP/") or TOKEN_REFUSED in answer:
         return "fail", "the proxy refused the key it presents"
-    return "pass", "its endpoint is the forwarder; the proxy takes its session token"
+    if PROVIDER_ANSWER not in answer:
+        return "fail", "the provider did not answer through the proxy"
+    return (
+        "pass",
+        "its endpoint is the forwarder; through the proxy its request reached the provider",
+    )
 
 
 def agent_checks() -> dict[str, Callable[[], Result]]:

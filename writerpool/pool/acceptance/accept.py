@@ -20,14 +20,14 @@ from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.pool.acceptance.agents import (
-    DEAD_UPSTREAM,
     agent_commands,
     agents_digest,
     canary_granted,
     profile_agents,
+    reached_provider,
 )
 from writerpool.pool.acceptance.control import control_command, control_current, harness_digest
-from writerpool.pool.acceptance.peers import probe_target
+from writerpool.pool.acceptance.peers import probe_target, provider_listener
 from writerpool.pool.acceptance.report import HarnessReport, parse_harness_report
 from writerpool.pool.writer.container import AGENT_DIR, has_allowlist, session_spec, writer_of
 from writerpool.report import Finding
@@ -115,14 +115,14 @@ def _token_list(names: object) -> list[str]:
             and n.replace("_", "").replace("-", "").isalnum()]  # fmt: skip
 
 
-def _acceptance_config(config: Config, allow_port: int | None) -> Config:
-    # A provider that leads nowhere: the harness never makes an allowed request, and
-    # if one got through, the discard port on the host's loopback would take it. It
-    # speaks the Responses API, which every agent backend can be pointed at.
+def _acceptance_config(config: Config, allow_port: int | None, provider_port: int) -> Config:
+    # Acceptance's provider on this machine's loopback (where the proxy runs), which
+    # records what each agent's request brought (peers.py provider_listener). It speaks
+    # the Responses API, which every agent backend can be pointed at.
     egress = Egress()
     if allow_port is not None:
         egress = Egress(resolve=ACCEPTANCE_RESOLVE)
-    provider = Provider(base_url=DEAD_UPSTREAM, api="openai-responses")
+    provider = Provider(base_url=f"http://127.0.0.1:{provider_port}/v1", api="openai-responses")
     return Config(pool=config.pool, egress=egress, providers={ACCEPTANCE_PROVIDER: provider})
 
 
@@ -149,9 +149,11 @@ def acceptance_allowlist(port: int) -> tuple[str, ...]:
 
 def _run_harness(
     paths: Paths, host: WriterHost, state: WriterState, config: Config, spec: ContainerSpec
-) -> tuple[int, bytes]:
+) -> tuple[int, bytes, list[str]]:
     """The harness in `spec` (the session's container) on the writer's host, against that
-    host's canary, home and loopback; every probe and forward ends with the run."""
+    host's canary, home and loopback; every probe and forward ends with the run. Also
+    each agent's via-proxy check whose request never reached acceptance's provider with
+    the canary (a writer with a provider proxy)."""
     allowlist = has_allowlist(paths, state)
     host.check_network(state.network, ("allowlist",) if allowlist else None)
     writer = writer_of(paths, state)
@@ -163,9 +165,10 @@ def _run_harness(
         allow_port = stack.enter_context(probe_target()) if allowlist else None
         agents = profile_agents(config, state.profiles)
         allow = acceptance_allowlist(allow_port) if allow_port is not None else None
-        given = _acceptance_config(config, allow_port)
-        stack.enter_context(canary_granted(host, writer, state, given, ACCEPTANCE_PROVIDER,
-                                           agents, allow))  # fmt: skip
+        provider_port, arrived = stack.enter_context(provider_listener())
+        given = _acceptance_config(config, allow_port, provider_port)
+        key = stack.enter_context(canary_granted(host, writer, state, given, ACCEPTANCE_PROVIDER,
+                                                 agents, allow))  # fmt: skip
         if info.egress:
             stack.enter_context(host.egress_endpoint(writer))
         env = {
@@ -185,7 +188,9 @@ def _run_harness(
         # The harness the image carries (runtime/image_tools.py).
         done = host.run(spec.model_copy(update={"env": env}), ["python3", HARNESS],
                         timeout=120)  # fmt: skip
-    return done.returncode, done.stdout
+    reached = reached_provider(arrived, key)
+    unproven = [f"agent_{n}_via_proxy" for n in agents if info.egress and n not in reached]
+    return done.returncode, done.stdout, unproven
 
 
 @dataclass
@@ -215,13 +220,13 @@ def accept(
                               f"run `{control_command(host.name)}` first")  # fmt: skip
     spec = session_spec(paths, host, state, config.pool)
     before = groups_of(state, spec, host.facts(), config)  # the digest of the spec that runs
-    exit_code, out = _run_harness(paths, host, state, config, spec)
+    exit_code, out, unproven = _run_harness(paths, host, state, config, spec)
     crash_point("acceptance.harness_ran")
     if after_run is not None:
         after_run()
     report = parse_harness_report(out)
     expected = classification(state.network, has_allowlist(paths, state))
-    failure = _judged(exit_code, report, expected)
+    failure = _judged(exit_code, report, expected, unproven)
     if failure is None:
         # Re-read: the recorded settings, the pin or Podman may have moved during the run.
         fresh = load_state(paths.writer_dir(state.name)) or state
@@ -236,9 +241,13 @@ def accept(
     return _record_ready(paths, state, target, fingerprint_of(before), report, expected)
 
 
-def _judged(exit_code: int, report: HarnessReport | None, expected: str) -> _Failure | None:
-    """None when the contained harness passed with the expected network class."""
+def _judged(
+    exit_code: int, report: HarnessReport | None, expected: str, unproven: list[str]
+) -> _Failure | None:
+    """None when the contained harness passed with the expected network class and every
+    agent's request reached acceptance's provider through the proxy."""
     failed = report.with_status("fail") if report else []
+    failed += [n for n in unproven if n not in failed]
     inconclusive = report.with_status("inconclusive") if report else []
     network = report.network if report else None
     if (exit_code == 0 and report is not None and report.verdict == "pass" and not failed

@@ -26,8 +26,8 @@ from writerpool.state.writer import WriterState
 
 # The agent whose directory acceptance renders when no profile of the writer names one.
 DEFAULT_AGENT = "pi"
-# A provider that leads nowhere (the discard port on loopback): acceptance's and the
-# control's, which no request of the harness is forwarded to.
+# A provider that leads nowhere (the discard port on loopback): the control's, whose
+# harness has no proxy to send a request through.
 DEAD_UPSTREAM = "http://127.0.0.1:9/v1"
 CONTROL_PROVIDER = "control"
 
@@ -61,10 +61,10 @@ def agent_commands(agents: dict[str, Profile]) -> str:
 def canary_granted(
     host: WriterHost, writer: Writer, state: WriterState, config: Config, provider: str,
     agents: dict[str, Profile], allow: tuple[str, ...] | None,
-) -> Iterator[None]:  # fmt: skip
-    """A canary credential sent through the session's real egress path (the proxy, its
-    token in the agent directory rendered through the host for each agent, its socket
-    where the host's egress endpoint leads) for the block."""
+) -> Iterator[str]:  # fmt: skip
+    """A canary credential, which this yields, sent through the session's real egress
+    path (the proxy, its token in the agent directory rendered through the host for each
+    agent, its socket where the host's egress endpoint leads) for the block."""
     resolved = resolve_provider(config, provider)
     assert resolved is not None
     canary = "wp" + "canary-" + secrets.token_hex(16)
@@ -88,7 +88,24 @@ def canary_granted(
             for name in names[1:]:
                 render_beside(dataclasses.replace(request, agent=name), held, resolved, canary)
         held.ready()
-        yield
+        yield canary
+
+
+def reached_provider(arrived: list[tuple[bytes, bytes]], canary: str) -> set[str]:
+    """The agents whose request reached acceptance's provider with the canary as its key
+    (the harness names the agent as its request's `input`): only the proxy can put the
+    canary there, since no agent holds it."""
+    reached = set()
+    for auth, body in arrived:
+        if auth != f"Bearer {canary}".encode():
+            continue
+        try:
+            document = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(document, dict) and isinstance(document.get("input"), str):
+            reached.add(document["input"])
+    return reached
 
 
 def given_directly(key: str) -> dict[str, str]:

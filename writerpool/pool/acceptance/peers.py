@@ -1,6 +1,7 @@
-"""The peers of the harness's allowlist probes, on this machine's loopback for one block:
-the probe target every allowed name leads to, and the open relay the isolation control
-puts where an allowlist proxy would be.
+"""The peers of the harness's probes, on this machine's loopback for one block: the
+probe target every allowed name leads to, the open relay the isolation control puts
+where an allowlist proxy would be, and acceptance's provider behind the session's proxy
+(`provider_listener`: what each agent's request brought, its key the canary).
 
 The target answers whatever reaches it, so that a probe which got through can say so:
 after the connection's sending side ends (or a short quiet), it answers 200 with the
@@ -128,3 +129,50 @@ def open_relay(directory: Path, port: int) -> Iterator[Path]:
     server.target_port = port
     with _serving(server):
         yield path
+
+
+# What the acceptance provider answers: the harness's agent checks look for it.
+PROVIDER_ANSWER = b"writerpool acceptance provider\n"
+CONTENT_LENGTH = re.compile(rb"(?im)^content-length:\s*(\d{1,6})\r?$")
+AUTHORIZATION = re.compile(rb"(?im)^authorization:[ \t]*([^\r\n]*)\r?$")
+
+
+class _ProviderServer(_Server):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Provider)
+        self.arrived: list[tuple[bytes, bytes]] = []  # (Authorization, body) of each request
+
+
+class _Provider(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.settimeout(PEER_SECONDS)
+        data = _read_until(sock, HEAD_END)
+        found = HEAD_END.search(data)
+        if found is None:
+            return
+        head, body = data[: found.start()], data[found.end() :]
+        length = CONTENT_LENGTH.search(head)
+        with contextlib.suppress(OSError):
+            while length is not None and len(body) < int(length.group(1)):
+                chunk = sock.recv(MAX_READ)
+                if not chunk:
+                    break
+                body += chunk
+        auth = AUTHORIZATION.search(head)
+        assert isinstance(self.server, _ProviderServer)
+        self.server.arrived.append((auth.group(1).strip() if auth else b"", body[:MAX_READ]))
+        length_line = f"Content-Length: {len(PROVIDER_ANSWER)}\r\n".encode()
+        reply = b"HTTP/1.1 200 OK\r\n" + length_line + b"Connection: close\r\n\r\n"
+        with contextlib.suppress(OSError):
+            sock.sendall(reply + PROVIDER_ANSWER)
+
+
+@contextlib.contextmanager
+def provider_listener() -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
+    """Acceptance's provider on 127.0.0.1 for the block (where the session's proxy runs):
+    its port and what arrived, the Authorization header and body of each request; it
+    answers each with PROVIDER_ANSWER."""
+    server = _ProviderServer()
+    with _serving(server):
+        yield server.server_address[1], server.arrived
