@@ -156,3 +156,14 @@ def test_the_provider_counts_an_agent_only_when_its_request_brought_the_canary()
                 assert PROVIDER_ANSWER in conn.recv(4096)
     # pi's request came with a token, not the key the proxy puts in: not through it.
     assert reached_provider(arrived, CANARY) == {"codex", "claude-code"}
+
+
+def test_unusable_agent_files_make_the_agent_checks_inconclusive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WRITERPOOL_HARNESS_AGENTS", json.dumps({"pi": ["pi"]}))
+    monkeypatch.setenv("WRITERPOOL_HARNESS_AGENT_FILES", "not json")
+    monkeypatch.setenv("WRITERPOOL_HARNESS_WORK", str(tmp_path))
+    checks = {name: check() for name, check in harness.agent_checks().items()}
+    assert sorted(checks) == ["agent_pi_key_absent", "agent_pi_via_proxy"]
+    assert {status for status, _ in checks.values()} == {"inconclusive"}

@@ -26,6 +26,7 @@ from .canary import CANARY_RE
 from .probe import Result
 
 AGENT_DIR = "/pi/agent"
+CHECKS = ("key_absent", "via_proxy")
 # Each backend's own part of the agent directory; pi's is the rest.
 SUBDIRS = {"claude-code": "claude", "codex": "codex"}
 KEY_FILE = "key"
@@ -160,7 +161,11 @@ def agent_checks() -> dict[str, Callable[[], Result]]:
     given = agents()
     if not given:
         return {}
-    root = agent_dir()
+    try:
+        root = agent_dir()
+    except (OSError, ValueError, AttributeError):  # the control's files unusable here
+        unusable: Result = ("inconclusive", "the agent directory could not be made")
+        return {f"agent_{n}_{c}": (lambda: unusable) for n in given for c in CHECKS}
     checks: dict[str, Callable[[], Result]] = {}
     for name, argv in sorted(given.items()):
         checks[f"agent_{name}_key_absent"] = functools.partial(key_absent, root, name, argv)
