@@ -63,7 +63,7 @@ def messages() -> Iterator[ScriptedMessages]:
         yield provider
 
 
-def _claude_profile(server: ServerEnv, port: int) -> None:
+def claude_profile(server: ServerEnv, port: int) -> None:
     """A coding profile of Claude Code on a provider that speaks Anthropic Messages (the
     example in docs/execution-modes.md)."""
     text = server.paths.config_file.read_text()
@@ -83,7 +83,7 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
-    _claude_profile(server, messages.port)
+    claude_profile(server, messages.port)
     key = server.env[KEY_ENV]
     wp("control", "--apply", check=True)
     wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
@@ -132,7 +132,7 @@ def test_a_killed_claude_fails_its_session_cleanly(
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
-    _claude_profile(server, messages.port)
+    claude_profile(server, messages.port)
     key = server.env[KEY_ENV]
     wp("control", "--apply", check=True)
     wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
