@@ -9,7 +9,8 @@ Baseline: the backend's own container command and start (the same readiness) in
 agent directory, a HOME on tmpfs, no network. "Ready" is the backend's: pi's first RPC
 answer; Claude Code alive half a second after its exec (it says nothing before its first
 prompt); Codex's driver's ready line (its `codex exec` starts with each turn, so neither
-side starts codex itself).
+side starts codex itself). Each side's first start (the writer's first session after
+provisioning inspects its clone) is kept apart as `firstStartSeconds`.
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ async def agent_figures(env: BenchEnv, reps: int) -> list[Figure]:
     }
     scratch = env.root / "bare-agents"
     async with connect(env.server_env(), env.root, env.root / "serve-agents.log") as client:
+        for agent, figure in figures.items():  # each side's first start, kept apart
+            seconds, session = await client.start_session(ALIAS, PROFILES[agent])
+            await client.close_session(session["sessionId"])
+            first = await anyio.to_thread.run_sync(bare_start, env, agent, scratch, image_id)
+            figure.extra["firstStartSeconds"] = {"ours": seconds, "baseline": first}
         for figure in figures.values():
             figure.load.append(list(os.getloadavg()))
         for rep in range(reps):
