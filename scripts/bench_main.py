@@ -170,7 +170,9 @@ def _detail(figure: Figure) -> str:
     if figure.name == "session_start_dirty_writer":
         return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
-    if figure.name.startswith("session_start_") and figure.name[14:] in bench_agents.PROFILES:
+    if figure.name.removeprefix("session_start_").removeprefix("first_turn_") in (
+        bench_agents.PROFILES
+    ):
         return agent_line(figure)
     if figure.name == "warm_claim":
         return warm_line(figure)
