@@ -202,7 +202,7 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
         say("measuring warm_claim")
         figures.append(warm_figure(env, reps["warm"]))
     if "agents" in groups:
-        say("measuring session_start per agent (pi, claude-code, codex)")
+        say("measuring session_start and first_turn per agent (pi, claude-code, codex)")
         figures += anyio.run(agent_figures, env, reps["agents"])
     if "contention" in groups:
         say("measuring pool_contention")
