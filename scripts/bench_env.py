@@ -61,6 +61,7 @@ class BenchEnv:
     provider: ScriptedProvider
     pi: Path
     workspaces: dict[str, Workspace] = field(default_factory=dict)
+    extra_config: list[str] = field(default_factory=list)  # appended by write_config
 
     @classmethod
     def create(cls) -> BenchEnv:
@@ -123,6 +124,7 @@ class BenchEnv:
             f'api_key_env = "{KEY_ENV}"',
             "", "[pool]", "session_close_seconds = 10",
         ]  # fmt: skip
+        lines += self.extra_config
         self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
         self.paths.config_file.write_text("\n".join(lines) + "\n")
 

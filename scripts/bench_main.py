@@ -13,13 +13,16 @@ import platform
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
+import bench_agents
 import bench_dirty
 import bench_node
+from bench_agents import agent_figures, agent_line
 from bench_connect import connect_figure, paced_line
 from bench_dirty import DIRTY_FILES, dirty_figure
 from bench_env import PROFILE, BenchEnv
@@ -57,6 +60,7 @@ REPS = {
     "startup": (11, 31),
     "warm": (20, 25),  # at least 20 claims for a p95
     "remote": (5, 15),
+    "agents": (3, 9),
 }
 
 
@@ -67,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"where to write every sample (default: ./{DEFAULT_JSON}, or "
                              "the account's home when the current directory is read-only)")  # fmt: skip
     parser.add_argument("--only", default="", metavar="A,B",
-                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,warm,remote")  # fmt: skip
+                        help="only these figure groups: provision,session,contention,collect,guard,dirty,proxy,connect,startup,warm,remote,agents")  # fmt: skip
     args = parser.parse_args(argv)
     if os.environ.get("WRITERPOOL_BENCH_QUICK"):
         args.quick = True
@@ -114,6 +118,8 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
         env.add_workspace("wide", SMALL_COMMITS, writers=1, files=GUARD_FILES)
     if "dirty" in groups:
         bench_dirty.add_workspaces(env, SMALL_COMMITS)
+    if "agents" in groups:
+        env.add_workspace(bench_agents.ALIAS, SMALL_COMMITS, writers=1)
     if "warm" in groups:
         env.add_workspace("warm", SMALL_COMMITS, writers=1)
         if remote_host() is not None:
@@ -143,6 +149,9 @@ def setup(env: BenchEnv, groups: set[str]) -> None:
     if "dirty" in groups:
         say("setup: two pools of two writers")
         bench_dirty.prepare(env)
+    if "agents" in groups:
+        say("setup: one writer for a pi, a Claude Code and a Codex profile")
+        bench_agents.prepare(env)
     if "warm" in groups:
         say("setup: provisioning a writer kept warm (--warm 1)")
         env.set_container_mode("warm", "--warm", "1")
@@ -161,6 +170,10 @@ def _detail(figure: Figure) -> str:
     if figure.name == "session_start_dirty_writer":
         return (f"  {DIRTY_FILES} files left in writer 1; the first start after that session: "
                 f"{figure.extra['firstStartSeconds']:.2f} s")  # fmt: skip
+    if figure.name.removeprefix("session_start_").removeprefix("first_turn_") in (
+        bench_agents.PROFILES
+    ):
+        return agent_line(figure)
     if figure.name == "warm_claim":
         return warm_line(figure)
     if figure.name == "remote_container_start":
@@ -188,6 +201,9 @@ def measure(env: BenchEnv, groups: set[str], reps: dict[str, int]) -> list[Figur
     if "warm" in groups:
         say("measuring warm_claim")
         figures.append(warm_figure(env, reps["warm"]))
+    if "agents" in groups:
+        say("measuring session_start and first_turn per agent (pi, claude-code, codex)")
+        figures += anyio.run(agent_figures, env, reps["agents"])
     if "contention" in groups:
         say("measuring pool_contention")
         figures.append(anyio.run(contention_figure, env, reps["contention"]))
@@ -232,7 +248,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = BenchEnv.create()
     figures: list[Figure] = []
     began = time.perf_counter()
+    stack = ExitStack()  # what the chosen groups keep running beside the run
     try:
+        if "agents" in groups:
+            stack.enter_context(bench_agents.providers(env))
         # proxy_overhead, connect_overhead and serve_startup need no writers.
         if groups - {"proxy", "connect", "startup", "remote"}:
             setup(env, groups)
@@ -241,6 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env.write_config()
         figures = measure(env, groups, reps)
     finally:
+        stack.close()
         env.close()
     facts_after = host_facts()
     say("")

@@ -45,11 +45,15 @@ SCRIPT = Script(
     default=[Step(text="default answer")],
 )
 # What every process in the writer and every file Claude Code can read hold: each
-# process's environment (PID 1, the forwarder, is not dumpable: unreadable, skipped), the
-# agent directory and Claude Code's state on the tmpfs.
+# readable process environment (PID 1, the forwarder, and Claude Code itself, on its
+# execute-only binary, are not dumpable: unreadable), the agent directory and Claude
+# Code's state on the tmpfs; then whether Claude Code's own environment and descriptors
+# could be opened by another process of the writer (they must not).
 DUMP = (
     'for f in /proc/[0-9]*/environ; do cat "$f" 2>/dev/null; echo; done; '
-    "find /pi/agent /tmp /home -type f -exec cat {} + 2>/dev/null; true"
+    "find /pi/agent /tmp /home -type f -exec cat {} + 2>/dev/null; "
+    "for p in $(pgrep -x claude); do cat /proc/$p/environ >/dev/null 2>&1 && echo OPENED; "
+    "ls /proc/$p/fd >/dev/null 2>&1 && echo OPENED; echo CLAUDE=$p; done; true"
 )
 
 
@@ -59,7 +63,7 @@ def messages() -> Iterator[ScriptedMessages]:
         yield provider
 
 
-def _claude_profile(server: ServerEnv, port: int) -> None:
+def claude_profile(server: ServerEnv, port: int) -> None:
     """A coding profile of Claude Code on a provider that speaks Anthropic Messages (the
     example in docs/execution-modes.md)."""
     text = server.paths.config_file.read_text()
@@ -79,7 +83,7 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
-    _claude_profile(server, messages.port)
+    claude_profile(server, messages.port)
     key = server.env[KEY_ENV]
     wp("control", "--apply", check=True)
     wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
@@ -104,7 +108,8 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
             return client
 
     client = anyio.run(scenario)
-    assert "CLAUDE_CONFIG_DIR=" in seen["dump"], "Claude Code's environment was read"
+    assert "CLAUDE=" in seen["dump"], "Claude Code was running"
+    assert "OPENED" not in seen["dump"], "another process opened Claude Code's /proc"
     assert '"apiKeyHelper"' in seen["dump"], "the agent directory was read"
     assert key not in seen["dump"]
     assert seen["agent"] == "[]"
@@ -127,7 +132,7 @@ def test_a_killed_claude_fails_its_session_cleanly(
 ) -> None:
     checkout = make_checkout(tmp_path / "checkout", commits=2)
     server = make_server(boxed=checkout)
-    _claude_profile(server, messages.port)
+    claude_profile(server, messages.port)
     key = server.env[KEY_ENV]
     wp("control", "--apply", check=True)
     wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
