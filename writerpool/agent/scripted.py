@@ -107,7 +107,6 @@ class _ChatHandler(ScriptHandler):
             return
         request = self.read_json()
         if request is None:
-            self.note()
             return
         self.note(request)
         messages = request.get("messages")

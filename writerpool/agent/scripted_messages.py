@@ -158,7 +158,6 @@ class _MessagesHandler(ScriptHandler):
             return
         request = self.read_json()
         if request is None:
-            self.note()
             return
         self.note(request)
         messages = request.get("messages")

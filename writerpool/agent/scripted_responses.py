@@ -167,7 +167,6 @@ class _ResponsesHandler(ScriptHandler):
             return
         request = self.read_json()
         if request is None:
-            self.note()
             return
         self.note(request)
         items = request.get("input")

@@ -85,9 +85,12 @@ class ScriptHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def read_json(self) -> dict[str, Any] | None:
-        """The request's JSON object body (markers looked for), or None after a 400."""
+        """The request's JSON object body (markers looked for), or None after a 400;
+        a refused request is recorded before it is answered (a client's next request
+        then never races its record)."""
         length = int(self.headers.get("Content-Length") or 0)
         if length <= 0 or length > MAX_BODY:
+            self.note()
             self.send_json(400, {"error": {"message": "a JSON body is required"}})
             return None
         raw = self.rfile.read(length)
@@ -97,6 +100,7 @@ class ScriptHandler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         if not isinstance(body, dict):
+            self.note()
             self.send_json(400, {"error": {"message": "the body is not a JSON object"}})
             return None
         return body
