@@ -15,8 +15,8 @@ import pytest
 from tests.e2e.conftest import KEY_ENV, MakeServer
 from tests.e2e.harness import files_holding
 from tests.e2e.service_support import http_client, running_service
-from tests.e2e.test_claude_writer import BRANCH, DONE_TEXT, PROMPT, SCRIPT, WRITER, claude_profile
-from tests.integration.writers_support import git, make_checkout, wp, writer_containers
+from tests.e2e.test_claude_writer import BRANCH, DONE_TEXT, PROMPT, SCRIPT, WRITER, claude_writer
+from tests.integration.writers_support import git, wp, writer_containers
 from writerpool.agent.scripted_messages import ScriptedMessages
 from writerpool.state import tokens
 
@@ -32,12 +32,8 @@ def messages() -> Iterator[ScriptedMessages]:
 def test_claude_code_commits_through_the_service_and_the_commit_becomes_a_review_ref(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
 ) -> None:
-    checkout = make_checkout(tmp_path / "checkout", commits=2)
-    server = make_server(boxed=checkout)
-    claude_profile(server, messages.port)
-    key = server.env[KEY_ENV]
-    wp("control", "--apply", check=True)
-    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    server = claude_writer(tmp_path, make_server, messages.port)
+    checkout, key = tmp_path / "checkout", server.env[KEY_ENV]
     token = tokens.create(server.paths, "alpha")
     start = {"workspace": "boxed", "executionProfile": "claude"}
 

@@ -82,15 +82,21 @@ def claude_profile(server: ServerEnv, port: int) -> None:
     )
 
 
+def claude_writer(tmp_path: Path, make_server: MakeServer, port: int) -> ServerEnv:
+    """A server whose workspace `boxed` has one accepted writer for the Claude Code
+    profile (the isolation control recorded first)."""
+    server = make_server(boxed=make_checkout(tmp_path / "checkout", commits=2))
+    claude_profile(server, port)
+    wp("control", "--apply", check=True)
+    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    return server
+
+
 def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
 ) -> None:
-    checkout = make_checkout(tmp_path / "checkout", commits=2)
-    server = make_server(boxed=checkout)
-    claude_profile(server, messages.port)
-    key = server.env[KEY_ENV]
-    wp("control", "--apply", check=True)
-    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
+    server = claude_writer(tmp_path, make_server, messages.port)
+    checkout, key = tmp_path / "checkout", server.env[KEY_ENV]
     agent_dir = server.paths.writer_dir(WRITER) / "agent"
     start = {"workspace": "boxed", "executionProfile": "claude"}
     seen: dict[str, str] = {}
@@ -134,12 +140,8 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
 def test_a_killed_claude_fails_its_session_cleanly(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
 ) -> None:
-    checkout = make_checkout(tmp_path / "checkout", commits=2)
-    server = make_server(boxed=checkout)
-    claude_profile(server, messages.port)
+    server = claude_writer(tmp_path, make_server, messages.port)
     key = server.env[KEY_ENV]
-    wp("control", "--apply", check=True)
-    wp("mode", "set", "boxed", "container", "--profiles", "claude", "--apply", check=True)
     start = {"workspace": "boxed", "executionProfile": "claude"}
 
     async def scenario() -> Client:
