@@ -20,6 +20,7 @@ from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS
 from tests.e2e.harness import Client, ServerEnv, connect, files_holding
 from tests.e2e.pool_support import GIT_ID, containers_of, result_value, unique_alias
 from tests.integration.writers_support import codes, git, make_checkout, wp
+from tests.support.cli import run_cli
 from writerpool.agent.scripted import Script, ScriptEntry, Step, ToolCall
 from writerpool.agent.scripted_responses import ScriptedResponses
 from writerpool.config.paths import Paths
@@ -110,29 +111,36 @@ session_close_seconds = 10
 """
 
 
-async def _turn(client: Client, sid: str, message: str) -> dict[str, Any]:
+async def run_turn(client: Client, sid: str, message: str) -> dict[str, Any]:
     body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": message})
     return await client.wait_turn(sid, body["turnId"], limit=TURN_LIMIT)
+
+
+def codex_writer(tmp_path: Path, port: int) -> tuple[ServerEnv, str]:
+    """A server (and its workspace alias) whose container workspace has one accepted
+    writer for the codex profile (the isolation control recorded first)."""
+    alias = unique_alias("codex")
+    checkout = make_checkout(tmp_path / "checkout", commits=2)
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text(_config_text(alias, checkout, port))
+    wp("control", "--apply", check=True)
+    wp("mode", "set", alias, "container", "--profiles", "codex", "--apply", check=True)
+    key = "sk-scripted-" + secrets.token_hex(12)
+    env = {k: os.environ[k] for k in SERVER_ENV_VARS if k in os.environ}
+    env[KEY_ENV] = key
+    return ServerEnv(tmp_path, env, paths, {alias: checkout}, [key, str(tmp_path)]), alias
 
 
 def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     tmp_path: Path, provider: ScriptedResponses, image_pin: Path
 ) -> None:
-    alias = unique_alias("codex")
-    checkout = make_checkout(tmp_path / "checkout", commits=2)
-    paths = Paths.from_env()
-    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    paths.config_file.write_text(_config_text(alias, checkout, provider.port))
-    wp("control", "--apply", check=True)
+    server, alias = codex_writer(tmp_path, provider.port)
     # Codex starts a process per turn: nothing to warm, so --warm is refused.
     code, report = wp("mode", "set", alias, "container", "--profiles", "codex", "--warm", "1",
                       "--apply")  # fmt: skip
     assert code != 0 and "warm_agent_unsupported" in codes(report), report
-    wp("mode", "set", alias, "container", "--profiles", "codex", "--apply", check=True)
-    key = "sk-scripted-" + secrets.token_hex(12)
-    env = {k: os.environ[k] for k in SERVER_ENV_VARS if k in os.environ}
-    env[KEY_ENV] = key
-    server = ServerEnv(tmp_path, env, paths, {alias: checkout}, secrets=[key, str(tmp_path)])
+    checkout, key, paths = server.workspaces[alias], server.env[KEY_ENV], server.paths
     name = f"{alias}-w1"
     agent_dir = paths.writer_dir(name) / "agent"
     main_commit = git(checkout, "rev-parse", "refs/heads/main")
@@ -146,8 +154,8 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
             # The writer holds the session's token, never the key.
             assert files_holding(agent_dir, key) == []
             assert (agent_dir / "codex" / "key").exists()
-            committed = await _turn(client, sid, COMMIT_PROMPT)
-            following = await _turn(client, sid, NEXT_PROMPT)
+            committed = await run_turn(client, sid, COMMIT_PROMPT)
+            following = await run_turn(client, sid, NEXT_PROMPT)
             # An abort interrupts the turn's process while its model call streams; the
             # next turn's process resumes the thread.
             asked = len(provider.recorded("/v1/responses"))
@@ -158,20 +166,21 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
             aborted = await client.ok("pi_session_abort", {"sessionId": sid})
             assert aborted["aborted"] is True and aborted["turnId"] == slow["turnId"]
             cut = await client.wait_turn(sid, slow["turnId"], limit=TURN_LIMIT)
-            after = await _turn(client, sid, AFTER_PROMPT)
+            after = await run_turn(client, sid, AFTER_PROMPT)
             await client.ok("pi_session_close", {"sessionId": sid})
             # A read-only codex profile: a throwaway container, the checkout read-only.
             review = {"workspace": alias, "executionProfile": "codex-review"}
             looked = (await client.ok("pi_session_start", review))["session"]
             assert looked["placement"] == "readonly_container" and looked["agent"] == "codex"
-            peek = await _turn(client, looked["sessionId"], PEEK_PROMPT)
+            peek = await run_turn(client, looked["sessionId"], PEEK_PROMPT)
             await client.ok("pi_session_close", {"sessionId": looked["sessionId"]})
             return client, [committed, following, cut, after, peek]
 
     client, (committed, following, cut, after, peek) = anyio.run(scenario)
     real_home = pwd.getpwuid(os.getuid()).pw_dir
     client.assert_clean([*server.secrets, real_home, "heron-2718"])
-    assert committed["status"] == "completed", committed
+    assert (committed["status"], committed["stopReason"]) == ("completed", "stop"), committed
+    assert committed["toolCalls"] == 1, committed
     commit = result_value(committed["text"], "commit")
     assert result_value(committed["text"], "home-exit") != "0"
     assert result_value(committed["text"], "tmp-exit") == "0"
@@ -205,6 +214,11 @@ def test_a_codex_session_commits_in_its_writer_and_collect_imports_it(
     assert files_holding(agent_dir, key) == [] and not (agent_dir / "codex" / "key").exists()
     assert containers_of(name) == []
 
+    # `writer log` shows the session's commit before anything is collected (the clone's
+    # HEAD is the branch Codex made), by the writer's identity, never the operator's.
+    log = run_cli("writer", "log", name)
+    assert log.code == 0 and log.out.startswith(commit[:12]), log.out
+    assert log.out.rstrip().endswith(f" {name} (writerpool): feature from codex"), log.out
     code, report = wp("writer", "collect", name, "--apply")
     assert code == 0 and "writer_collected" in codes(report), report
     ref = f"refs/remotes/writer-{name}/{BRANCH}"
