@@ -3,7 +3,9 @@
 it on `provider` networking, its requests through the in-writer forwarder and the
 session's proxy to the scripted Anthropic Messages provider, whose script makes Claude
 Code run bash in the writer (a file, a commit on a new branch); then the operator
-collects the work. The provider's key never enters the writer."""
+collects the work. The provider's key never enters the writer. A read-only profile of
+Claude Code runs in a throwaway container with the checkout read-only, as pi's and
+Codex's do."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import pytest
 
 from tests.e2e.conftest import KEY_ENV, MakeServer
 from tests.e2e.harness import Client, ServerEnv, connect, files_holding
+from tests.integration.test_collect_helpers import snapshot
 from tests.integration.writers_support import git, make_checkout, podman, wp, writer_containers
+from tests.support.cli import run_cli
 from writerpool.agent.scripted import Script, ScriptEntry, Step, ToolCall
 from writerpool.agent.scripted_messages import ScriptedMessages
 
@@ -32,6 +36,9 @@ COMMAND = (
     "git add claude.txt && git -c user.name=claude -c user.email=claude@example.invalid "
     "commit -q -m 'change by claude' && git rev-parse HEAD"
 )
+PEEK_PROMPT = "claude-peek: read only"
+PEEK_FILE = "/work/file1.txt"
+PEEK_WRITE = 'touch /work/probe.txt; echo "write-exit=$?"'
 SCRIPT = Script(
     scripts=[
         ScriptEntry(
@@ -42,6 +49,15 @@ SCRIPT = Script(
             ],
         ),
         ScriptEntry(match="take-your-time", steps=[Step(text="slow", delay_seconds=300)]),
+        # A read-only session: a read of the checkout, then a write Claude Code must not do.
+        ScriptEntry(
+            match="claude-peek",
+            steps=[
+                Step(tool_calls=[ToolCall(name="Read", arguments={"file_path": PEEK_FILE})]),
+                Step(tool_calls=[ToolCall(name="bash", arguments={"command": PEEK_WRITE})]),
+                Step(text="{tool_results}"),
+            ],
+        ),
     ],
     default=[Step(text="default answer")],
 )
@@ -69,13 +85,16 @@ def messages() -> Iterator[ScriptedMessages]:
 
 def claude_profile(server: ServerEnv, port: int) -> None:
     """A coding profile of Claude Code on a provider that speaks Anthropic Messages (the
-    example in docs/execution-modes.md)."""
+    example in docs/execution-modes.md), and a read-only one on the same provider."""
     text = server.paths.config_file.read_text()
     server.paths.config_file.write_text(
         text
         + "\n[profiles.claude]\n"
         + 'permission = "coding"\nagent = "claude-code"\nprovider = "messages"\n'
         + 'model = "scripted-model"\nthinking = "off"\n'
+        + "\n[profiles.claude-review]\n"
+        + 'permission = "read-only"\nagent = "claude-code"\nprovider = "messages"\n'
+        + 'model = "scripted-model"\n'
         + "\n[providers.messages]\n"
         + f'api = "anthropic-messages"\nbase_url = "http://127.0.0.1:{port}"\n'
         + f'api_key_env = "{KEY_ENV}"\n'
@@ -100,6 +119,7 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     agent_dir = server.paths.writer_dir(WRITER) / "agent"
     start = {"workspace": "boxed", "executionProfile": "claude"}
     seen: dict[str, str] = {}
+    before = snapshot(checkout)
 
     async def scenario() -> Client:
         async with connect(server) as client:
@@ -109,15 +129,21 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
             body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": PROMPT})
             turn = await client.wait_turn(sid, body["turnId"], limit=300)
             assert (turn["status"], turn["text"]) == ("completed", DONE_TEXT), turn
-            assert turn["toolCalls"] == 1
+            assert (turn["toolCalls"], turn["stopReason"]) == (1, "stop"), turn
             # While Claude Code runs: no process, no file it can read holds the key.
             seen["dump"] = podman("exec", CONTAINER, "sh", "-c", DUMP)
             seen["agent"] = str(files_holding(agent_dir, key))
             closed = (await client.ok("pi_session_close", {"sessionId": sid}))["session"]
             assert closed["state"] == "closed"
+            seen["peek"] = await _read_only_session(client)
             return client
 
     client = anyio.run(scenario)
+    # The read-only session read the checkout, wrote nothing and left no container.
+    assert "content 1" in seen["peek"], seen["peek"]
+    assert "write-exit=0" not in seen["peek"]  # its Bash was refused (plan mode) or failed
+    assert snapshot(checkout) == before
+    assert not any(n.startswith("writerpool-ro-") for n in podman_names())
     assert "CLAUDE=" in seen["dump"], "Claude Code was running"
     assert "OPENED" not in seen["dump"], "another process opened Claude Code's /proc"
     assert '"apiKeyHelper"' in seen["dump"], "the agent directory was read"
@@ -128,13 +154,41 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     assert answered and messages.last_auth.get("x-api-key") == key
     assert writer_containers(WRITER) == []
     assert files_holding(agent_dir, key) == []
-    # Nothing reached the operator's checkout until the operator collects.
+    # Nothing reached the operator's checkout until the operator collects; `writer log`
+    # shows the session's commit first (the clone's HEAD is the branch Claude Code made),
+    # by the writer's identity, never the operator's.
     assert git(checkout, "branch", "--list", BRANCH) == ""
+    log = run_cli("writer", "log", WRITER)
+    mine = f" {WRITER} (writerpool): change by claude"
+    assert log.code == 0 and log.out.rstrip().endswith(mine), log.out
     wp("writer", "collect", WRITER, "--apply", check=True)
     collected = git(checkout, "rev-parse", f"refs/remotes/writer-{WRITER}/{BRANCH}")
+    assert log.out.startswith(collected[:12])
     assert git(checkout, "show", f"{collected}:claude.txt") == "changed by claude"
     assert git(checkout, "log", "-1", "--format=%s", collected) == "change by claude"
     client.assert_clean([key])
+
+
+async def _read_only_session(client: Client) -> str:
+    """A session of the read-only Claude Code profile: a throwaway container with the
+    checkout read-only; its turn reads a file and tries a write. Returns the turn's text."""
+    review = {"workspace": "boxed", "executionProfile": "claude-review"}
+    looked = (await client.ok("pi_session_start", review))["session"]
+    assert (looked["placement"], looked["agent"]) == ("readonly_container", "claude-code")
+    sid = looked["sessionId"]
+    assert f"writerpool-ro-{sid}" in podman_names()
+    # The checkout is mounted read-only: a write from inside the container fails.
+    with pytest.raises(subprocess.CalledProcessError):
+        podman("exec", f"writerpool-ro-{sid}", "touch", "/work/probe.txt")
+    body = await client.ok("pi_session_prompt", {"sessionId": sid, "message": PEEK_PROMPT})
+    turn = await client.wait_turn(sid, body["turnId"], limit=300)
+    assert turn["status"] == "completed" and turn["toolCalls"] == 2, turn
+    await client.ok("pi_session_close", {"sessionId": sid})
+    return str(turn["text"])
+
+
+def podman_names() -> list[str]:
+    return podman("ps", "-a", "--format", "{{.Names}}").split()
 
 
 def test_a_killed_claude_fails_its_session_cleanly(
