@@ -39,8 +39,13 @@ COMMAND = (
 PEEK_PROMPT = "claude-peek: read only"
 PEEK_FILE = "/work/file1.txt"
 PEEK_WRITE = 'touch /work/probe.txt; echo "write-exit=$?"'
+AFTER_PROMPT = "claude-after: still there?"
+AFTER_TEXT = "Still here after the abort."
 SCRIPT = Script(
     scripts=[
+        # First: after an abort, Claude Code 2.1.332 sends the interrupted prompt and the
+        # next one as one user message (the first entry that matches answers).
+        ScriptEntry(match="claude-after", steps=[Step(text=AFTER_TEXT)]),
         ScriptEntry(
             match="claude-commit",
             steps=[
@@ -191,7 +196,7 @@ def podman_names() -> list[str]:
     return podman("ps", "-a", "--format", "{{.Names}}").split()
 
 
-def test_a_killed_claude_fails_its_session_cleanly(
+def test_an_aborted_turn_ends_aborted_and_a_killed_claude_fails_its_session_cleanly(
     tmp_path: Path, make_server: MakeServer, image_pin: Path, messages: ScriptedMessages
 ) -> None:
     server = claude_writer(tmp_path, make_server, messages.port)
@@ -202,6 +207,21 @@ def test_a_killed_claude_fails_its_session_cleanly(
         async with connect(server) as client:
             sid = (await client.ok("pi_session_start", start))["session"]["sessionId"]
             slow = {"sessionId": sid, "message": "take-your-time"}
+            # An abort while the model's answer streams ends the turn `aborted`; the
+            # session takes the next prompt.
+            asked = len(messages.recorded("/v1/messages"))
+            cut = await client.ok("pi_session_prompt", slow)
+            with anyio.fail_after(120):
+                while len(messages.recorded("/v1/messages")) == asked:
+                    await anyio.sleep(0.1)
+            aborted = await client.ok("pi_session_abort", {"sessionId": sid})
+            assert aborted["aborted"] is True and aborted["turnId"] == cut["turnId"]
+            turn = await client.wait_turn(sid, cut["turnId"], limit=120)
+            assert (turn["status"], turn["text"]) == ("aborted", None), turn
+            after = {"sessionId": sid, "message": AFTER_PROMPT}
+            again = await client.ok("pi_session_prompt", after)
+            turn = await client.wait_turn(sid, again["turnId"], limit=120)
+            assert (turn["status"], turn["text"]) == ("completed", AFTER_TEXT), turn
             body = await client.ok("pi_session_prompt", slow)
             # Mid-turn (its answer streams for minutes), Claude Code is killed. The
             # container ends with it, which may end this exec first (Podman's 255).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from writerpool.agent.claude_events import fold_claude, parse_line
+from writerpool.agent.claude_events import fold_claude, interrupting, parse_line
 from writerpool.agent.events import ANSWER_ERROR, TurnLog, Usage
 
 TOOL = {"type": "assistant", "message": {"stop_reason": "tool_use", "content": [
@@ -41,6 +41,26 @@ def test_an_error_result_fails_the_turn_without_the_providers_words() -> None:
              "result": "API Error: 401 secret-ish detail"}  # fmt: skip
     snap = _replay(TOOL, error).get("t-1")
     assert snap.status == "failed" and snap.error == ANSWER_ERROR
+
+
+INTERRUPTED = {"type": "result", "subtype": "error_during_execution", "is_error": True}
+
+
+def test_an_interrupted_run_ends_aborted_and_a_run_done_before_the_interrupt_stands() -> None:
+    log = _replay(TOOL)
+    interrupting(log, 2.0)
+    for event in (DONE, INTERRUPTED):  # a message of the interrupted run, then its end
+        fold_claude(log, event, 3.0)
+    snap = log.get("t-1")
+    assert (snap.status, snap.stop_reason, snap.text, snap.error) == ("aborted", "aborted",
+                                                                     None, None)  # fmt: skip
+    late = _replay(TOOL)
+    interrupting(late, 2.0)
+    fold_claude(late, RESULT, 3.0)
+    assert (late.get("t-1").status, late.get("t-1").text) == ("completed", "Committed.")
+    idle = TurnLog()
+    interrupting(idle, 1.0)  # between turns: nothing to interrupt
+    assert idle.running is None and idle.all() == []
 
 
 def test_lines_that_are_not_events_are_ignored() -> None:

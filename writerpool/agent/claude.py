@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from writerpool.agent.claude_events import fold_claude, parse_line
+from writerpool.agent.claude_events import fold_claude, interrupting, parse_line
 from writerpool.agent.key_file import KEY_FILE, KeyFile
 from writerpool.agent.process import LineAgent
 from writerpool.atomic import write_atomic
@@ -81,6 +81,7 @@ class ClaudeAgent(LineAgent):
         return {"type": "user", "message": {"role": "user", "content": content}}
 
     def _abort(self, timeout: float) -> None:
+        self._fold(lambda turns: interrupting(turns, time.time()))
         request = {"subtype": "interrupt"}
         self._send({"type": "control_request", "request_id": secrets.token_hex(6),
                     "request": request})  # fmt: skip

@@ -2,7 +2,9 @@
 into the turn model (events.py). Pure code, so recorded output can drive it in tests.
 
 An `assistant` line is one model message (its text and tool_use blocks); a `result`
-line ends the run for one prompt, with the final text and the run's usage.
+line ends the run for one prompt, with the final text and the run's usage. Claude Code
+ends an interrupted run with an error result: once writerpool has asked for the
+interrupt (`interrupting`), that result ends the turn `aborted`, not failed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from writerpool.untrusted import DocumentRefused, loads_json
 from writerpool.utf8 import valid_text
 
 MAX_DEPTH = 32
+ABORTED = "aborted"  # the turn model's stop reason of an aborted turn
 # Claude's stop_reason -> the turn model's words.
 STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
         "tool_use": "toolUse", "refusal": "stop"}  # fmt: skip
@@ -41,6 +44,11 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def interrupting(log: TurnLog, now: float) -> None:
+    """writerpool asked Claude Code to interrupt the running turn (a no-op between turns)."""
+    log.answer(ABORTED, None, False, now)
+
+
 def fold_claude(log: TurnLog, event: dict[str, Any], now: float) -> None:
     """Fold one stream-json line into the running turn (lines between turns are ignored)."""
     if log.running is None:
@@ -48,7 +56,8 @@ def fold_claude(log: TurnLog, event: dict[str, Any], now: float) -> None:
     log.progress(now)
     kind = event["type"]
     message = event.get("message")
-    if kind == "assistant" and isinstance(message, dict):
+    interrupted = log.last_stop == ABORTED
+    if kind == "assistant" and isinstance(message, dict) and not interrupted:
         blocks = _blocks(message)
         for _ in (b for b in blocks if b.get("type") == "tool_use"):
             log.tool_call(now)
@@ -63,6 +72,7 @@ def fold_claude(log: TurnLog, event: dict[str, Any], now: float) -> None:
             log.usage(used, now)
         result = event.get("result")
         failed = bool(event.get("is_error")) or event.get("subtype") != "success"
-        final = valid_text(result.strip()) if isinstance(result, str) else None
-        log.answer("error" if failed else "stop", final, failed, now)
+        if not (failed and interrupted):  # a run that ended before the interrupt stands
+            final = valid_text(result.strip()) if isinstance(result, str) else None
+            log.answer("error" if failed else "stop", final, failed, now)
         log.finish(now)
