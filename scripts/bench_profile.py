@@ -1,8 +1,9 @@
 """Profile, in process, what `pi_session_start` runs for a container session
-(`--what session`) or what `mode set --apply` runs for a 10,000-commit repository
-(`--what mode-set`), with pyinstrument when it is importable:
+(`--what session`, of the profile of `--agent`: pi, claude-code or codex, on the
+providers of `--only agents`) or what `mode set --apply` runs for a 10,000-commit
+repository (`--what mode-set`), with pyinstrument when it is importable:
 
-    PYTHONPATH=DIR_WITH_PYINSTRUMENT python scripts/bench_profile.py --what session
+    PYTHONPATH=DIR_WITH_PYINSTRUMENT python scripts/bench_profile.py --what session --agent codex
 
 Uses the bench's private world (bench_env.py); prints timings of every repetition
 and pyinstrument's wall-clock tree of the last one.
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import bench_agents
 from bench_env import PROFILE, BenchEnv
 
 from writerpool.config.models import load_config
@@ -25,7 +27,7 @@ from writerpool.pool.modes.change import set_mode
 from writerpool.pool.modes.request import ModeRequest
 from writerpool.runtime.hosts import open_host
 from writerpool.sessions.launch import Launcher
-from writerpool.sessions.placement import plan_session
+from writerpool.sessions.placement import SessionPlan, plan_session
 
 
 @contextlib.contextmanager
@@ -50,14 +52,20 @@ def show(profiler: Any) -> None:
         print(profiler.output_text(unicode=True, color=False, show_all=False))
 
 
-def session_starts(env: BenchEnv, reps: int) -> None:
-    env.add_workspace("pool", 10, writers=1)
-    env.write_config()
-    env.wp_ok("control", "--apply")
-    env.set_container_mode("pool")
-    loaded = load_config(env.paths)
-    plan = plan_session(loaded.config, load_modes(env.paths), "pool", PROFILE, None)
-    launcher = Launcher(env.paths, loaded)
+def session_starts(env: BenchEnv, reps: int, agent: str) -> None:
+    with bench_agents.providers(env):
+        env.add_workspace(bench_agents.ALIAS, 10, writers=1)
+        env.write_config()
+        env.wp_ok("control", "--apply")
+        bench_agents.prepare(env)
+        loaded = load_config(env.paths)
+        profile = bench_agents.PROFILES[agent]
+        plan = plan_session(loaded.config, load_modes(env.paths), bench_agents.ALIAS, profile,
+                            None)  # fmt: skip
+        _launches(Launcher(env.paths, loaded), plan, reps)
+
+
+def _launches(launcher: Launcher, plan: SessionPlan, reps: int) -> None:
     for n in range(reps):
         with profiled(n == reps - 1) as profiler:
             began = time.perf_counter()
@@ -86,11 +94,15 @@ def mode_sets(env: BenchEnv, reps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--what", choices=("session", "mode-set"), default="session")
+    parser.add_argument("--agent", choices=tuple(bench_agents.PROFILES), default="pi")
     parser.add_argument("--reps", type=int, default=4)
     args = parser.parse_args()
     env = BenchEnv.create()
     try:
-        (session_starts if args.what == "session" else mode_sets)(env, args.reps)
+        if args.what == "session":
+            session_starts(env, args.reps, args.agent)
+        else:
+            mode_sets(env, args.reps)
     finally:
         env.close()
 

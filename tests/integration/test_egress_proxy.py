@@ -518,3 +518,34 @@ def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
     assert len(records.items) == 2 + AUDIT_PAST_CAP  # handed off before each response was sent
     assert outcomes == [model.FORBIDDEN_TOKEN] * 2 + [model.CAP_REQUESTS] * AUDIT_PAST_CAP
     assert provider.request_count == 0
+
+
+def _spare_pids(taken: set[int]) -> set[int]:
+    """This process's egress processes not serving a session of `taken`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == os.getpid() and b"writerpool.egress.worker" in cmdline:
+            found.add(int(entry.name))
+    return found - taken
+
+
+def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
+) -> None:
+    assert host.keep_spares(0) == 0  # nothing is started ahead before a first session
+    first = open_session(host, short_dir, provider)
+    [spare] = _spare_pids({first.pid})
+    assert host.keep_spares(0) == 1  # the warm pool asking for none keeps that one
+    second = open_session(host, short_dir, provider, name="s2")
+    assert second.pid == spare
+    [again] = _spare_pids({first.pid, second.pid})
+    status, _ = request(second)
+    assert status == 200 and again not in {first.pid, second.pid}
+    host.close()  # the spare ends with the host (reaped: its /proc entry is gone)
+    assert not Path(f"/proc/{again}").exists()

@@ -144,6 +144,7 @@ class EgressSession:
         if self._failure is not None:
             self.stop()
             raise self._failure
+        self._host.replenish()  # the next session's spare, now this start is done
 
     def _send(self, data: bytes) -> None:
         stdin = self._process.stdin
@@ -216,10 +217,10 @@ def _close(stream: IO[bytes] | None) -> None:
             stream.close()
 
 
-def _spawn_worker() -> proc.Process:
+def _spawn_worker(env: dict[str, str]) -> proc.Process:
     argv = [sys.executable, "-m", "writerpool.egress.worker"]
     # Its working directory is the spec's (egress.worker.confine); none is needed before.
-    return proc.spawn(argv, env=_worker_env(), cwd=Path("/"), stderr_to=2)
+    return proc.spawn(argv, env=env, cwd=Path("/"), stderr_to=2)
 
 
 def _end_spare(process: proc.Process) -> None:
@@ -245,7 +246,14 @@ class EgressSupervisor:
         self._lock = threading.Lock()
         self._closed = False
         self._loop: InProcessLoop | None = None
-        self._spares: list[proc.Process] = []
+        # Each spare with the environment it was started with: one started before the
+        # server's environment changed (CA variables) is not handed out.
+        self._spares: list[tuple[proc.Process, dict[str, str]]] = []
+        self._asked = 0  # spares the warm pool asks for (keep_spares)
+        # Once a session has opened egress, one spare is kept for the next start, started
+        # when the session's own process is ready (not beside the start it would slow):
+        # the next start then skips the interpreter's start and imports (0.1-0.3 s).
+        self._floor = 0
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a listener's coroutine on the server's own egress loop (made on first use):
@@ -290,34 +298,45 @@ class EgressSupervisor:
             if self._closed:
                 raise WriterpoolError("egress_failed", "the provider proxy host is closed")
             socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            process = self._take_spare() or _spawn_worker()
+            env = _worker_env()
+            process = self._take_spare(env) or _spawn_worker(env)
             proxy = EgressSession(self, spec, process)
             self._sessions.append(proxy)
+            self._floor = 1
         proxy._start(spec)
         if wait:
             proxy.wait_ready()
         return proxy
 
     def keep_spares(self, count: int) -> int:
-        """Keep `count` egress processes started ahead, each holding nothing (no spec,
-        no credential, no socket) until `open` hands one a session: a warm writer's
-        claim then skips the interpreter's start. Returns how many are kept."""
+        """Keep `count` egress processes started ahead (one at least once a session has
+        opened egress), each holding nothing (no spec, no credential, no socket) until
+        `open` hands one a session: a warm writer's claim, and the next cold start, then
+        skip the interpreter's start. Returns how many are kept."""
         with self._lock:
-            self._spares = [p for p in self._spares if p.poll() is None]
-            surplus = self._spares[count:] if count < len(self._spares) else []
-            del self._spares[len(self._spares) - len(surplus) :]
+            self._asked = count
+        return self.replenish()
+
+    def replenish(self) -> int:
+        """Start or end spares until as many run as are wanted; returns how many run."""
+        env = _worker_env()
+        with self._lock:
+            count = max(self._asked, self._floor)
+            running = [(p, e) for p, e in self._spares if p.poll() is None and e == env]
+            ended = [p for p, e in self._spares if (p, e) not in running]
+            self._spares, surplus = running[:count], [p for p, _ in running[count:]]
             while not self._closed and len(self._spares) < count:  # bounded by `count`
-                self._spares.append(_spawn_worker())
+                self._spares.append((_spawn_worker(env), env))
             kept = len(self._spares)
-        for process in surplus:
+        for process in ended + surplus:
             _end_spare(process)
         return kept
 
-    def _take_spare(self) -> proc.Process | None:
-        """A spare still running, or None. The caller holds the lock."""
+    def _take_spare(self, env: dict[str, str]) -> proc.Process | None:
+        """A spare still running with this environment, or None. The caller holds the lock."""
         while self._spares:  # bounded by the spares kept
-            process = self._spares.pop()
-            if process.poll() is None:
+            process, started_with = self._spares.pop()
+            if process.poll() is None and started_with == env:
                 return process
             _end_spare(process)
         return None
@@ -349,7 +368,7 @@ class EgressSupervisor:
             self._closed = True
             sessions, self._sessions = self._sessions, []
             spares, self._spares = self._spares, []
-        for process in spares:
+        for process, _ in spares:
             _end_spare(process)
         for proxy in sessions:
             proxy.stop()
