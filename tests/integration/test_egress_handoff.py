@@ -18,17 +18,22 @@ import socket
 import subprocess
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import REQUIRE
 from tests.support.connect import Records, dial, head_of, open_proxy
 from tests.support.egress import client_hello
+from writerpool.config.paths import Paths
 from writerpool.egress.connect import ConnectLimits, LocalListener
 from writerpool.egress.handoff import DECLINED, OFFER
 from writerpool.egress.loop import InProcessLoop
-from writerpool.runtime.image import DEFAULT_IMAGES_DIR
+from writerpool.proc import run
+from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
+from writerpool.runtime.podman import podman_env
 
 FORWARDER = DEFAULT_IMAGES_DIR / "egress-forwarder"
 NAME = "listed.handoff.test"
@@ -347,4 +352,55 @@ def test_behind_a_relay_that_drops_descriptors_the_forwarder_relays(
         relay.close()
         proxy.stop()
     assert proxy.listener.handoffs == 0
+    assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
+
+
+PROBE = """
+import socket, sys
+port, target, hello = 18090, sys.argv[1], bytes.fromhex(sys.argv[2])
+with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+    conn.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += conn.recv(4096)
+    conn.sendall(hello)
+    print(head.split(b" ")[1].decode(), conn.recv(2).decode(), flush=True)
+"""
+
+
+@pytest.mark.podman
+@pytest.mark.image
+def test_inside_a_writer_the_forwarder_hands_the_connection_over(
+    host: InProcessLoop, short_dir: Path, upstream: Upstream, image_pin: Path
+) -> None:
+    """Across the bind-mounted socket, from the forwarder as pi's launcher runs it (PID 1,
+    --network none) to a proxy on the host: the proxy takes the agent's socket."""
+    if shutil.which("podman") is None:
+        if REQUIRE:
+            pytest.fail("podman is missing")
+        pytest.skip("podman is missing")
+    pin = load_pin(Paths.from_env())
+    assert pin is not None
+    records, hello = Records(), client_hello(NAME)
+    proxy = proxy_for(host, short_dir, upstream, records)
+    name = f"writerpool-test-handoff-{uuid.uuid4().hex[:8]}"
+    argv = ["podman", "run", "--rm", "--name", name, "--label", "io.writerpool.test=handoff",
+            "--pull=never", "--network", "none", "--userns=keep-id", "--read-only",
+            "--cap-drop=all", "--security-opt=no-new-privileges",
+            "-v", f"{proxy.listener.socket_path.parent}:/egress",
+            "-e", "WRITERPOOL_EGRESS_PORT=18089", "-e", "WRITERPOOL_EGRESS_SOCKET=/egress/none",
+            "-e", "WRITERPOOL_CONNECT_PORT=18090",
+            "-e", "WRITERPOOL_CONNECT_SOCKET=/egress/connect.sock", pin.image_id,
+            "/usr/bin/python3", "/usr/local/lib/writerpool/egress-forwarder", "--supervise",
+            "/usr/bin/python3", "-c", PROBE, f"{NAME}:{upstream.port}", hello.hex()]  # fmt: skip
+    try:
+        done = run(argv, env=podman_env(), timeout=180, check=False)
+        records.wait(1)
+    finally:
+        run(["podman", "rm", "-f", "--", name], env=podman_env(), timeout=60, check=False)
+        proxy.stop()
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert done.out.split() == ["200", "ok"]
+    assert proxy.listener.handoffs == 1
+    (record,) = records.items
     assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
