@@ -29,7 +29,7 @@ from tests.support.connect import Records, dial, head_of, open_proxy
 from tests.support.egress import client_hello
 from writerpool.config.paths import Paths
 from writerpool.egress.connect import ConnectLimits, LocalListener
-from writerpool.egress.handoff import DECLINED, OFFER
+from writerpool.egress.handoff import DECLINED, OFFER, TAKEN
 from writerpool.egress.loop import InProcessLoop
 from writerpool.proc import run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
@@ -221,6 +221,72 @@ def test_an_offer_without_a_descriptor_is_declined_and_reaches_nothing(
     finally:
         proxy.stop()
     assert upstream.accepted == 0 and proxy.listener.handoffs == 0
+
+
+def test_a_handed_socket_that_never_reads_is_cut_and_the_proxy_serves_on(
+    host: InProcessLoop, short_dir: Path, upstream: Upstream
+) -> None:
+    """The writer fills the handed socket's outgoing buffer before handing it over: the
+    proxy's 200 cannot be sent, so the connection is cut (its loop never blocks on it),
+    and it stops counting against the caps."""
+    records = Records()
+    proxy = proxy_for(host, short_dir, upstream, records, concurrent=1)
+    ours, theirs = socket.socketpair()
+    try:
+        target = f"{NAME}:{upstream.port}"
+        ours.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        theirs.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:  # bounded: the socket's send buffer
+                theirs.send(b"x" * 65536)
+        with dial(proxy) as peer:
+            socket.send_fds(peer, [OFFER], [theirs.fileno()])
+            assert peer.recv(1) == TAKEN
+        theirs.close()
+        (record,) = records.wait(1)
+        assert proxy.listener.active == 0
+        sock, head = open_tunnel_direct(proxy, target)  # the one slot is free again
+        sock.close()
+    finally:
+        ours.close()
+        theirs.close()
+        proxy.stop()
+    assert (record.allowed, record.bytes_up, record.bytes_down) == (True, 0, 0)
+    assert head.startswith("HTTP/1.1 200 ")
+
+
+def test_a_writer_that_makes_its_handed_socket_blocking_cannot_stall_the_proxy(
+    host: InProcessLoop, short_dir: Path, upstream: Upstream
+) -> None:
+    """The writer keeps a copy of the socket it hands over and clears O_NONBLOCK (a flag
+    both copies share), then sends half a head: the proxy reads it without blocking, and
+    serves another connection meanwhile."""
+    records = Records()
+    proxy = proxy_for(host, short_dir, upstream, records)
+    ours, theirs = socket.socketpair()
+    target = f"{NAME}:{upstream.port}"
+    try:
+        with dial(proxy) as peer:
+            socket.send_fds(peer, [OFFER], [theirs.fileno()])
+            assert peer.recv(1) == TAKEN
+        theirs.setblocking(True)  # the shared file description blocks from now on
+        ours.sendall(f"CONNECT {target} HTTP/1.1\r\n".encode())  # the head goes on
+        other, head = open_tunnel_direct(proxy, target)
+        other.close()
+        ours.sendall(f"Host: {target}\r\n\r\n".encode())
+        assert head_of(ours).startswith("HTTP/1.1 200 ")
+    finally:
+        ours.close()
+        theirs.close()
+        proxy.stop()
+    assert head.startswith("HTTP/1.1 200 ")
+    assert proxy.listener.handoffs == 1
+
+
+def open_tunnel_direct(proxy: LocalListener, target: str) -> tuple[socket.socket, str]:
+    sock = dial(proxy)
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    return sock, head_of(sock)
 
 
 # -- the real forwarder ----------------------------------------------------------------

@@ -338,7 +338,7 @@ class ConnectSession:
         loop = asyncio.get_running_loop()
         body: int | None = None
         if request.scheme == "https":
-            await wire.send_all(agent, cm.ESTABLISHED)
+            await asyncio.wait_for(wire.send_all(agent, cm.ESTABLISHED), wire.ANSWER_TIMEOUT)
             first = await self._hello(agent, early, request.host, conn)
             if first is None:
                 return

@@ -20,7 +20,7 @@ from writerpool.errors import WriterpoolError
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
 CONNECT_TIMEOUT = 10.0
-ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal is cut
+ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal (or its 200) is cut
 
 
 @contextlib.contextmanager
