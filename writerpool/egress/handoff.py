@@ -115,6 +115,9 @@ def _stream(fd: int) -> socket.socket:
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             raise HandoffRefused("the descriptor is not a socket")
         sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        os.close(fd)
+        raise HandoffRefused("the socket cannot be read as one") from exc
     except BaseException:
         os.close(fd)
         raise
