@@ -248,7 +248,7 @@ class ConnectSession:
     async def _read_request(
         self, peer: socket.socket, conn: _Connection
     ) -> tuple[Request, bytes] | None:
-        """The request and its head's followers, or None once refused (`conn.handed`)."""
+        """The request and what came with it (from `conn.handed` if set), or None once refused."""
         agent, reason = peer, cm.BAD_REQUEST
         try:
             async with asyncio.timeout(self.limits.header_seconds):  # no task of its own
