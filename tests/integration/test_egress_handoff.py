@@ -1,102 +1,28 @@
-"""The forwarder hands the agent's own connection to the allowlist proxy (SCM_RIGHTS).
+"""A hostile peer on the allowlist proxy's socket (`egress.handoff`).
 
-A hostile peer on the proxy's socket sending anything but one connected stream socket
-with its offer is refused with its code, audited, leaves no descriptor in the proxy
-(its descriptors are counted in this process, which runs it) and reaches nothing
-upstream. The real forwarder (images/egress-forwarder, run on the host) hands its
-connections over and holds no socket of them afterwards; behind a relay that drops
-descriptors, as an SSH forward does, the proxy declines and the forwarder relays.
+Sending anything but one connected stream socket with the offer is refused with its
+code, audited, leaves no descriptor in the proxy (its descriptors are counted in this
+process, which runs it) and reaches nothing upstream; a handed socket the writer keeps
+a copy of cannot stall the proxy. The real forwarder's side: test_egress_handoff_forwarder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
-import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REQUIRE
-from tests.support.connect import Records, dial, head_of, open_proxy
-from tests.support.egress import client_hello
-from writerpool.config.paths import Paths
-from writerpool.egress.connect import ConnectLimits, LocalListener
+from tests.support.connect import Records, dial, head_of
+from tests.support.handoff import NAME, Upstream, host, open_tunnel, proxy_for, short_dir, upstream
 from writerpool.egress.handoff import DECLINED, OFFER, TAKEN
 from writerpool.egress.loop import InProcessLoop
-from writerpool.proc import run
-from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
-from writerpool.runtime.podman import podman_env
 
-FORWARDER = DEFAULT_IMAGES_DIR / "egress-forwarder"
-NAME = "listed.handoff.test"
+__all__ = ["host", "short_dir", "upstream"]  # fixtures
 REFUSED = "(handoff_refused)"
-
-
-class Upstream:
-    """A listed host on loopback: answers each chunk it gets with `ok`; counts the
-    connections it accepted."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _echo(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            while conn.recv(65536):
-                conn.sendall(b"ok")
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-@pytest.fixture
-def host() -> Iterator[InProcessLoop]:
-    loop = InProcessLoop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture
-def upstream() -> Iterator[Upstream]:
-    served = Upstream()
-    yield served
-    served.close()
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="egh", dir="/tmp"))  # sun_path is short
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def proxy_for(
-    host: InProcessLoop, directory: Path, upstream: Upstream, records: Records, concurrent: int = 4
-) -> LocalListener:
-    limits = ConnectLimits(concurrent=concurrent, total=100, header_bytes=4096,
-                           header_seconds=3.0, idle_seconds=30.0)  # fmt: skip
-    words = (f"{NAME}:{upstream.port}", "127.0.0.1/32")
-    return open_proxy(host, directory, words, records, {NAME: ("127.0.0.1",)}, limits)
 
 
 def open_descriptors() -> int:
@@ -245,7 +171,7 @@ def test_a_handed_socket_that_never_reads_is_cut_and_the_proxy_serves_on(
         theirs.close()
         (record,) = records.wait(1)
         assert proxy.listener.active == 0
-        sock, head = open_tunnel_direct(proxy, target)  # the one slot is free again
+        sock, head = open_tunnel(proxy, upstream)  # the one slot is free again
         sock.close()
     finally:
         ours.close()
@@ -271,7 +197,7 @@ def test_a_writer_that_makes_its_handed_socket_blocking_cannot_stall_the_proxy(
             assert peer.recv(1) == TAKEN
         theirs.setblocking(True)  # the shared file description blocks from now on
         ours.sendall(f"CONNECT {target} HTTP/1.1\r\n".encode())  # the head goes on
-        other, head = open_tunnel_direct(proxy, target)
+        other, head = open_tunnel(proxy, upstream)
         other.close()
         ours.sendall(f"Host: {target}\r\n\r\n".encode())
         assert head_of(ours).startswith("HTTP/1.1 200 ")
@@ -281,192 +207,3 @@ def test_a_writer_that_makes_its_handed_socket_blocking_cannot_stall_the_proxy(
         proxy.stop()
     assert head.startswith("HTTP/1.1 200 ")
     assert proxy.listener.handoffs == 1
-
-
-def open_tunnel_direct(proxy: LocalListener, target: str) -> tuple[socket.socket, str]:
-    sock = dial(proxy)
-    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    return sock, head_of(sock)
-
-
-# -- the real forwarder ----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def forwarder(socket_path: Path, directory: Path) -> Iterator[tuple[int, int]]:
-    """The forwarder serving the allowlist port for `socket_path` (started the launcher's
-    way, --background): its port and the serving process's pid."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": "0",
-           "WRITERPOOL_EGRESS_SOCKET": str(directory / "unused.sock"),
-           "WRITERPOOL_CONNECT_PORT": str(port),
-           "WRITERPOOL_CONNECT_SOCKET": str(socket_path)}  # fmt: skip
-    parent = subprocess.Popen(
-        ["/usr/bin/python3", str(FORWARDER), "--background"], env=env,
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert parent.wait(timeout=20) == 0  # the port accepts now
-        (serving,) = [int(e.name) for e in Path("/proc").iterdir()
-                      if e.name.isdigit() and _group(int(e.name)) == parent.pid]  # fmt: skip
-        yield port, serving
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(parent.pid, signal.SIGTERM)
-
-
-def _group(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
-
-
-def sockets_of(pid: int) -> int:
-    links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-    return sum(link.startswith("socket:") for link in links)
-
-
-def open_tunnel(port: int, upstream: Upstream) -> tuple[socket.socket, str]:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-    target = f"{NAME}:{upstream.port}"
-    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    return sock, head_of(sock)
-
-
-def answered(sock: socket.socket, hello: bytes) -> bytes:
-    """The upstream's answer to the tunnel's ClientHello."""
-    sock.sendall(hello)
-    return sock.recv(2)
-
-
-def test_the_forwarder_hands_its_connections_over_and_keeps_none(
-    host: InProcessLoop, short_dir: Path, upstream: Upstream
-) -> None:
-    records, hello = Records(), client_hello(NAME)
-    proxy = proxy_for(host, short_dir, upstream, records, concurrent=1)
-    try:
-        with forwarder(proxy.listener.socket_path, short_dir) as (port, pid):
-            idle = sockets_of(pid)
-            sock, head = open_tunnel(port, upstream)
-            with sock:
-                assert head.startswith("HTTP/1.1 200 ")
-                assert answered(sock, hello) == b"ok"
-                assert proxy.listener.handoffs == 1
-                assert sockets_of(pid) == idle  # the forwarder holds none of it
-                over, refused = open_tunnel(port, upstream)  # past the cap: answered
-                over.close()
-            records.wait(2)
-    finally:
-        proxy.stop()
-    assert refused.startswith("HTTP/1.1 429 ") and "(cap_concurrent)" in refused
-    (allowed,) = [r for r in records.items if r.allowed]
-    assert (allowed.bytes_up, allowed.bytes_down) == (len(hello), 2)
-
-
-class DroppingRelay:
-    """A Unix socket relayed byte for byte to another with read() and write(), as an SSH
-    forward relays it: what is attached to the bytes (descriptors) is dropped."""
-
-    def __init__(self, path: Path, target: Path) -> None:
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(path))
-        self.listener.listen()
-        self.target = target
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            inner.connect(str(self.target))
-            for src, dst in ((conn, inner), (inner, conn)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def test_behind_a_relay_that_drops_descriptors_the_forwarder_relays(
-    host: InProcessLoop, short_dir: Path, upstream: Upstream
-) -> None:
-    records, hello = Records(), client_hello(NAME)
-    proxy = proxy_for(host, short_dir, upstream, records)
-    relay = DroppingRelay(short_dir / "relay.sock", proxy.listener.socket_path)
-    try:
-        with forwarder(short_dir / "relay.sock", short_dir) as (port, _):
-            sock, head = open_tunnel(port, upstream)
-            with sock:
-                assert head.startswith("HTTP/1.1 200 ")
-                assert answered(sock, hello) == b"ok"
-                sock.shutdown(socket.SHUT_WR)  # the agent ends it: the tunnel ends
-                assert sock.recv(1) == b""
-            (record,) = records.wait(1)
-    finally:
-        relay.close()
-        proxy.stop()
-    assert proxy.listener.handoffs == 0
-    assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
-
-
-PROBE = """
-import socket, sys
-port, target, hello = 18090, sys.argv[1], bytes.fromhex(sys.argv[2])
-with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
-    conn.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
-    head = b""
-    while b"\\r\\n\\r\\n" not in head:
-        head += conn.recv(4096)
-    conn.sendall(hello)
-    print(head.split(b" ")[1].decode(), conn.recv(2).decode(), flush=True)
-"""
-
-
-@pytest.mark.podman
-@pytest.mark.image
-def test_inside_a_writer_the_forwarder_hands_the_connection_over(
-    host: InProcessLoop, short_dir: Path, upstream: Upstream, image_pin: Path
-) -> None:
-    """Across the bind-mounted socket, from the forwarder as pi's launcher runs it (PID 1,
-    --network none) to a proxy on the host: the proxy takes the agent's socket."""
-    if shutil.which("podman") is None:
-        if REQUIRE:
-            pytest.fail("podman is missing")
-        pytest.skip("podman is missing")
-    pin = load_pin(Paths.from_env())
-    assert pin is not None
-    records, hello = Records(), client_hello(NAME)
-    proxy = proxy_for(host, short_dir, upstream, records)
-    name = f"writerpool-test-handoff-{uuid.uuid4().hex[:8]}"
-    argv = ["podman", "run", "--rm", "--name", name, "--label", "io.writerpool.test=handoff",
-            "--pull=never", "--network", "none", "--userns=keep-id", "--read-only",
-            "--cap-drop=all", "--security-opt=no-new-privileges",
-            "-v", f"{proxy.listener.socket_path.parent}:/egress",
-            "-e", "WRITERPOOL_EGRESS_PORT=18089", "-e", "WRITERPOOL_EGRESS_SOCKET=/egress/none",
-            "-e", "WRITERPOOL_CONNECT_PORT=18090",
-            "-e", "WRITERPOOL_CONNECT_SOCKET=/egress/connect.sock", pin.image_id,
-            "/usr/bin/python3", "/usr/local/lib/writerpool/egress-forwarder", "--supervise",
-            "/usr/bin/python3", "-c", PROBE, f"{NAME}:{upstream.port}", hello.hex()]  # fmt: skip
-    try:
-        done = run(argv, env=podman_env(), timeout=180, check=False)
-        records.wait(1)
-    finally:
-        run(["podman", "rm", "-f", "--", name], env=podman_env(), timeout=60, check=False)
-        proxy.stop()
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    assert done.out.split() == ["200", "ok"]
-    assert proxy.listener.handoffs == 1
-    (record,) = records.items
-    assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
