@@ -25,11 +25,13 @@ from tests.conftest import REQUIRE
 from tests.support.connect import Records
 from tests.support.egress import client_hello
 from tests.support.handoff import NAME, Upstream, host, open_tunnel, proxy_for, short_dir, upstream
+from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 from writerpool.egress.loop import InProcessLoop
 from writerpool.proc import run
 from writerpool.runtime.image import DEFAULT_IMAGES_DIR, load_pin
 from writerpool.runtime.podman import podman_env
+from writerpool.runtime.remote import connect
 
 __all__ = ["host", "short_dir", "upstream"]  # fixtures
 FORWARDER = DEFAULT_IMAGES_DIR / "egress-forwarder"
@@ -205,4 +207,61 @@ def test_inside_a_writer_the_forwarder_hands_the_connection_over(
     assert done.out.split() == ["200", "ok"]
     assert proxy.listener.handoffs == 1
     (record,) = records.items
+    assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
+
+
+REMOTE_PROBE = """
+import os, signal, socket, subprocess, sys, tempfile
+socket_path, target, hello = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3])
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+work = tempfile.mkdtemp()
+script = os.path.join(work, "egress-forwarder")
+with open(script, "w") as out:
+    out.write(FORWARDER_SOURCE)
+env = {"PATH": "/usr/bin:/bin", "WRITERPOOL_EGRESS_PORT": "0",
+       "WRITERPOOL_EGRESS_SOCKET": os.path.join(work, "none"),
+       "WRITERPOOL_CONNECT_PORT": str(port), "WRITERPOOL_CONNECT_SOCKET": socket_path}
+parent = subprocess.Popen([sys.executable, script, "--background"], env=env,
+                          stdout=subprocess.DEVNULL, start_new_session=True)
+try:
+    assert parent.wait(timeout=20) == 0
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        conn.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
+        head = b""
+        while b"\\r\\n\\r\\n" not in head:
+            head += conn.recv(4096)
+        conn.sendall(hello)
+        print(head.split(b" ")[1].decode(), conn.recv(2).decode(), flush=True)
+finally:
+    os.killpg(parent.pid, signal.SIGTERM)
+    os.remove(script)
+    os.rmdir(work)
+"""
+
+
+@pytest.mark.remote
+def test_over_an_ssh_forward_the_offer_is_declined_and_the_forwarder_relays(
+    host: InProcessLoop, short_dir: Path, upstream: Upstream, testhost: HostConfig
+) -> None:
+    """The proxy's socket forwarded to another host over SSH (as a remote writer's would
+    be): the descriptor is dropped on the way, the proxy declines the bare offer, and the
+    forwarder there relays the tunnel, audited as any other."""
+    records, hello = Records(), client_hello(NAME)
+    proxy = proxy_for(host, short_dir, upstream, records)
+    source = REMOTE_PROBE.replace("FORWARDER_SOURCE", repr(FORWARDER.read_text()))
+    try:
+        with (
+            connect("th", testhost) as remote,
+            remote.forwarded_socket(proxy.listener.socket_path, "s-handoff") as there,
+        ):
+            done = remote.host.exec(["python3", "-", there, f"{NAME}:{upstream.port}",
+                                     hello.hex()], input=source.encode(), timeout=120)  # fmt: skip
+        (record,) = records.wait(1)
+    finally:
+        proxy.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.out.split() == ["200", "ok"]
+    assert proxy.listener.handoffs == 0
     assert (record.allowed, record.bytes_up, record.bytes_down) == (True, len(hello), 2)
