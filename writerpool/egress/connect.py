@@ -12,8 +12,8 @@ read at each decision they are needed for), then resolved
 once (`egress.resolve`, the function `egress check` uses too), every address judged,
 and the proxy connects to an address it checked (its record names that address, or
 the one refused): a name that resolves elsewhere later changes nothing. A refusal is a
-403 whose status line names the host. One record per connection.
-
+403 whose status line names the host. One record per connection. The in-writer
+forwarder hands the agent's own socket over where it can (`egress.handoff`).
 A connection ends when either side ends it (`egress.relay`): an agent that closes its
 side closes the upstream half too, and stops counting against the caps at once.
 Caps per session: connections in total and at once, header bytes, a deadline for the
@@ -36,6 +36,8 @@ from pathlib import Path
 from writerpool.config.allow_entry import normalize_host
 from writerpool.egress import clienthello as ch
 from writerpool.egress import connect_model as cm
+from writerpool.egress import handoff
+from writerpool.egress import sockets as wire
 from writerpool.egress.allowlist import Allowlist, Decision, expand
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectLimits, ConnectRecord, Request
 from writerpool.egress.grants import GrantWatch
@@ -69,6 +71,7 @@ class _Connection:
     until: float | None = None  # the session-scoped entry that allowed it ends then
     allowlist: Allowlist | None = None  # the one decided with (session entries included)
     relayed: Relayed = field(default_factory=Relayed)  # bytes each way, set by the relay
+    handed: socket.socket | None = None  # the agent's own socket, handed over by the writer
 
 
 class ConnectSession:
@@ -102,6 +105,7 @@ class ConnectSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._count = 0
         self._active = 0
+        self._handoffs = 0
         self._denied: dict[str, str] = {}
 
     @property
@@ -113,6 +117,11 @@ class ConnectSession:
     def active(self) -> int:
         """Connections counted against the concurrency cap now."""
         return self._active
+
+    @property
+    def handoffs(self) -> int:
+        """Connections whose agent socket the writer's forwarder handed over."""
+        return self._handoffs
 
     @classmethod
     def from_spec(
@@ -171,29 +180,32 @@ class ConnectSession:
 
     # -- one connection ----------------------------------------------------------------
 
-    async def _accept(self, agent: socket.socket) -> None:
+    async def _accept(self, peer: socket.socket) -> None:
         self._count += 1
         self._active += 1
         conn = _Connection()
         try:
-            await self._serve(agent, conn)
+            await self._serve(peer, conn)
         except (ConnectionError, OSError):
             pass  # the agent's side went away; the record says how far it got
         finally:
             self._active -= 1  # before anything else: the cap is free again at once
-            agent.close()
+            peer.close()
+            if conn.handed is not None:
+                conn.handed.close()
             self._emit(conn)
 
-    async def _serve(self, agent: socket.socket, conn: _Connection) -> None:
+    async def _serve(self, peer: socket.socket, conn: _Connection) -> None:
         cap = self._cap_refusal()
         if cap is not None:
             conn.decision = Decision(False, cap)
-            await answer(agent, cm.refusal_head(429, "-", cap))
+            await answer(peer, cm.refusal_head(429, "-", cap))
             return
-        parsed = await self._read_request(agent, conn)
+        parsed = await self._read_request(peer, conn)
         if parsed is None:
             return
         request, early = parsed
+        agent = conn.handed or peer
         conn.method = request.method
         name = normalize_host(request.host)
         conn.destination = request.destination if name is not None else "<refused>"
@@ -234,32 +246,36 @@ class ConnectSession:
         return None
 
     async def _read_request(
-        self, agent: socket.socket, conn: _Connection
+        self, peer: socket.socket, conn: _Connection
     ) -> tuple[Request, bytes] | None:
-        """The request and what came with its head, or None once refused."""
+        """The request and what came with it (from `conn.handed` if set), or None once refused."""
+        agent, reason = peer, cm.BAD_REQUEST
         try:
             async with asyncio.timeout(self.limits.header_seconds):  # no task of its own
-                data = await self._head(agent)
+                conn.handed, data = await handoff.first_read(peer, self.limits.header_bytes)
+                agent = conn.handed or peer  # handed over: the forwarder has left the path
+                self._handoffs += conn.handed is not None
+                data = await self._head(agent, data)
+            return parse_request(data)
+        except handoff.HandoffRefused:
+            reason = handoff.HANDOFF_REFUSED
         except asyncio.LimitOverrunError:
-            conn.decision = Decision(False, cm.HEADER_TOO_LARGE)
-            await answer(agent, cm.refusal_head(400, "-", cm.HEADER_TOO_LARGE))
-            return None
+            reason = cm.HEADER_TOO_LARGE
+        except BadRequest:
+            pass
         except TimeoutError:
             conn.decision = Decision(False, cm.HEADER_TIMEOUT)
             return None
-        try:
-            return parse_request(data)
-        except BadRequest:
-            await answer(agent, cm.refusal_head(400, "-", cm.BAD_REQUEST))
-            return None
+        conn.decision = Decision(False, reason)
+        await answer(agent, cm.refusal_head(400, "-", reason))
+        return None
 
-    async def _head(self, agent: socket.socket) -> bytes:
-        """Bytes read until the head's end (and whatever came with it)."""
-        loop = asyncio.get_running_loop()
-        data, searched, limit = b"", 0, self.limits.header_bytes
+    async def _head(self, agent: socket.socket, data: bytes) -> bytes:
+        """Bytes read until the head's end (and whatever came with it), from `data` on."""
+        searched, limit = 0, self.limits.header_bytes
         while (end := head_end(data, searched)) is None and len(data) < limit:
             searched = len(data)
-            chunk = await loop.sock_recv(agent, limit)
+            chunk = await wire.receive(agent, limit)
             if not chunk:
                 raise ConnectionResetError("the agent ended before its head did")
             data += chunk
@@ -322,7 +338,7 @@ class ConnectSession:
         loop = asyncio.get_running_loop()
         body: int | None = None
         if request.scheme == "https":
-            await loop.sock_sendall(agent, cm.ESTABLISHED)
+            await asyncio.wait_for(wire.send_all(agent, cm.ESTABLISHED), wire.ANSWER_TIMEOUT)
             first = await self._hello(agent, early, request.host, conn)
             if first is None:
                 return
@@ -341,7 +357,7 @@ class ConnectSession:
         data = bytearray(early)
         try:
             async with asyncio.timeout(self.limits.header_seconds):
-                hello = await _read_hello(agent, data)
+                hello = await wire.read_hello(agent, data)
             conn.sni = hello.server_name
             reason = ch.name_refusal(hello, name)
         except ch.HelloRefused as refused:
@@ -377,19 +393,6 @@ class ConnectSession:
 
 class LocalListener(_LocalListener[ConnectSession]):
     """A ConnectSession on a loop of this process (`egress.loop.LocalListener`)."""
-
-
-async def _read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
-    """Read into `data` until it starts with a whole ClientHello (at most ch.MAX_READ)."""
-    loop = asyncio.get_running_loop()
-    while (hello := ch.read_hello(bytes(data))) is None:  # bounded: MAX_READ bytes
-        if len(data) >= ch.MAX_READ:
-            raise ch.HelloRefused(ch.HELLO_TOO_LARGE, "no whole ClientHello within its bytes")
-        chunk = await loop.sock_recv(agent, ch.MAX_READ - len(data))
-        if not chunk:
-            raise ch.HelloRefused(cm.HELLO_INCOMPLETE, "the agent ended before its ClientHello")
-        data += chunk
-    return hello
 
 
 def _log_audit_failure(future: asyncio.Future[None]) -> None:

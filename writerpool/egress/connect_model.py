@@ -19,7 +19,8 @@ RESOLVE_FAILED = "resolve_failed"
 UPSTREAM_FAILED = "upstream_failed"
 HELLO_TIMEOUT = "hello_timeout"  # no whole ClientHello within the header deadline
 HELLO_INCOMPLETE = "hello_incomplete"  # the agent ended before its ClientHello did
-# (`egress.clienthello` names the rest of a tunnel's refusals: not_tls, sni_missing, ...)
+# (`egress.clienthello` names the rest of a tunnel's refusals: not_tls, sni_missing, ...;
+# `egress.handoff` names handoff_refused, for what came with the forwarder's offer)
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
 # What a TLS client is told when its ClientHello is refused: a fatal alert record (RFC
 # 8446 6.2), sent in the clear as an alert before the handshake is, whose description

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from writerpool.config.allow_entry import Address
+from writerpool.egress import clienthello as ch
+from writerpool.egress import connect_model as cm
 from writerpool.errors import WriterpoolError
 
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
 CONNECT_TIMEOUT = 10.0
-ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal is cut
+ANSWER_TIMEOUT = 2.0  # an agent that does not read its refusal (or its 200) is cut
 
 
 @contextlib.contextmanager
@@ -144,6 +146,64 @@ async def dial(address: Address, port: int) -> socket.socket | None:
 
 async def answer(agent: socket.socket, data: bytes) -> None:
     """Send a refusal; an agent that does not read it within the deadline is cut."""
-    loop = asyncio.get_running_loop()
     with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-        await asyncio.wait_for(loop.sock_sendall(agent, data), ANSWER_TIMEOUT)
+        await asyncio.wait_for(send_all(agent, data), ANSWER_TIMEOUT)
+
+
+# The loop reads and writes an agent's socket with MSG_DONTWAIT, never by its O_NONBLOCK
+# flag alone: a socket handed over by the writer (`egress.handoff`) shares that flag
+# with whatever copy the writer kept, and a writer that clears it must not make the
+# loop block in recv() or send().
+
+
+async def read_hello(agent: socket.socket, data: bytearray) -> ch.ClientHello:
+    """Read into `data` until it starts with a whole ClientHello (at most ch.MAX_READ)."""
+    while (hello := ch.read_hello(bytes(data))) is None:  # bounded: MAX_READ bytes
+        if len(data) >= ch.MAX_READ:
+            raise ch.HelloRefused(ch.HELLO_TOO_LARGE, "no whole ClientHello within its bytes")
+        chunk = await receive(agent, ch.MAX_READ - len(data))
+        if not chunk:
+            raise ch.HelloRefused(cm.HELLO_INCOMPLETE, "the agent ended before its ClientHello")
+        data += chunk
+    return hello
+
+
+async def receive(sock: socket.socket, size: int) -> bytes:
+    """Up to `size` bytes once some arrive (b"" at the end of input)."""
+    while True:  # bounded: each turn waits for the socket to be readable
+        try:
+            return sock.recv(size, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            await ready(sock)
+
+
+async def send_all(sock: socket.socket, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # bounded: each turn sends some bytes or waits until it can
+        try:
+            view = view[sock.send(view, socket.MSG_DONTWAIT) :]
+        except (BlockingIOError, InterruptedError):
+            await ready(sock, write=True)
+
+
+async def ready(sock: socket.socket, write: bool = False) -> None:
+    """Return once `sock` is readable (or writable)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+    if write:
+        loop.add_writer(fd, _wake, waiter)
+    else:
+        loop.add_reader(fd, _wake, waiter)
+    try:
+        await waiter
+    finally:
+        if write:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
