@@ -187,7 +187,7 @@ def test_plain_http_passes_only_for_http_entries_one_request_per_connection(
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     port = server.server_address[1]
     records = Records()
     words = (f"http://plain.test:{port}", "127.0.0.1/32", f"tls-only.test:{port}")

@@ -44,7 +44,7 @@ class Answer(BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 server = Server(sys.argv[1], Answer)
-threading.Thread(target=server.serve_forever, daemon=True).start()
+threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
 print("ready", flush=True)
 sys.stdin.read()
 os.unlink(sys.argv[1])

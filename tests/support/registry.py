@@ -170,7 +170,7 @@ def registry(
     port = server.server_address[1]
     routes.update(_routes(port))
     routes.update(extra or {})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield Registry(port=port, ca=ca, requests=asked, scheme="https" if tls else "http")

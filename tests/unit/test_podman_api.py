@@ -51,7 +51,7 @@ class StandIn:
                 return "unix"
 
         self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self.thread.start()
 
     def close(self) -> None:

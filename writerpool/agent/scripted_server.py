@@ -259,8 +259,8 @@ class ScriptedServer:
         server.provider = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, name=self.thread_name, daemon=True
-        )
+            target=server.serve_forever, args=(0.02,), name=self.thread_name, daemon=True
+        )  # a short poll: stop() waits for the loop to see it
         self._thread.start()
         return self
 

@@ -52,6 +52,10 @@ class _Target(socketserver.BaseRequestHandler):
             sock.sendall(head.encode() + body)
 
 
+# How often a serving loop looks for shutdown(): acceptance waits that long per peer it ends.
+SHUTDOWN_POLL = 0.02
+
+
 class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     block_on_close = False
@@ -65,7 +69,7 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 @contextlib.contextmanager
 def _serving(server: socketserver.BaseServer) -> Iterator[None]:
-    thread = threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL,), daemon=True)
     thread.start()
     try:
         yield
