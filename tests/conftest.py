@@ -114,7 +114,31 @@ def image_pin() -> Iterator[Path]:
     yield paths.image_pin_file
 
 
+# Files that change what every test of the account shares: the local image store (builds,
+# derived images, prunes that remove what no writer of *their* state uses) and the SSH test
+# hosts (one account each, images transferred and pruned there, the account's ssh
+# forwards counted). They run one after another on one worker (`--dist loadgroup`).
+SHARED_STORE = frozenset({
+    "tests/integration/test_image_build.py", "tests/integration/test_image_derive.py",
+    "tests/integration/test_image_prune.py", "tests/integration/test_derive_refusals.py",
+    "tests/integration/test_writers.py", "tests/e2e/test_derived_image.py",
+    "tests/e2e/test_wheel_install.py", "tests/e2e/test_daily_loop.py",
+})  # fmt: skip
+
+
+def _group(item: pytest.Item) -> str:
+    """The worker group of a test: its file's (a module's fixtures are made once), or the
+    one group of everything that changes the shared image store or a test host."""
+    path = item.path.relative_to(item.config.rootpath).as_posix()
+    if path in SHARED_STORE or "remote" in item.keywords:
+        return "shared-store"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
     if os.geteuid() != 0:
         return
     skip = pytest.mark.skip(reason="rootless Podman needs an unprivileged user")

@@ -112,16 +112,17 @@ def _server_pid(pool: PoolEnv) -> int:
     raise AssertionError("no server process")
 
 
-def _egress_pids() -> list[int]:
-    """This account's egress processes (other accounts may run writerpool beside it)."""
+def _egress_pids(server: int) -> list[int]:
+    """The server's egress processes (tests beside this one run their own)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.stat().st_uid != os.getuid():
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) != server:
                 continue
             if b"writerpool.egress.worker" in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue
     return found
 
@@ -174,7 +175,7 @@ def test_another_session_completes_while_one_agent_floods_its_proxy(
             )
             turn = await client.wait_turn(second["sessionId"], body["turnId"], limit=300)
             samples.append(_usage(server))
-            egress.extend(_usage(pid) for pid in _egress_pids())
+            egress.extend(_usage(pid) for pid in _egress_pids(server))
             during = await anyio.to_thread.run_sync(_wait_for_attack, log, started["rounds"] + 3)
             await client.ok("pi_session_close", {"sessionId": second["sessionId"]})
             await client.ok("pi_session_close", {"sessionId": attacker})
