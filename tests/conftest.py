@@ -126,12 +126,27 @@ SHARED_STORE = frozenset({
 })  # fmt: skip
 
 
+# Files whose writers have fixed names (a workspace alias not made unique, so containers
+# named `writerpool-ALIAS-wN`, global to the Podman account): one after another too, with
+# every test of the end-to-end server (`make_server`'s `boxed` workspace).
+FIXED_NAMES = frozenset({
+    "tests/integration/test_agent_acceptance.py", "tests/integration/test_allow_acceptance.py",
+    "tests/integration/test_register_writer_verify.py",
+    "tests/integration/test_remove_reporting.py", "tests/integration/test_uninstall.py",
+    "tests/integration/test_egress_allow.py", "tests/integration/test_register_clients.py",
+    "tests/integration/test_collect_rules.py",
+})  # fmt: skip
+
+
 def _group(item: pytest.Item) -> str:
-    """The worker group of a test: its file's (a module's fixtures are made once), or the
-    one group of everything that changes the shared image store or a test host."""
+    """The worker group of a test: its file's (a module's fixtures are made once), the
+    group of what changes the shared image store or a test host, or the group of writers
+    with fixed names."""
     path = item.path.relative_to(item.config.rootpath).as_posix()
     if path in SHARED_STORE or "remote" in item.keywords:
         return "shared-store"
+    if path in FIXED_NAMES or "make_server" in getattr(item, "fixturenames", ()):
+        return "fixed-names"
     return path
 
 

@@ -140,7 +140,7 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
             seen["agent"] = str(files_holding(agent_dir, key))
             closed = (await client.ok("pi_session_close", {"sessionId": sid}))["session"]
             assert closed["state"] == "closed"
-            seen["peek"] = await _read_only_session(client)
+            seen["peek"], seen["peek_session"] = await _read_only_session(client)
             return client
 
     client = anyio.run(scenario)
@@ -148,7 +148,7 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     assert "content 1" in seen["peek"], seen["peek"]
     assert "write-exit=0" not in seen["peek"]  # its Bash was refused (plan mode) or failed
     assert snapshot(checkout) == before
-    assert not any(n.startswith("writerpool-ro-") for n in podman_names())
+    assert f"writerpool-ro-{seen['peek_session']}" not in podman_names()
     assert "CLAUDE=" in seen["dump"], "Claude Code was running"
     assert "OPENED" not in seen["dump"], "another process opened Claude Code's /proc"
     assert '"apiKeyHelper"' in seen["dump"], "the agent directory was read"
@@ -174,9 +174,10 @@ def test_claude_code_commits_in_a_writer_and_the_work_is_collected(
     client.assert_clean([key])
 
 
-async def _read_only_session(client: Client) -> str:
+async def _read_only_session(client: Client) -> tuple[str, str]:
     """A session of the read-only Claude Code profile: a throwaway container with the
-    checkout read-only; its turn reads a file and tries a write. Returns the turn's text."""
+    checkout read-only; its turn reads a file and tries a write. Returns the turn's text
+    and the session's id."""
     review = {"workspace": "boxed", "executionProfile": "claude-review"}
     looked = (await client.ok("pi_session_start", review))["session"]
     assert (looked["placement"], looked["agent"]) == ("readonly_container", "claude-code")
@@ -189,7 +190,7 @@ async def _read_only_session(client: Client) -> str:
     turn = await client.wait_turn(sid, body["turnId"], limit=300)
     assert turn["status"] == "completed" and turn["toolCalls"] == 2, turn
     await client.ok("pi_session_close", {"sessionId": sid})
-    return str(turn["text"])
+    return str(turn["text"]), sid
 
 
 def podman_names() -> list[str]:
