@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +19,12 @@ import pytest
 
 from tests.support.connect import Records, dial, head_of
 from tests.support.handoff import NAME, Upstream, host, open_tunnel, proxy_for, short_dir, upstream
+from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.providers import resolve_provider
 from writerpool.egress.handoff import DECLINED, OFFER, TAKEN
 from writerpool.egress.loop import InProcessLoop
+from writerpool.egress.spec import ConnectListenerSpec
+from writerpool.egress.supervisor import EgressSupervisor
 
 __all__ = ["host", "short_dir", "upstream"]  # fixtures
 REFUSED = "(handoff_refused)"
@@ -207,3 +212,96 @@ def test_a_writer_that_makes_its_handed_socket_blocking_cannot_stall_the_proxy(
         proxy.stop()
     assert head.startswith("HTTP/1.1 200 ")
     assert proxy.listener.handoffs == 1
+
+
+def lingering() -> tuple[socket.socket, socket.socket]:
+    """A TCP socket with SO_LINGER on (an hour) and its send queue full towards its
+    peer (returned too), which never reads: the last close of it waits for that queue."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sock = socket.create_connection(listener.getsockname())
+        silent, _ = listener.accept()
+    silent.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+    sock.setblocking(False)
+    with contextlib.suppress(BlockingIOError):
+        while True:  # bounded: the socket's send buffer and the peer's window
+            sock.send(b"x" * 65536)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+    return sock, silent
+
+
+@pytest.mark.parametrize("how", ["handed", "queued"])
+def test_a_socket_set_to_linger_never_holds_the_proxy(
+    host: InProcessLoop, short_dir: Path, upstream: Upstream, how: str
+) -> None:
+    """The proxy ends up with the last reference to a lingering socket (`lingering`):
+    handed over as the agent's socket, the writer's copy closed ("handed"); or queued
+    with a byte on a Unix socket handed over as the agent's ("queued": the proxy's read
+    of that byte drops it). The kernel makes whichever thread drops the last reference
+    wait; the proxy audits the connection and serves the next one meanwhile."""
+    records = Records()
+    proxy = proxy_for(host, short_dir, upstream, records)
+    sock, silent = lingering()
+    agent, theirs = socket.socketpair()
+    target = "unlisted.handoff.test:443"
+    try:
+        if how == "queued":
+            socket.send_fds(agent, [b"x"], [sock.fileno()])
+            sock.close()  # queued on `theirs` only now
+        handed = sock if how == "handed" else theirs
+        with dial(proxy) as peer:
+            socket.send_fds(peer, [OFFER], [handed.fileno()])
+            assert peer.recv(1) == TAKEN
+        handed.close()  # the proxy's copy is the last
+        writer = silent if how == "handed" else agent
+        writer.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        (record,) = records.wait(1)
+        other, head = open_tunnel(proxy, upstream)
+        other.close()
+    finally:
+        silent.close()  # unread bytes: a reset, which ends any close still lingering
+        for each in (sock, agent, theirs):
+            each.close()
+        proxy.stop()
+    expected = ("not_listed", target) if how == "handed" else ("bad_request", "<refused>")
+    assert (record.allowed, record.reason, record.destination) == (False, *expected)
+    assert head.startswith("HTTP/1.1 200 ")
+
+
+def test_in_a_sessions_egress_process_a_lingering_socket_never_holds_its_loop(
+    short_dir: Path, upstream: Upstream
+) -> None:
+    """As a session runs it: the allowlist proxy in the session's egress process takes a
+    lingering socket ("handed" above) and serves the next connection meanwhile."""
+    config = Config(providers={"p": Provider(base_url="http://127.0.0.1:9/v1")})
+    provider = resolve_provider(config, "p")
+    assert provider is not None
+    spec = ConnectListenerSpec(
+        socket="connect.sock", entries=(f"{NAME}:{upstream.port}", "127.0.0.1/32"),
+        resolve={NAME: ("127.0.0.1",)},
+        concurrent=4, total=20, header_bytes=4096, header_seconds=5.0, idle_seconds=30.0,
+    )  # fmt: skip
+    records, path = Records(), short_dir / "egress" / "connect.sock"
+    host = EgressSupervisor(connect_audit=records)
+    sock, silent = lingering()
+    try:
+        host.open(session="s-0123456789abcdef", writer="ws-w1", upstream=provider,
+                  socket_path=path.parent / "proxy.sock", credential="sk-unused",
+                  caps=Caps(requests=10, bytes_up=10**6, bytes_down=10**6, concurrent=2),
+                  connect=spec)  # fmt: skip
+        with dial(path) as peer:
+            socket.send_fds(peer, [OFFER], [sock.fileno()])
+            assert peer.recv(1) == TAKEN
+        sock.close()  # the proxy's copy is the last
+        silent.sendall(b"CONNECT unlisted.handoff.test:443 HTTP/1.1\r\n\r\n")
+        (record,) = records.wait(1)
+        target = f"{NAME}:{upstream.port}"
+        with dial(path) as other:
+            other.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            head = head_of(other)
+    finally:
+        silent.close()
+        sock.close()
+        host.close()
+    assert (record.allowed, record.reason) == (False, "bad_request")
+    assert head.startswith("HTTP/1.1 200 ")

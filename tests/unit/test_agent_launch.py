@@ -93,7 +93,10 @@ def test_custom_key_goes_into_models_json_and_is_taken_out_again(tmp_path: Path)
     assert mode(models) == 0o600
     assert not (agent / "auth.json").exists()  # it would take precedence in pi
     launch.remove_credential(agent)
-    launch.remove_credential(agent)
+    written = models.stat()
+    launch.remove_credential(agent)  # nothing left to take out: the file is not rewritten
+    again = models.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert "sk-one" not in models.read_text()
     entry = json.loads(models.read_text())["providers"]["local"]
     assert entry["apiKey"] == PLACEHOLDER_KEY and entry["baseUrl"] == CUSTOM.base_url

@@ -25,7 +25,7 @@ from writerpool.agent.backends import (
     remove_credentials,
     warm_backend_for,
 )
-from writerpool.agent.codex import CODEX, TURN_EXITED_ERROR, CodexAgent
+from writerpool.agent.codex import CODEX, DRIVER_SOURCE, TURN_EXITED_ERROR, CodexAgent
 from writerpool.agent.events import ANSWER_ERROR, Usage
 from writerpool.config.models import Config, parse_config
 from writerpool.config.providers import resolve_provider
@@ -183,6 +183,15 @@ def test_config_points_at_the_endpoint_and_the_key_is_a_private_file(
     }  # fmt: skip
     assert rendered["approval_policy"] == "never"
     assert rendered["analytics"] == {"enabled": False}
+    # The driver, rendered again as it is, is not rewritten; one changed is.
+    driver = agent_dir / "codex" / "codex_turns.py"
+    first = driver.stat()
+    CODEX.render(config, agent_dir, "p", True)
+    assert (driver.stat().st_ino, driver.stat().st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    driver.write_text("tampered")
+    CODEX.render(config, agent_dir, "p", True)
+    assert driver.read_bytes() == DRIVER_SOURCE.read_bytes()
+    assert stat.S_IMODE(driver.stat().st_mode) == 0o644
     resolved = resolve_provider(config, "p")
     assert resolved is not None
     CODEX.point_at_proxy(agent_dir, resolved, "http://127.0.0.1:41480/v1", TOKEN)

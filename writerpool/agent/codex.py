@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -75,6 +76,17 @@ TURN_EXITED_ERROR = (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _holds(path: Path, data: bytes, mode: int) -> bool:
+    """Whether path is a regular file of this mode holding exactly data."""
+    try:
+        found = path.lstat()
+        if not stat.S_ISREG(found.st_mode) or stat.S_IMODE(found.st_mode) != mode:
+            return False
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def config_document(base_url: str) -> dict[str, Any]:
@@ -196,7 +208,9 @@ class CodexBackend(KeyFile):
             url = custom.container_base_url
         target = agent_dir / SUBDIR
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_atomic(target / DRIVER_FILE, DRIVER_SOURCE.read_bytes(), mode=0o644)
+        driver = DRIVER_SOURCE.read_bytes()
+        if not _holds(target / DRIVER_FILE, driver, 0o644):  # as a session before left it
+            write_atomic(target / DRIVER_FILE, driver, mode=0o644)
         self._write_config(agent_dir, url)
 
     def _write_config(self, agent_dir: Path, base_url: str) -> None:

@@ -191,7 +191,8 @@ def point_at_proxy(agent_dir: Path, provider: ResolvedProvider, base_url: str, t
 
 
 def remove_credential(agent_dir: Path) -> None:
-    """Take the session's credential out of the agent directory (idempotent)."""
+    """Take the session's credential out of the agent directory (idempotent). A file
+    that holds none is left as it is: each session's start (of any agent) calls this."""
     (agent_dir / "auth.json").unlink(missing_ok=True)
     models_file = agent_dir / "models.json"
     document = _read_models(agent_dir)
@@ -199,15 +200,18 @@ def remove_credential(agent_dir: Path) -> None:
         models_file.unlink(missing_ok=True)  # unreadable: drop it, key and all
         return
     providers = document.get("providers", {})
+    changed = False
     for name, entry in list(providers.items()):
         if isinstance(entry, dict) and entry.get("models"):
+            changed |= entry.get("apiKey") != PLACEHOLDER_KEY
             entry["apiKey"] = PLACEHOLDER_KEY
         else:
             del providers[name]  # a key-only entry of a built-in provider
-    if providers:
-        write_atomic(models_file, _json(document))
-    else:
+            changed = True
+    if not providers:
         models_file.unlink(missing_ok=True)
+    elif changed:
+        write_atomic(models_file, _json(document))
 
 
 def _read_models(agent_dir: Path) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
+from writerpool.egress.watchdog import arm, watch
 from writerpool.errors import WriterpoolError
 
 T = TypeVar("T")
@@ -60,16 +61,19 @@ class LocalListener(Generic[L]):
 
 class InProcessLoop:
     def __init__(self) -> None:
+        arm()  # from the main thread only: elsewhere the watchdog's signal does nothing
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="writerpool-egress", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
+        watching = watch(self._loop)  # egress.watchdog
         try:
             self._loop.run_forever()
             self._loop.run_until_complete(self._loop.shutdown_default_executor())
         finally:
+            watching.set()
             self._loop.close()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:

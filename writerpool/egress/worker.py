@@ -38,6 +38,7 @@ from writerpool.egress.spec import (
     ProviderListenerSpec,
     WorkerSpec,
 )
+from writerpool.egress.watchdog import arm, watch
 from writerpool.errors import WriterpoolError
 
 log = logging.getLogger("writerpool.egress")
@@ -161,7 +162,11 @@ async def _main(spec: WorkerSpec, out: _Out) -> None:
     loop = asyncio.get_running_loop()
     threading.Thread(target=_watch_stdin, args=(sys.stdin.buffer, loop, stop), daemon=True,
                      name="egress-stdin").start()  # fmt: skip
-    await serve(spec, out, stop)
+    watching = watch(loop)  # a writer's socket lingering in a close ends (egress.watchdog)
+    try:
+        await serve(spec, out, stop)
+    finally:
+        watching.set()
 
 
 def main() -> int:
@@ -174,6 +179,7 @@ def main() -> int:
     try:
         spec = WorkerSpec.model_validate_json(sys.stdin.buffer.readline(MAX_LINE))
         confine(spec)
+        arm()
         asyncio.run(_main(spec, out))
     except ValidationError:
         out.send("failed", {"code": "egress_failed", "message": "the egress spec is invalid"})

@@ -13,7 +13,7 @@ from writerpool.config.models import Config, LoadedConfig, Pool, Profile
 from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths, WriterRecord
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.base import resolve_base
+from writerpool.gitops.base import BaseRef, resolve_base
 from writerpool.pool.claims.admission import admit, clone_verdict
 from writerpool.pool.claims.choose import candidates
 from writerpool.pool.claims.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
@@ -162,17 +162,17 @@ def _unseen(exc: WriterpoolError) -> str:
 
 
 def _admit(
-    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState
+    paths: Paths, host: WriterHost, loaded: LoadedConfig, state: WriterState, base: BaseRef
 ) -> tuple[WriterState, str | None, str]:
     """Why the writer cannot take a session now (None: it can), after the lease removed
-    its leftovers and brought it to its base's current commit (pool/claims/refresh.py), with
+    its leftovers and brought it to `base`'s commit now (pool/claims/refresh.py), with
     what it did in words. The lease is held and the fence proven. The log keeps each
     reason the clone is not at its baseline; the client gets the words."""
     wdir = paths.writer_dir(state.name)
     count = lease_count(wdir)  # stable: the lease is held
     # A current verdict stands in for the inspection (pool/writer/verdicts.py).
     verdict = admit(paths, host, loaded.config, state, known=current(wdir))
-    plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict)
+    plan = plan_refresh(checkout_of(loaded, state.alias), state, verdict, base)
     done = ""
     if plan is not None and plan.needed:
         if plan.leftovers:
@@ -243,7 +243,7 @@ def _try_writer(
     hosts: WriterHosts,
     loaded: LoadedConfig,
     name: str,
-    wanted: str,
+    wanted: BaseRef,
     allow: tuple[str, ...] | None,
     warming: bool = False,
     on_host: str | None = None,
@@ -262,14 +262,14 @@ def _try_writer(
         return f"{name} {exc.code}"  # busy with a session or a command
     try:
         state = load_state(wdir)
-        if state is None or state.base.name != wanted or on_host not in (None, state.host):
+        if state is None or state.base.name != wanted.name or on_host not in (None, state.host):
             lease.release()
-            if state is None or state.base.name == wanted:
+            if state is None or state.base.name == wanted.name:
                 return None
             return f"{name} is on base {state.base.name}"
         host = hosts.get(state.host)  # over SSH: connected here, kept by the caller's set
         fence(host, name, lease)
-        state, refusal, done = _admit(paths, host, loaded, state)
+        state, refusal, done = _admit(paths, host, loaded, state, wanted)
         if refusal is not None:
             log.info("writer %s not leased: %s", name, refusal)
             lease.release()
@@ -307,9 +307,9 @@ def lease_ready_writer(
     entry = load_modes(paths).workspaces.get(alias)
     if entry is None or entry.container is None:
         raise WriterpoolError("writer_unavailable", "the workspace has no writers")
-    wanted = base or entry.container.base
-    # A base the checkout lacks is the caller's mistake, not a shortage of writers.
-    resolve_base(checkout_of(loaded, alias), wanted)
+    # A base the checkout lacks is the caller's mistake, not a shortage of writers; the
+    # commit it resolves to now is the one each writer is refreshed to.
+    wanted = resolve_base(checkout_of(loaded, alias), base or entry.container.base)
     refusals: list[str] = []
     for name in candidates(paths, alias, entry.container.writers, refusals):
         got = _try_writer(
@@ -319,4 +319,4 @@ def lease_ready_writer(
             return got
         if got is not None:
             refusals.append(got)
-    raise _unavailable(wanted, refusals)
+    raise _unavailable(wanted.name, refusals)

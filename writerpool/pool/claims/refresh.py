@@ -19,7 +19,7 @@ from typing import Any
 from writerpool.config.models import LoadedConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.base import BaseRef, resolve_base
+from writerpool.gitops.base import BaseRef
 from writerpool.gitops.hostgit import CommandFailed, git
 from writerpool.pool.claims.admission import LEASABLE, Admission
 from writerpool.pool.provision.rebuild import reset_clone
@@ -86,16 +86,17 @@ def behind_by(repo: Path, old: str, new: str) -> int:
     return int(text) if done.returncode == 0 and text.isdigit() else 0
 
 
-def plan_refresh(repo: Path, state: WriterState, verdict: Admission) -> Refresh | None:
-    """What the lease would do to this writer; None when the verdict refuses it for
-    anything but leftovers (work, readiness, a busy lease). Raises
-    writer_base_unavailable when the writer's base branch is gone."""
+def plan_refresh(
+    repo: Path, state: WriterState, verdict: Admission, current: BaseRef
+) -> Refresh | None:
+    """What the lease would do to this writer, whose base resolves to `current` now
+    (gitops/base.py resolve_base, once by the caller); None when the verdict refuses it
+    for anything but leftovers (work, readiness, a busy lease)."""
     if verdict.code not in (LEASABLE, LEFTOVERS_ONLY):
         return None
     # Planted hooks or settings are tampering, not leftovers: the operator sees them.
     if any(p.startswith(UNSAFE) for p in verdict.problems):
         return None
-    current = resolve_base(repo, state.base.name)
     leftovers = verdict.problems if verdict.code == LEFTOVERS_ONLY else ()
     behind = behind_by(repo, state.base.commit, current.commit)
     return Refresh(leftovers, current, state.base.commit, behind)

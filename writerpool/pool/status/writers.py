@@ -277,10 +277,10 @@ def lease_refresh(
     refuse it, or nothing to do), and how far its base moved (None: unreadable)."""
     try:
         repo = checkout_of(loaded, state.alias)
-        plan = plan_refresh(repo, state, verdict)
+        current = resolve_base(repo, state.base.name)
+        plan = plan_refresh(repo, state, verdict, current)
         if plan is not None:
             return plan, plan.behind
-        current = resolve_base(repo, state.base.name)
     except WriterpoolError:
         return None, None
     return None, behind_by(repo, state.base.commit, current.commit)
