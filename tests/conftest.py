@@ -117,31 +117,26 @@ def image_pin() -> Iterator[Path]:
 # Files that change what every test of the account shares: the local image store (builds,
 # derived images, prunes that remove what no writer of *their* state uses) and the SSH test
 # hosts (one account each, images transferred and pruned there, the account's ssh
-# forwards counted). They run one after another on one worker (`--dist loadgroup`).
+# forwards counted); with them the files whose writers are named `demo-wN` (the alias of
+# writers_support.write_config), as some of those are. They run one after another on one
+# worker (`--dist loadgroup`).
 SHARED_STORE = frozenset({
     "tests/integration/test_image_build.py", "tests/integration/test_image_derive.py",
     "tests/integration/test_image_prune.py", "tests/integration/test_derive_refusals.py",
     "tests/integration/test_writers.py", "tests/e2e/test_derived_image.py",
-    "tests/e2e/test_wheel_install.py", "tests/e2e/test_daily_loop.py",
+    "tests/e2e/test_daily_loop.py", "tests/integration/test_remove_reporting.py",
+    "tests/integration/test_allow_acceptance.py", "tests/integration/test_agent_acceptance.py",
 })  # fmt: skip
-
-
-# Files whose writers have fixed names (a workspace alias not made unique, so containers
-# named `writerpool-ALIAS-wN`, global to the Podman account): one after another too, with
-# every test of the end-to-end server (`make_server`'s `boxed` workspace).
-FIXED_NAMES = frozenset({
-    "tests/integration/test_agent_acceptance.py", "tests/integration/test_allow_acceptance.py",
-    "tests/integration/test_register_writer_verify.py",
-    "tests/integration/test_remove_reporting.py", "tests/integration/test_uninstall.py",
-    "tests/integration/test_egress_allow.py", "tests/integration/test_register_clients.py",
-    "tests/integration/test_collect_rules.py",
-})  # fmt: skip
+# Files whose local writers are named `boxed-wN` besides every test of the end-to-end
+# server (`make_server`'s `boxed` workspace): a writer's container is `writerpool-ALIAS-wN`,
+# global to the Podman account, and a fence removes every container of its writer name.
+FIXED_NAMES = frozenset({"tests/e2e/test_wheel_install.py"})
 
 
 def _group(item: pytest.Item) -> str:
     """The worker group of a test: its file's (a module's fixtures are made once), the
-    group of what changes the shared image store or a test host, or the group of writers
-    with fixed names."""
+    group of what changes the shared image store or a test host, or the group of the
+    `boxed` writers."""
     path = item.path.relative_to(item.config.rootpath).as_posix()
     if path in SHARED_STORE or "remote" in item.keywords:
         return "shared-store"

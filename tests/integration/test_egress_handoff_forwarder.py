@@ -124,6 +124,7 @@ class DroppingRelay:
         self.listener.bind(str(path))
         self.listener.listen()
         self.target = target
+        self.held: list[socket.socket] = []  # closed with the relay (none left to the gc)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -133,6 +134,7 @@ class DroppingRelay:
             except OSError:
                 return
             inner = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.held += [conn, inner]
             inner.connect(str(self.target))
             for src, dst in ((conn, inner), (inner, conn)):
                 threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
@@ -146,6 +148,10 @@ class DroppingRelay:
 
     def close(self) -> None:
         self.listener.close()
+        for sock in self.held:  # the pipes' threads see an error and end
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
 
 def test_behind_a_relay_that_drops_descriptors_the_forwarder_relays(

@@ -21,6 +21,7 @@ from tests.support.registry import registry
 from tests.support.wheels import find_links_env, make_wheel, requirements_for
 from writerpool.config.paths import Paths
 from writerpool.proc import run
+from writerpool.runtime.image_derive import LABEL_DERIVED
 from writerpool.runtime.podman import podman_env
 from writerpool.state.images import load_record
 
@@ -202,10 +203,12 @@ def test_a_build_that_needs_the_network_fails_and_records_nothing(
 def test_bad_derive_input_is_refused_and_builds_nothing(
     image_pin: Path, args: list[str], code: str
 ) -> None:
-    before = podman("images", "-q", "--no-trunc")
+    # Derived images carry their label (tests beside this one may build other images).
+    derived = ("images", "-q", "--no-trunc", "--filter", f"label={LABEL_DERIVED}")
+    before = podman(*derived)
     rc, report = wp("image", "derive", *args)
     assert rc == 2 and report["findings"][0]["code"] == code, report
-    assert podman("images", "-q", "--no-trunc") == before
+    assert podman(*derived) == before
 
 
 def test_cache_options_need_their_tool_in_the_image(
