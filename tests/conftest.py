@@ -157,6 +157,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The groups reach xdist's scheduler as a suffix of each node id, added by its worker
+    # after the hook above: where that stops working the workers would mix silently.
+    grouped = session.config.getoption("loadgroup", False)
+    if grouped and session.items and "@" not in session.items[0].nodeid:
+        pytest.exit("--dist loadgroup: the worker groups were not applied", returncode=4)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     report = yield
