@@ -176,8 +176,11 @@ def main() -> int:
     # ready to serve the moment its session's spec arrives.
     import writerpool.egress.proxy  # noqa: F401, PLC0415
 
+    line = sys.stdin.buffer.readline(MAX_LINE)
+    if not line:  # a spare ended before any session took it: nothing to say to anyone
+        return 0
     try:
-        spec = WorkerSpec.model_validate_json(sys.stdin.buffer.readline(MAX_LINE))
+        spec = WorkerSpec.model_validate_json(line)
         confine(spec)
         arm()
         asyncio.run(_main(spec, out))
