@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.connect import Records, connect, open_proxy
+from tests.support.connect import Records, connect, host, open_proxy
 from tests.support.egress import client_hello
 from writerpool.config.paths import Paths
 from writerpool.egress import grants
@@ -24,6 +23,8 @@ from writerpool.pool.modes import egress_allow, egress_view
 SESSION = "s-0123456789abcdef"
 WRITER = "ws-w1"
 
+__all__ = ["host"]  # fixtures
+
 
 class Clock:
     def __init__(self, now: float) -> None:
@@ -31,13 +32,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def host() -> Iterator[InProcessLoop]:
-    loop = InProcessLoop()
-    yield loop
-    loop.close()
 
 
 def serve_hellos(server: socket.socket, count: int) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.connect import Records, connect, dial, head_of, open_proxy
+from tests.support.connect import Records, connect, dial, head_of, host, open_proxy
 from tests.support.egress import client_hello
 from tests.support.registry import NAME, Registry, registry
 from writerpool.config.models import Caps, Config, Provider
@@ -26,12 +26,7 @@ from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.spec import ConnectListenerSpec
 from writerpool.egress.supervisor import EgressSupervisor
 
-
-@pytest.fixture
-def host() -> Iterator[InProcessLoop]:
-    loop = InProcessLoop()
-    yield loop
-    loop.close()
+__all__ = ["host"]  # fixtures
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.connect import Records, dial, head_of
-from tests.support.handoff import NAME, Upstream, host, open_tunnel, proxy_for, short_dir, upstream
+from tests.support.connect import Records, dial, head_of, host
+from tests.support.handoff import NAME, Upstream, open_tunnel, proxy_for, short_dir, upstream
 from writerpool.config.models import Caps, Config, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress.handoff import DECLINED, OFFER, TAKEN

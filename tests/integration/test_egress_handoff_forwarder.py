@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REQUIRE
-from tests.support.connect import Records
+from tests.support.connect import Records, host
 from tests.support.egress import client_hello
-from tests.support.handoff import NAME, Upstream, host, open_tunnel, proxy_for, short_dir, upstream
+from tests.support.handoff import NAME, Upstream, open_tunnel, proxy_for, short_dir, upstream
 from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
 from writerpool.egress.loop import InProcessLoop

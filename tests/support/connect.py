@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from writerpool.egress.allowlist import Allowlist, expand
 from writerpool.egress.connect import ConnectLimits, ConnectSession, LocalListener
@@ -13,6 +16,15 @@ from writerpool.egress.connect_model import ConnectRecord
 from writerpool.egress.grants import GrantWatch
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.resolve import Lookup, system_lookup
+
+
+@pytest.fixture
+def host() -> Iterator[InProcessLoop]:
+    """A loop of the test's own, as a session's egress process runs the proxy on."""
+    loop = InProcessLoop()
+    yield loop
+    loop.close()
+
 
 LIMITS = ConnectLimits(concurrent=4, total=40, header_bytes=4096, header_seconds=2.0,
                        idle_seconds=30.0)  # fmt: skip

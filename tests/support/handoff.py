@@ -51,13 +51,6 @@ class Upstream:
 
 
 @pytest.fixture
-def host() -> Iterator[InProcessLoop]:
-    loop = InProcessLoop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture
 def upstream() -> Iterator[Upstream]:
     served = Upstream()
     yield served
