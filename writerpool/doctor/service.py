@@ -16,7 +16,7 @@ from writerpool.doctor.registry import run_checks
 from writerpool.doctor.remote import remote_hosts
 from writerpool.doctor.services import npm_registry
 from writerpool.errors import WriterpoolError
-from writerpool.runtime.info import gather_host_facts
+from writerpool.runtime.host_facts import gather_host_facts
 
 
 def images_to_probe(paths: Paths) -> tuple[str | None, list[str]]:
@@ -42,14 +42,16 @@ def diagnose(
     extra: Sequence[Check] = (),
     *,
     hosts: bool = False,
+    reuse: bool = False,
 ) -> list[CheckResult]:
     """Every built-in check, then `extra` (checks doctor does not own, such as the pool's);
     with `registry_probe` (it uses the network), also whether npm reaches its registry:
     the probe returns why not, or None. With `hosts`, every configured [hosts.NAME] is
     probed over SSH too (the doctor command; provisioning on this machine does not touch
-    other hosts)."""
+    other hosts). With `reuse` (a writer operation's gate), a recent passing probe of
+    Podman stands for a new one (runtime/probe_record.py); doctor itself probes afresh."""
     pinned, image_ids = images_to_probe(paths)
-    facts = gather_host_facts(image_ids=image_ids, trial_image=pinned)
+    facts = gather_host_facts(image_ids=image_ids, trial_image=pinned, reuse=reuse)
     facts = replace(facts, node=probe_node(paths.pi_prefix))
     if hosts:
         extra = (*extra, remote_hosts)

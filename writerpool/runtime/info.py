@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import re
 import shutil
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -345,54 +344,3 @@ def probe_api(podman: PodmanEngine) -> str | None:
 def _remove_quietly(podman: PodmanEngine, name: str) -> None:
     with contextlib.suppress(CommandFailed, WriterpoolError):
         podman.cli(["rm", "--force", "--ignore", name], timeout=60, check=False)
-
-
-def _image_exists(podman: PodmanEngine, image_id: str) -> bool:
-    try:
-        return podman.image_exists(image_id)
-    except (CommandFailed, WriterpoolError):
-        return False
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def gather_host_facts(image_ids: Sequence[str] = (), trial_image: str | None = None) -> HostFacts:
-    """Probe this host as the current user. A trivial container of trial_image is run
-    only when that image exists and the user is not root."""
-    uid = os.getuid()
-    binaries = {name: probe_binary(name) for name in PROBED_BINARIES}
-    podman = PodmanEngine()
-    version = info = error = None
-    images: dict[str, bool] = {}
-    trial = None
-    if binaries["podman"].path is not None or "WRITERPOOL_PODMAN" in os.environ:
-        version, info, error = probe_podman(podman)
-    api_probed, api_error = False, None
-    if info is not None:
-        images = {image: _image_exists(podman, image) for image in dict.fromkeys(image_ids)}
-        if trial_image and images.get(trial_image) and uid != 0:
-            trial = run_trial(podman, trial_image)
-        if uid != 0:
-            api_probed, api_error = True, probe_api(podman)
-    return HostFacts(
-        uid=uid,
-        user=_user_name(uid),
-        gids=frozenset(os.getgroups()) | {os.getgid()},
-        binaries=binaries,
-        podman_version=version,
-        podman_info=info,
-        podman_error=error,
-        subuid=read_text(SUBUID_FILE),
-        subgid=read_text(SUBGID_FILE),
-        tun=probe_device(TUN_DEVICE),
-        cgroups=cgroup_layout(read_text(MOUNTS_FILE) or ""),
-        images=images,
-        runtime_trial=trial,
-        api_probed=api_probed,
-        api_error=api_error,
-    )

@@ -68,7 +68,7 @@ def podman_env() -> dict[str, str]:
     return clean_env({"HOME": pwd.getpwuid(os.getuid()).pw_dir})
 
 
-def _executable_stamp(binary: str) -> _Stamp | None:
+def executable_stamp(binary: str) -> _Stamp | None:
     """The identity of the file `binary` runs, found on the PATH Podman is run with."""
     found = shutil.which(binary, path=podman_env().get("PATH"))
     if found is None:
@@ -151,7 +151,7 @@ class PodmanEngine:
             raise
 
     def version(self) -> str:
-        stamp = _executable_stamp(self.binary)
+        stamp = executable_stamp(self.binary)
         known = _versions.get(stamp) if stamp is not None else None
         if known is not None:
             return known

@@ -20,7 +20,7 @@ def doctor_gate(
 ) -> bool:
     """Add one doctor_failed finding per blocking failure; True when none failed."""
     failures = blocking_failures(
-        diagnose(paths), workspace=workspace, profiles=profiles, network=network
+        diagnose(paths, reuse=True), workspace=workspace, profiles=profiles, network=network
     )
     for failure in failures:
         report.add(
