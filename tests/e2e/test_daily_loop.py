@@ -21,6 +21,7 @@ from tests.e2e.harness import Client, connect
 from tests.e2e.pool_support import PoolEnv, make_pool, result_value
 from tests.integration.writers_support import codes, git, podman, wp
 from tests.support.cli import run_cli
+from tests.support.images import remove_images
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.paths import Paths
 from writerpool.runtime.image import resolve_image
@@ -209,4 +210,4 @@ def test_the_daily_loop_on_a_project_with_tests(
     try:
         anyio.run(scenario)
     finally:
-        podman("rmi", "-f", new_image)
+        remove_images(new_image)

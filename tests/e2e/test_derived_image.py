@@ -16,7 +16,8 @@ import pytest
 from tests.e2e.conftest import KEY_ENV, SERVER_ENV_VARS
 from tests.e2e.harness import ServerEnv, connect
 from tests.e2e.pool_support import _config_text, result_value, unique_alias
-from tests.integration.writers_support import codes, podman, wp
+from tests.integration.writers_support import codes, wp
+from tests.support.images import remove_images
 from tests.support.wheels import find_links_env, make_project, make_wheel, requirements_for
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.config.modes import load_modes
@@ -102,4 +103,4 @@ def test_a_session_on_a_derived_image_runs_the_projects_suite_offline(
         assert result_value(text, "install-exit") != "0"
         assert result_value(text, "plant-exit") != "0"
     finally:
-        podman("rmi", "-f", "--ignore", image_id)
+        remove_images(image_id)

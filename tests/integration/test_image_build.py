@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REAL_PATHS, REQUIRE
+from tests.support.images import remove_images
 from writerpool.agent import native
 from writerpool.agent.compact import install_preload, node_options
 from writerpool.agent.compile_cache import make_compile_cache
@@ -213,7 +214,7 @@ def test_a_change_to_the_pi_layer_only_reuses_the_root_file_system(tmp_path: Pat
         again = build_image(Paths.from_env(), definition, pi, progress)
         assert again.reused and again.image_id == outcome.image_id
     finally:
-        _podman("rmi", "--force", definition.tag)
+        remove_images(definition.tag)
 
 
 @pytest.mark.parametrize("image_id", ["0" * 64])
@@ -260,6 +261,6 @@ def test_a_committed_derivative_carrying_the_labels_is_not_reused() -> None:
         assert rc == 0 and again["findings"][0]["code"] == "image_reused"
         assert again["data"]["imageId"] == image_id
     finally:
-        _podman("rmi", "-f", derived)
+        remove_images(derived)
     # removing the derivative left the writer image (its tagged parent) in place
     assert _podman("image", "exists", image_id).returncode == 0

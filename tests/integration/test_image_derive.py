@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 
 from tests.integration.writers_support import codes, make_checkout, podman, wp, write_config
+from tests.support.images import remove_images
 from tests.support.packages import index_routes, make_marker_package, plain_pip_download
 from tests.support.registry import registry
 from tests.support.wheels import find_links_env, make_wheel, requirements_for
 from writerpool.config.paths import Paths
-from writerpool.proc import run
 from writerpool.runtime.image_derive import LABEL_DERIVED
-from writerpool.runtime.podman import podman_env
 from writerpool.state.images import load_record
 
 pytestmark = [pytest.mark.podman, pytest.mark.image]
@@ -33,9 +32,8 @@ def derived() -> Iterator[list[str]]:
     """Names of derived images the test made; their tags and images go afterwards."""
     names: list[str] = []
     yield names
-    for name in names:
-        run(["podman", "rmi", "--force", "--ignore", f"localhost/writerpool-derived:{name}"],
-            env=podman_env(), timeout=120, check=False)  # fmt: skip
+    if names:
+        remove_images(*(f"localhost/writerpool-derived:{name}" for name in names))
 
 
 def _in_image(image_id: str, script: str) -> str:
@@ -131,7 +129,7 @@ def test_other_wheels_under_one_name_build_a_new_image_and_the_same_wheels_keep_
         assert tagged.strip() == made[2] and record is not None and record.id == made[2]
     finally:
         if made:
-            podman("rmi", "-f", "--ignore", *made)
+            remove_images(*made)
 
 
 def test_a_wheel_whose_dependency_pip_would_build_is_stopped_before_the_build(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.writers_support import codes, make_checkout, podman, wp, write_config
+from tests.support.images import remove_images
 from tests.support.wheels import find_links_env, make_wheel, requirements_for
 from writerpool.config.modes import ContainerSettings, ModeEntry, store_entry
 from writerpool.config.paths import Paths
@@ -80,7 +81,7 @@ def test_prune_and_uninstall_touch_only_recorded_images(
         assert all(i in present for i in (*own, used, pinned))
         assert [i.id for i in load_record(paths).images] == [used]
     finally:
-        podman("rmi", "-f", "--ignore", *own, unused, used)
+        remove_images(*own, unused, used)
 
 
 def _cheap_image(pinned: str, tmp_path: Path, name: str, tag: str | None = None) -> str:
@@ -138,4 +139,4 @@ def test_prune_of_a_second_install_leaves_the_first_installs_images(
         code, plan = wp("uninstall")
         assert code == 0 and first_image[:12] not in json.dumps(plan), plan
     finally:
-        podman("rmi", "-f", "--ignore", first_image, second_own)
+        remove_images(first_image, second_own)

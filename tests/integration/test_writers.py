@@ -23,6 +23,7 @@ from tests.integration.writers_support import (
     write_config,
     writer_containers,
 )
+from tests.support.images import remove_images
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
 from writerpool.pool.acceptance.accept import accept
@@ -201,7 +202,7 @@ def test_changed_image_makes_writer_not_ready(accepted: Path) -> None:
         row = listing["data"]["writers"][0]
         assert row["leasable"] and row["network"] == "none", row
     finally:
-        podman("rmi", "-f", new_id)
+        remove_images(new_id)
 
 
 def test_fingerprint_change_during_acceptance_is_caught(accepted: Path) -> None:
