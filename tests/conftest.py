@@ -114,13 +114,13 @@ def image_pin() -> Iterator[Path]:
     yield paths.image_pin_file
 
 
-# Files that change the account's local image store (builds, derived images, prunes that
-# remove what no writer of *their* state uses), with the files whose writers are named
-# `demo-wN` (the alias of writers_support.write_config), as some of those are; and, in a
-# group of their own, the remote tests (the SSH test hosts hold one account each, images
-# transferred and pruned there, the account's ssh forwards counted). Each group runs one
-# test after another on one worker (`--dist loadgroup`); the two side by side.
-IMAGE_STORE = frozenset({
+# Files that change what every test of the account shares: the local image store (builds,
+# derived images, prunes that remove what no writer of *their* state uses) and the SSH test
+# hosts (one account each, images transferred and pruned there, the account's ssh
+# forwards counted); with them the files whose writers are named `demo-wN` (the alias of
+# writers_support.write_config), as some of those are. They run one after another on one
+# worker (`--dist loadgroup`).
+SHARED_STORE = frozenset({
     "tests/integration/test_image_build.py", "tests/integration/test_image_derive.py",
     "tests/integration/test_image_prune.py", "tests/integration/test_derive_refusals.py",
     "tests/integration/test_writers.py", "tests/e2e/test_derived_image.py",
@@ -135,13 +135,11 @@ FIXED_NAMES = frozenset({"tests/e2e/test_wheel_install.py"})
 
 def _group(item: pytest.Item) -> str:
     """The worker group of a test: its file's (a module's fixtures are made once), the
-    group of the remote tests, of what changes the local image store, or of the `boxed`
-    writers."""
+    group of what changes the shared image store or a test host, or the group of the
+    `boxed` writers."""
     path = item.path.relative_to(item.config.rootpath).as_posix()
-    if "remote" in item.keywords:
-        return "test-hosts"
-    if path in IMAGE_STORE:
-        return "image-store"
+    if path in SHARED_STORE or "remote" in item.keywords:
+        return "shared-store"
     if path in FIXED_NAMES or "make_server" in getattr(item, "fixturenames", ()):
         return "fixed-names"
     return path
