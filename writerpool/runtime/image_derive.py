@@ -25,6 +25,7 @@ from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.proc import CommandFailed, run
+from writerpool.report import sanitize
 from writerpool.runtime.image import HEX64, inspect_image
 from writerpool.runtime.image_build import Progress, run_tool
 from writerpool.runtime.image_wheels import (
@@ -113,14 +114,24 @@ def probe_python(image_id: str) -> PythonFacts:
 
 
 def image_has_command(image_id: str, command: str) -> bool:
-    """Whether command is on the image's PATH (a throwaway container, no network)."""
+    """Whether command is on the image's PATH (a throwaway container, no network). Only
+    the shell's own answer decides: a container that did not run is podman_unavailable,
+    never a missing command."""
     argv = ["podman", "run", "--rm", "--pull=never", "--network=none", "--read-only",
-            image_id, "sh", "-c", 'command -v "$1"', "sh", command]  # fmt: skip
+            image_id, "sh", "-c", 'command -v "$1" || exit 3', "sh", command]  # fmt: skip
     try:
         done = run(argv, env=podman_env(), timeout=PROBE_TIMEOUT, check=False)
     except CommandFailed as exc:
         raise WriterpoolError("podman_unavailable", "podman could not run the image") from exc
-    return done.returncode == 0 and bool(done.out.strip())
+    if done.returncode == 3:
+        return False
+    if done.returncode == 0 and done.out.strip():
+        return True
+    last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    raise WriterpoolError(
+        "podman_unavailable",
+        sanitize(f"podman could not run the image (exit {done.returncode}): {last[0]}"),
+    )
 
 
 @dataclass(frozen=True)
