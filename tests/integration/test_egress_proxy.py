@@ -540,8 +540,8 @@ def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
 ) -> None:
     assert host.keep_spares(0) == 0  # nothing is started ahead before a first session
     first = open_session(host, short_dir, provider)
-    [spare] = _spare_pids({first.pid})
     assert host.keep_spares(0) == 1  # the warm pool asking for none keeps that one
+    [spare] = _spare_pids({first.pid})
     second = open_session(host, short_dir, provider, name="s2")
     assert second.pid == spare
     [again] = _spare_pids({first.pid, second.pid})
