@@ -32,7 +32,7 @@ from writerpool.runtime.info import (
     run_trial,
 )
 from writerpool.runtime.podman import PodmanEngine
-from writerpool.runtime.probe_record import Probe, recent_probe, save_probe
+from writerpool.runtime.probe_record import Probe, probe_key, recent_probe, save_probe
 
 
 def _image_exists(podman: PodmanEngine, image_id: str) -> bool:
@@ -49,23 +49,24 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-def _reused(podman: PodmanEngine) -> tuple[PodmanVersion, PodmanInfo, Probe] | None:
+def _reused(key: str) -> tuple[PodmanVersion, PodmanInfo, Probe] | None:
     """Podman's version and info from a recent passing probe, if one holds."""
-    probe = recent_probe(podman.binary)
+    probe = recent_probe(key)
     if probe is None:
         return None
     try:
-        return PodmanVersion.model_validate(probe.version), PodmanInfo.model_validate(
-            probe.info), probe  # fmt: skip
+        version = PodmanVersion.model_validate(probe.version)
+        info = PodmanInfo.model_validate(probe.info)
     except ValidationError:
         return None
+    return version, info, probe
 
 
-def _record(podman: PodmanEngine, version: PodmanVersion, info: PodmanInfo,
+def _record(key: str, version: PodmanVersion, info: PodmanInfo,
             trial: RuntimeTrial | None, at: float) -> None:  # fmt: skip
     if trial is not None and not trial.ok:
         return
-    save_probe(podman.binary, Probe(
+    save_probe(key, Probe(
         version=version.model_dump(mode="json", by_alias=True),
         info=info.model_dump(mode="json", by_alias=True),
         trial_image=trial.image_id if trial is not None else None,
@@ -86,11 +87,12 @@ def gather_host_facts(
     version = info = error = None
     images: dict[str, bool] = {}
     trial = reused = None
-    probed_at = time.time()
+    key, probed_at = probe_key(podman.binary), time.time()
     if binaries["podman"].path is not None or "WRITERPOOL_PODMAN" in os.environ:
-        reused = _reused(podman) if reuse else None
+        reused = _reused(key) if reuse else None
         if reused is not None:
-            version, info, probed_at = reused[0], reused[1], reused[2].at
+            version, info, probe = reused
+            probed_at = probe.at
         else:
             version, info, error = probe_podman(podman)
     api_probed, api_error = False, None
@@ -105,7 +107,7 @@ def gather_host_facts(
         if uid != 0:
             api_probed, api_error = True, probe_api(podman)
     if fresh and version is not None and info is not None:
-        _record(podman, version, info, trial, probed_at)
+        _record(key, version, info, trial, probed_at)
     return HostFacts(
         uid=uid,
         user=_user_name(uid),

@@ -68,16 +68,20 @@ def podman_env() -> dict[str, str]:
     return clean_env({"HOME": pwd.getpwuid(os.getuid()).pw_dir})
 
 
+def file_stamp(path: str) -> tuple[int, int, int, int] | None:
+    """A file's identity and version (device, inode, mtime, size); None when absent."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+
+
 def executable_stamp(binary: str) -> _Stamp | None:
     """The identity of the file `binary` runs, found on the PATH Podman is run with."""
     found = shutil.which(binary, path=podman_env().get("PATH"))
-    if found is None:
-        return None
-    try:
-        info = os.stat(found)
-    except OSError:
-        return None
-    return (found, info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+    stamp = file_stamp(found) if found is not None else None
+    return None if found is None or stamp is None else (found, *stamp)
 
 
 def default_socket() -> Path:

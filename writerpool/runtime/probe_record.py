@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from writerpool.atomic import write_atomic
-from writerpool.runtime.podman import executable_stamp
+from writerpool.runtime.podman import executable_stamp, file_stamp
 
 MAX_AGE = 600.0  # seconds
 RECORD_NAME = "podman-probe.json"
@@ -58,14 +58,6 @@ def record_path() -> Path:
     return Path(runtime) / "writerpool" / RECORD_NAME
 
 
-def _stamp(path: Path) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size]
-
-
 def probe_key(binary: str) -> str:
     """The digest of what a probe of Podman depends on, besides time."""
     home = Path(pwd.getpwuid(os.getuid()).pw_dir)
@@ -73,17 +65,18 @@ def probe_key(binary: str) -> str:
         "uid": os.getuid(),
         "podman": executable_stamp(binary),
         "env": {name: os.environ.get(name) for name in _ENV},
-        "files": {name: _stamp(Path(name)) for name in _SYSTEM_FILES},
-        "home": {name: _stamp(home / name) for name in _USER_FILES},
+        "files": {name: file_stamp(name) for name in _SYSTEM_FILES},
+        "home": {name: file_stamp(str(home / name)) for name in _USER_FILES},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def recent_probe(binary: str, now: float | None = None) -> Probe | None:
-    """The recorded probe when its key still holds and it is younger than MAX_AGE."""
+def recent_probe(key: str, now: float | None = None) -> Probe | None:
+    """The recorded probe when it was made under `key` (probe_key) and is younger than
+    MAX_AGE."""
     try:
         raw = json.loads(record_path().read_bytes())
-        if raw["key"] != probe_key(binary):
+        if raw["key"] != key:
             return None
         at = float(raw["at"])
         age = (time.time() if now is None else now) - at
@@ -97,10 +90,12 @@ def recent_probe(binary: str, now: float | None = None) -> Probe | None:
     return Probe(version, info, trial if isinstance(trial, str) else None, at)
 
 
-def save_probe(binary: str, probe: Probe) -> None:
-    """Record a passing probe; where the runtime directory is not writable, nothing."""
+def save_probe(key: str, probe: Probe) -> None:
+    """Record a passing probe under the key taken before it ran (a file changed while it
+    ran makes the record stale, not wrong); where the runtime directory is not writable,
+    nothing."""
     record = {
-        "key": probe_key(binary),
+        "key": key,
         "at": probe.at,
         "version": probe.version,
         "info": probe.info,
