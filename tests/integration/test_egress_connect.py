@@ -19,7 +19,8 @@ import pytest
 from tests.support.connect import Records, connect, dial, head_of, host, open_proxy
 from tests.support.egress import client_hello
 from tests.support.registry import NAME, Registry, registry
-from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.caps import Caps
+from writerpool.config.models import Config, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress.connect import ConnectLimits
 from writerpool.egress.loop import InProcessLoop

@@ -26,7 +26,8 @@ import pytest
 
 from tests.conftest import REQUIRE
 from writerpool.agent.scripted import Script, ScriptedProvider
-from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.caps import Caps
+from writerpool.config.models import Config, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress.supervisor import EgressSession, EgressSupervisor
 from writerpool.proc import run

@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.connect import Records, dial, head_of, host
 from tests.support.handoff import NAME, Upstream, open_tunnel, proxy_for, short_dir, upstream
-from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.caps import Caps
+from writerpool.config.models import Config, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress.handoff import DECLINED, OFFER, TAKEN
 from writerpool.egress.loop import InProcessLoop

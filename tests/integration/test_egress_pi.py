@@ -23,7 +23,8 @@ from writerpool.agent import launch
 from writerpool.agent.environment import HOST, pi_env
 from writerpool.agent.pi import PiAgent
 from writerpool.agent.scripted import Script, ScriptedProvider
-from writerpool.config.models import Caps, Config, Profile, Provider
+from writerpool.config.caps import Caps
+from writerpool.config.models import Config, Profile, Provider
 from writerpool.config.providers import resolve_provider
 from writerpool.egress import model
 from writerpool.egress.model import EgressRecord

@@ -23,7 +23,8 @@ import pytest
 
 from tests.support.egress import UnixHTTPConnection, make_ca, server_context
 from writerpool.agent.scripted import Script, ScriptedProvider
-from writerpool.config.models import Caps, Config, Provider
+from writerpool.config.caps import Caps
+from writerpool.config.models import Config, Provider
 from writerpool.config.providers import ResolvedProvider, resolve_provider
 from writerpool.egress import model
 from writerpool.egress.model import EgressRecord

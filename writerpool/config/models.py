@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from writerpool.config.allow_entry import DERIVED_SETS, normalize_host, parse_address, parse_entry
+from writerpool.config.caps import Caps
 from writerpool.config.hosts import LOCAL, HostConfig
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
@@ -80,16 +81,6 @@ def parse_size(value: str) -> int:
         raise ValueError(f"not a size: {value!r}")
     digits, unit = (value[:-1], value[-1]) if value[-1] in "kmg" else (value, "")
     return int(digits) * _SIZE_UNITS[unit]
-
-
-@dataclass(frozen=True)
-class Caps:
-    """What one session may send through its provider proxy (see docs/execution-modes.md)."""
-
-    requests: int
-    bytes_up: int
-    bytes_down: int
-    concurrent: int
 
 
 class Pool(Strict):

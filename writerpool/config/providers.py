@@ -31,8 +31,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from writerpool.config.models import Config
+if TYPE_CHECKING:  # types only: the egress process reads providers without the models
+    from writerpool.config.models import Config
 
 # A custom provider that needs no key still needs some key for pi; this one is sent.
 PLACEHOLDER_KEY = "scripted"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from writerpool.config.models import Caps
+from writerpool.config.caps import Caps
 
 __all__ = ["Caps", "EgressRecord", "Outcome"]
 

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from writerpool.config.models import Caps
+from writerpool.config.caps import Caps
 from writerpool.config.providers import API_KINDS, ResolvedProvider
 
 __all__ = ["CapsSpec", "ConnectListenerSpec", "ProviderListenerSpec", "WorkerSpec"]

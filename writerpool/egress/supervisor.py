@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from writerpool import crash, proc
-from writerpool.config.models import Caps
+from writerpool.config.caps import Caps
 from writerpool.config.providers import ResolvedProvider
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectRecord
 from writerpool.egress.loop import InProcessLoop
