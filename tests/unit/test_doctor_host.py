@@ -291,6 +291,21 @@ def test_podman_missing_or_failing(paths: Paths) -> None:
     broken = recorded_facts(podman_info=None, podman_error="cannot set up namespace")
     result = one(run_checks(paths, broken), "podman_usable")
     assert "4.3.1" in result.message and "cannot set up namespace" in result.message
+    assert "podman system migrate" not in result.remedy
+
+
+def test_a_layer_held_by_the_rootless_namespace_names_podman_system_migrate(paths: Paths) -> None:
+    # The lines Podman 4.3 printed on every command once a removed layer stayed mounted.
+    error = (
+        'time="2026-12-06T23:41:07Z" level=warning msg="Found incomplete layer '
+        '\\"0c8f…\\", deleting it"\nError: unlinkat /home/wp/.local/share/containers/'
+        "storage/overlay/0c8f…/merged: device or resource busy"
+    )
+    wedged = recorded_facts(podman_info=None, podman_error=error)
+    result = one(run_checks(paths, wedged), "podman_usable")
+    assert result.severity == "error" and result.blocking
+    assert "device or resource busy" in result.message
+    assert "`podman system migrate`" in result.remedy and "clones are kept" in result.remedy
 
 
 def test_blocking_failures_scope_by_workspace_profile_and_network(paths: Paths) -> None:

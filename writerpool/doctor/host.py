@@ -28,9 +28,29 @@ UPGRADE = (
 FULL_RANGE = 65536
 
 
+# Podman 4.3 can leave a layer it marked for deletion still mounted in the account's
+# rootless namespace; every later command then retries the deletion and fails, until the
+# namespace's pause process ends. `podman system migrate` stops the account's containers
+# and that process; the writers' clones are kept.
+STORE_BUSY = (
+    "a layer of Podman's store is still mounted in this account's rootless namespace: end "
+    "writerpool's sessions, then run `podman system migrate` as this user (it stops the "
+    "account's containers and the pause process holding the mount; writers' clones are "
+    "kept) and run doctor again"
+)
+
+
+def store_busy(error: str) -> bool:
+    """Whether Podman failed on a layer it cannot delete while a mount holds it."""
+    lowered = error.lower()
+    return "resource busy" in lowered and ("incomplete layer" in lowered or "overlay" in lowered)
+
+
 def podman_usable(ctx: CheckContext) -> list[CheckResult]:
     facts = ctx.facts
     fix = f"run `podman info` as this user to see the whole error; {BOOTSTRAP} prepares a host"
+    if store_busy(facts.podman_error or ""):
+        fix = STORE_BUSY
     if facts.podman_version is None:
         if facts.binary("podman").path is None:
             return [
