@@ -78,6 +78,9 @@ CODES: dict[str, str] = {
     "nothing_to_collect": "No changed branch or uncommitted work to collect",
     "review_refs_replaced": "A collection moved earlier review refs it overwrites aside (named)",
     "review_refs_kept": "Earlier review refs of other branches stay beside the new ones (named)",
+    "review_ref_locks_removed": (
+        "A collection removed lock files a killed collection left on the writer's review refs"
+    ),
     "review_refs_listed": "A writer's review refs in the checkout, with merged and moved ones",
     "review_refs_pruned": "Moved-aside and merged review refs were deleted (or would be)",
     "writer_collected": "A complete collection was imported and recorded",

@@ -5,6 +5,7 @@ as a reason."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,16 @@ def test_a_new_collection_moves_the_ref_it_overwrites_aside_and_keeps_the_others
     run_agent(writer, "git checkout -q -b topic/sub && git commit -q --allow-empty -m two")
     code, plan = wp("writer", "collect", writer)
     assert code == 0 and "review_refs_replaced" in codes(plan), plan
+    # As a collection killed inside its move-aside leaves them: git refuses the next move
+    # on them, so the next collection removes them first (never a lock elsewhere).
+    planted = [repo / ".git" / f"{prefix}topic.lock", repo / ".git" / "refs/heads/other.lock"]
+    for lock in planted:
+        lock.write_text("")
+        os.utime(lock, (time.time() - 60, time.time() - 60))
     code, report = wp("writer", "collect", writer, "--apply")
-    assert code == 0, report
+    assert code == 0 and "review_ref_locks_removed" in codes(report), report
+    assert not planted[0].exists() and planted[1].exists()
+    planted[1].unlink()
     moved = next(f for f in report["findings"] if f["code"] == "review_refs_replaced")
     assert moved["status"] == "warning" and f"writer refs {writer} --prune" in moved["remedy"]
     [entry] = moved["data"]["replaced"]

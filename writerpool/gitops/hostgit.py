@@ -12,7 +12,7 @@ from pathlib import Path
 from writerpool import proc
 from writerpool.proc import CommandFailed, Completed
 
-__all__ = ["CommandFailed", "Completed", "git", "git_env"]
+__all__ = ["CommandFailed", "Completed", "git", "git_env", "git_reason"]
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -55,3 +55,10 @@ def git(
         argv += ["-c", setting]
     argv += list(args)
     return proc.run(argv, env=git_env(), timeout=timeout, input=input, check=check)
+
+
+def git_reason(exc: CommandFailed) -> str:
+    """git's own first `fatal:` or `error:` line (else its last line), for a message."""
+    lines = exc.stderr.decode(errors="replace").strip().splitlines()
+    said = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return (said or lines[-1:] or [f"git exited {exc.returncode}"])[0][:300]

@@ -29,7 +29,7 @@ from writerpool.config.paths import Paths
 from writerpool.crash import crash_point
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.bundle import import_bundle, verify_bundle
-from writerpool.gitops.hostgit import CommandFailed, git
+from writerpool.gitops.hostgit import CommandFailed, git, git_reason
 from writerpool.pool.collect.findings import (
     NOTHING,
     remote_prefix,
@@ -40,6 +40,7 @@ from writerpool.pool.collect.findings import (
     report_unexportable,
     report_unsafe_clone,
 )
+from writerpool.pool.collect.ref_locks import clear_stale_locks
 from writerpool.pool.collect.review_refs import (
     aside_names,
     collected_refs,
@@ -84,7 +85,8 @@ def _point_refs(repo: Path, updates: list[tuple[str, str]]) -> None:
         lines = "".join(f"update {ref} {commit}\n" for ref, commit in updates)
         git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
     except CommandFailed as exc:
-        raise WriterpoolError("writer_collect_failed", "updating collected refs failed") from exc
+        message = f"updating collected refs failed: {git_reason(exc)}"
+        raise WriterpoolError("writer_collect_failed", message) from exc
 
 
 def _import(
@@ -184,6 +186,7 @@ def collect_writer(
         shutil.rmtree(incoming, ignore_errors=True)
     crash_point("collect.bundle_kept")
     step("verifying the bundle and importing its refs into the checkout")
+    clear_stale_locks(repo, state.name, report, target)
     moves = aside_names(repo, state.name, replaced)
     move_aside(repo, replaced, moves)
     _import(repo, state.name, inspection, decision.accepted, bundle)

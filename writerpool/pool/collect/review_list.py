@@ -15,7 +15,7 @@ from writerpool.config.modes import load_modes
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.gitops.base import default_base_name, resolve_base
-from writerpool.gitops.hostgit import CommandFailed, git
+from writerpool.gitops.hostgit import CommandFailed, git, git_reason
 from writerpool.pool.provision.listing import unknown_writer, writer_names
 from writerpool.report import Report
 
@@ -114,4 +114,5 @@ def _delete(repo: Path, drop: dict[str, str]) -> None:
     try:
         git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
     except CommandFailed as exc:
-        raise WriterpoolError("writer_collect_failed", "deleting review refs failed") from exc
+        message = f"deleting review refs failed: {git_reason(exc)}"
+        raise WriterpoolError("writer_collect_failed", message) from exc

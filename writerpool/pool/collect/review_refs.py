@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError
-from writerpool.gitops.hostgit import CommandFailed, git
+from writerpool.gitops.hostgit import CommandFailed, git, git_reason
 from writerpool.report import Report
 
 
@@ -77,7 +77,7 @@ def move_aside(repo: Path, replaced: dict[str, str], moves: dict[str, str]) -> N
     try:
         git(repo, "update-ref", "--stdin", input=lines.encode(), timeout=300)
     except CommandFailed as exc:
-        message = "moving earlier review refs aside failed"
+        message = f"moving earlier review refs aside failed: {git_reason(exc)}"
         raise WriterpoolError("writer_collect_failed", message) from exc
 
 
