@@ -165,7 +165,12 @@ def test_another_session_completes_while_one_agent_floods_its_proxy(
             body = await client.ok(
                 "pi_session_prompt", {"sessionId": attacker, "message": "attack-the-proxy"}
             )
-            assert (await client.wait_turn(attacker, body["turnId"], limit=300))["text"]
+            # The attack starts in the background of this turn's bash call, and pi's next
+            # request goes through the same proxy: on a busy host it meets the flood and
+            # the attacker starves itself (failed). Only the other session must not starve.
+            first_turn = await client.wait_turn(attacker, body["turnId"], limit=300)
+            assert first_turn["status"] in ("completed", "failed"), first_turn
+            assert first_turn["status"] == "failed" or first_turn["text"] == "started", first_turn
             started = await anyio.to_thread.run_sync(_wait_for_attack, log, 3)
             samples.append(_usage(server))
             second = (await client.ok("pi_session_start", pool.start_args()))["session"]
