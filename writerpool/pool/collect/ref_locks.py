@@ -24,20 +24,20 @@ from writerpool.report import Report
 SETTLE_SECONDS = 2.0
 
 
-def _common_dir(repo: Path) -> Path:
+def _remotes_dir(repo: Path) -> Path:
+    """The checkout's `refs/remotes` directory (in the common dir of a worktree)."""
     try:
         done = git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", timeout=60)
     except CommandFailed as exc:
         raise WriterpoolError(
             "writer_collect_failed", f"checkout unreadable: {git_reason(exc)}"
         ) from exc
-    return Path(done.out.strip())
+    return Path(done.out.strip()) / "refs" / "remotes"
 
 
-def review_ref_locks(repo: Path, name: str) -> list[Path]:
-    """Every `*.lock` file under the writer's review-ref namespaces of the checkout.
+def review_ref_locks(remotes: Path, name: str) -> list[Path]:
+    """Every `*.lock` file under the writer's review-ref namespaces in `remotes`.
     Bounded by the files under those namespaces; links are not followed."""
-    remotes = _common_dir(repo) / "refs" / "remotes"
     if not remotes.is_dir():
         return []
     roots = [remotes / f"writer-{name}", *remotes.glob(f"writer-{name}@*")]
@@ -63,17 +63,18 @@ def clear_stale_locks(
     """Remove the locks a killed collection left on the writer's review refs; the caller
     holds the writer's lease. A lock younger than `settle` is given that long first, and
     one still younger then (taken meanwhile) is left for the transaction to meet."""
-    locks = review_ref_locks(repo, name)
+    remotes = _remotes_dir(repo)
+    locks = review_ref_locks(remotes, name)
     if not locks:
         return
     wait = settle - min(_age(lock) for lock in locks)
     if wait > 0:
         time.sleep(min(wait, settle))
     removed = []
-    for lock in review_ref_locks(repo, name):  # bounded as above
+    for lock in review_ref_locks(remotes, name):  # bounded as above
         if _age(lock) >= settle and lock.is_file():
             lock.unlink(missing_ok=True)
-            removed.append("refs/remotes/" + lock.as_posix().rpartition("/refs/remotes/")[2])
+            removed.append(f"refs/remotes/{lock.relative_to(remotes).as_posix()}")
     if removed:
         report.add(
             "review_ref_locks_removed",
