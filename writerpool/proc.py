@@ -297,6 +297,12 @@ def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
         raise CommandFailed(argv, -1, b"", b"could not be started in time", timed_out=True) from exc
 
 
+def last_line(output: bytes, default: str = "") -> str:
+    """The last non-blank line a command printed (its error, as a rule), or `default`."""
+    lines = output.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else default
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment: no inherited git or credential variables."""
     keep = (

@@ -61,4 +61,4 @@ def git_reason(exc: CommandFailed) -> str:
     """git's own first `fatal:` or `error:` line (else its last line), for a message."""
     lines = exc.stderr.decode(errors="replace").strip().splitlines()
     said = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    return (said or lines[-1:] or [f"git exited {exc.returncode}"])[0][:300]
+    return (said[0] if said else proc.last_line(exc.stderr, f"git exited {exc.returncode}"))[:300]

@@ -17,7 +17,7 @@ from writerpool import __version__
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.errors import UsageError, WriterpoolError
-from writerpool.proc import CommandFailed, run
+from writerpool.proc import CommandFailed, last_line, run
 from writerpool.report import sanitize
 from writerpool.runtime.image_tools import tools_digest
 from writerpool.runtime.image_uv import UV_VERSION, uv_wheel
@@ -265,8 +265,9 @@ def parse_image_list(raw: str) -> list[ImageInfo]:
 
 
 def _podman_failure(exc: CommandFailed) -> WriterpoolError:
-    last = exc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-    return WriterpoolError("podman_unavailable", sanitize(f"podman failed: {last[0]}"))
+    return WriterpoolError(
+        "podman_unavailable", sanitize(f"podman failed: {last_line(exc.stderr)}")
+    )
 
 
 def _inspect(reference: str) -> ImageInfo | None:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, run
+from writerpool.proc import CommandFailed, last_line, run
 from writerpool.report import sanitize
 from writerpool.runtime.image import HEX64, inspect_image
 from writerpool.runtime.image_build import Progress, run_tool
@@ -127,11 +127,11 @@ def image_has_command(image_id: str, command: str) -> bool:
         return False
     if done.returncode == 0 and done.out.strip():
         return True
-    last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
     raise WriterpoolError(
         "podman_unavailable",
-        sanitize(f"podman could not run the image (exit {done.returncode}): {last[0]}"),
-    )
+        sanitize(f"podman could not run the image (exit {done.returncode}): "
+                 f"{last_line(done.stderr)}"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, run
+from writerpool.proc import CommandFailed, last_line, run
 from writerpool.runtime.image import HEX64
 from writerpool.runtime.podman import podman_env
 from writerpool.state.images import BuiltImage, ImageRecord
@@ -98,5 +98,4 @@ def remove_image(image_id: str) -> str | None:
         raise WriterpoolError("podman_unavailable", "podman could not remove an image") from exc
     if done.returncode == 0:
         return None
-    last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["refused"]
-    return last[0][:200]
+    return last_line(done.stderr, "refused")[:200]

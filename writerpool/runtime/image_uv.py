@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 from writerpool.errors import WriterpoolError
-from writerpool.proc import CommandFailed, clean_env, run
+from writerpool.proc import CommandFailed, clean_env, last_line, run
 
 UV_VERSION = "0.13.8"
 # machine → (wheel file name, its SHA-256), as the package index serves them.
@@ -77,8 +77,8 @@ def _download(folder: Path, name: str, sha: str) -> None:
     except CommandFailed as exc:
         raise WriterpoolError("image_build_failed", "pip download of uv timed out") from exc
     if done.returncode != 0:
-        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise WriterpoolError("image_build_failed", f"pip download of uv failed: {last[0][:300]}")
+        last = last_line(done.stderr)[:300]
+        raise WriterpoolError("image_build_failed", f"pip download of uv failed: {last}")
 
 
 def fetch_uv(cache: Path) -> Path:

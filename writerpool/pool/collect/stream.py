@@ -27,7 +27,7 @@ from writerpool.pool.writer.inspect import (
     tool_request,
     tool_spec,
 )
-from writerpool.proc import CommandFailed
+from writerpool.proc import CommandFailed, last_line
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.state.writer import WriterState
@@ -138,10 +138,8 @@ def stream_collect(
         raise failure(CODE, "the throwaway container did not finish", exc) from exc
     answer = reader.answer
     if answer is None:
-        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise failure(
-            CODE, sanitize(f"the throwaway container failed: {last[0][:200]}"), text=last[0]
-        )
+        last = last_line(done.stderr, "no output")
+        raise failure(CODE, sanitize(f"the throwaway container failed: {last[:200]}"), text=last)
     if done.returncode != 0 or "error" in answer:
         error = str(answer.get("error"))
         raise failure(CODE, sanitize(f"in the clone: {error[:300]}"), text=error)

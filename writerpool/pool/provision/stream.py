@@ -24,7 +24,7 @@ from writerpool.errors import WriterpoolError, failure
 from writerpool.gitops.base import BaseRef, copyable_origin, origin_url
 from writerpool.gitops.bundle import base_bundle_format, create_base_bundle, merged_tags
 from writerpool.pool.writer.inspect import tool_spec
-from writerpool.proc import CommandFailed, Completed
+from writerpool.proc import CommandFailed, Completed, last_line
 from writerpool.report import Report, sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.spec import ContainerSpec
@@ -84,10 +84,9 @@ def _parse(stdout: bytes, stderr: bytes, returncode: int) -> ProvisionAnswer:
         raw = None
     if not isinstance(raw, dict) or returncode != 0 or "error" in raw:
         cause = str(raw.get("error")) if isinstance(raw, dict) else ""
-        last = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        said = cause or last_line(stderr, "no output")
         raise WriterpoolError(
-            "writer_clone_failed",
-            sanitize(f"cloning on the writer's host: {(cause or last[0])[:300]}"),
+            "writer_clone_failed", sanitize(f"cloning on the writer's host: {said[:300]}")
         )
     try:
         return ProvisionAnswer.model_validate(raw)

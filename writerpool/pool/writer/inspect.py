@@ -22,7 +22,7 @@ from writerpool.gitops.git_snapshot import GitDirSnapshot
 from writerpool.gitops.limits import LIMITS
 from writerpool.gitops.verify import probe, verify_snapshot
 from writerpool.pool.writer.container import pool_limits, writer_image, writer_of
-from writerpool.proc import CommandFailed
+from writerpool.proc import CommandFailed, last_line
 from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.image_tools import CLONETOOL_PARENT
@@ -332,10 +332,8 @@ def tool_answer(stdout: bytes, stderr: bytes, returncode: int, code: str) -> dic
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        last = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise failure(
-            code, sanitize(f"the throwaway container failed: {last[0][:200]}"), text=last[0]
-        )
+        last = last_line(stderr, "no output")
+        raise failure(code, sanitize(f"the throwaway container failed: {last[:200]}"), text=last)
     if returncode != 0 or "error" in answer:
         error = str(answer.get("error"))
         raise failure(code, sanitize(f"in the clone: {error[:300]}"), text=error)
