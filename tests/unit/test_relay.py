@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+import writerpool.egress.relay as relay_module
 from writerpool.egress.relay import Relayed, relay
 
 UP, DOWN = os.urandom(3 * 1024 * 1024 + 17), os.urandom(2 * 1024 * 1024 + 5)
@@ -142,3 +145,37 @@ def test_a_plain_body_stops_at_its_declared_end() -> None:
 
     relayed, seen = run(scenario)
     assert seen == b"0123456789" and (relayed.up.moved, relayed.down.moved) == (10, 6)
+
+
+def test_a_relay_cancelled_as_it_ends_returns_only_once_its_threads_have(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server stopping cancels its connections, then closes the sockets and its loop. A
+    connection caught as it ends (one side gone, the relay waiting for its threads) must
+    not return before its threads let go of the sockets' descriptors (a closed number may
+    name another file by then), nor leave a thread that posts to a closed loop. Here
+    the second thread is made slow to return, as on a busy host."""
+    move, ended = relay_module._move, []
+
+    def slow_move(*args: Any) -> None:
+        move(*args)
+        ended.append(args)
+        if len(ended) == 2:  # the direction the relay waits for after the first ended
+            time.sleep(0.3)
+
+    monkeypatch.setattr(relay_module, "_move", slow_move)
+
+    async def scenario() -> list[threading.Thread]:
+        relay_agent, agent, upstream, origin = await pairs()
+        relaying = asyncio.get_running_loop().create_task(relay(relay_agent, upstream, 600.0))
+        await send_then_close(agent, b"bye")  # the agent's side ends the connection
+        await asyncio.sleep(0.1)  # the relay now waits for both threads to return
+        relaying.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await relaying
+        left = [t for t in threading.enumerate() if t.name == "egress-relay"]
+        for sock in (relay_agent, agent, upstream, origin):
+            sock.close()
+        return left
+
+    assert run(scenario) == []

@@ -35,6 +35,7 @@ CHUNK = 256 * 1024
 # sessions' proxies and writers; past it new pipes get two pages. A quarter MiB keeps
 # hundreds of tunnels within it and moves as much per call as the sockets offer.
 PIPE_SIZE = 256 * 1024
+JOIN_SECONDS = 5.0
 Ended = Literal["agent", "upstream", "idle"]
 _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 0)
 # splice() errors that mean "not for these descriptors" (or "not allowed here", by a
@@ -78,43 +79,57 @@ async def relay(
     state.up.last = state.down.last = time.monotonic()
     for sock in (agent, upstream):
         sock.setblocking(True)  # each direction blocks in the kernel, in its own thread
-    up = _direction(agent, upstream, state.up, body)
-    down = _direction(upstream, agent, state.down, None)
+    up = _Direction(agent, upstream, state.up, body)
+    down = _Direction(upstream, agent, state.down, None)
     try:
         while True:  # bounded: each turn waits until the idle limit or an end
             quiet = state.last + idle - time.monotonic()
             if quiet <= 0:
                 state.ended = "idle"
                 break
-            done, _ = await asyncio.wait({up, down}, timeout=quiet,
+            done, _ = await asyncio.wait({up.ended, down.ended}, timeout=quiet,
                                          return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             if done:
-                state.ended = "agent" if up in done else "upstream"
+                state.ended = "agent" if up.ended in done else "upstream"
                 break
     finally:
-        for sock in (agent, upstream):  # the other direction's thread returns at once
+        for sock in (agent, upstream):  # both directions' threads return at once
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        # Neither socket may be closed while a thread still uses its descriptor.
-        await asyncio.shield(asyncio.wait({up, down}))
+        # Neither socket may be closed while a thread still uses its descriptor (its
+        # number could name another file by then), cancelled or not.
+        try:
+            await asyncio.shield(asyncio.wait({up.ended, down.ended}))
+        except asyncio.CancelledError:
+            up.join()
+            down.join()
+            raise
     return state
 
 
-def _direction(
-    src: socket.socket, dst: socket.socket, flow: Flow, limit: int | None
-) -> asyncio.Future[None]:
-    """Run one direction in a thread; the future is done when the thread has ended."""
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
+class _Direction:
+    """One direction in a thread of its own; `ended` is done when the thread has ended."""
 
-    def run() -> None:
-        try:
-            _move(src, dst, flow, limit)
-        finally:
-            loop.call_soon_threadsafe(_done, ended)
+    def __init__(self, src: socket.socket, dst: socket.socket, flow: Flow, limit: int | None):
+        loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[None] = loop.create_future()
 
-    threading.Thread(target=run, name="egress-relay", daemon=True).start()
-    return ended
+        def run() -> None:
+            try:
+                _move(src, dst, flow, limit)
+            finally:
+                # The loop may be closed by now (its server stopped while this thread
+                # returned): nobody waits on the future then.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_done, self.ended)
+
+        self._thread = threading.Thread(target=run, name="egress-relay", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the thread from the loop's own thread: only after both sockets were
+        shut, when it returns at once (bounded, should a kernel call linger)."""
+        self._thread.join(JOIN_SECONDS)
 
 
 def _done(ended: asyncio.Future[None]) -> None:

@@ -13,6 +13,7 @@ egress processes remove their sockets and end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -154,7 +155,8 @@ def _watch_stdin(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, stop: asynci
         line = stdin.readline(MAX_LINE)
         if not line or line.strip() == b"stop":
             break
-    loop.call_soon_threadsafe(stop.set)
+    with contextlib.suppress(RuntimeError):  # the loop closed first: it stopped already
+        loop.call_soon_threadsafe(stop.set)
 
 
 async def _main(spec: WorkerSpec, out: _Out) -> None:
