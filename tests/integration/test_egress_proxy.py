@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -536,13 +538,23 @@ def _spare_pids(taken: set[int]) -> set[int]:
     return found - taken
 
 
+def _until_dead(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, f"process {pid} did not end"
+        time.sleep(0.01)
+
+
 def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
     host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
     assert host.keep_spares(0) == 0  # nothing is started ahead before a first session
     first = open_session(host, short_dir, provider)
     assert host.keep_spares(0) == 1  # the warm pool asking for none keeps that one
-    [spare] = _spare_pids({first.pid})
+    spares = _spare_pids({first.pid})
+    # Asking again names a spare that ended meanwhile, with its status (a warning logged).
+    assert len(spares) == 1, f"spare processes: {spares}; kept now: {host.keep_spares(0)}"
+    [spare] = spares
     second = open_session(host, short_dir, provider, name="s2")
     assert second.pid == spare
     [again] = _spare_pids({first.pid, second.pid})
@@ -550,3 +562,21 @@ def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
     assert status == 200 and again not in {first.pid, second.pid}
     host.close()  # the spare ends with the host (reaped: its /proc entry is gone)
     assert not Path(f"/proc/{again}").exists()
+
+
+def test_a_spare_killed_by_another_hand_is_named_and_the_next_session_starts_its_own(
+    host: EgressSupervisor,
+    short_dir: Path,
+    provider: ScriptedProvider,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = open_session(host, short_dir, provider)
+    [spare] = _spare_pids({first.pid})
+    os.kill(spare, signal.SIGKILL)
+    _until_dead(spare)  # a zombie of this process now, not yet reaped
+    with caplog.at_level(logging.WARNING, logger="writerpool.egress.supervisor"):
+        second = open_session(host, short_dir, provider, name="s2")
+    assert second.pid != spare
+    status, _ = request(second)
+    assert status == 200
+    assert f"(pid {spare}) ended on its own, status -9" in caplog.text

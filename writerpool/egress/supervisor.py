@@ -223,6 +223,16 @@ def _spawn_worker(env: dict[str, str]) -> proc.Process:
     return proc.spawn(argv, env=env, cwd=Path("/"), stderr_to=2)
 
 
+def _waiting(spare: proc.Process) -> bool:
+    """Whether a spare still waits for a session; one that ended unasked is named: nothing
+    ends a spare but its server, so something killed it (or wrote to its stdin)."""
+    code = spare.poll()
+    if code is not None:
+        log.warning("egress: a spare egress process (pid %d) ended on its own, status %d",
+                    spare.pid, code)  # fmt: skip
+    return code is None
+
+
 def _end_spare(process: proc.Process) -> None:
     """A spare ends at the end of its stdin, before any spec reached it."""
     _close(process.stdin)
@@ -322,7 +332,7 @@ class EgressSupervisor:
         env = _worker_env()
         with self._lock:
             count = max(self._asked, self._floor)
-            running = [(p, e) for p, e in self._spares if p.poll() is None and e == env]
+            running = [(p, e) for p, e in self._spares if _waiting(p) and e == env]
             ended = [p for p, e in self._spares if (p, e) not in running]
             self._spares, surplus = running[:count], [p for p, _ in running[count:]]
             while not self._closed and len(self._spares) < count:  # bounded by `count`
@@ -336,7 +346,7 @@ class EgressSupervisor:
         """A spare still running with this environment, or None. The caller holds the lock."""
         while self._spares:  # bounded by the spares kept
             process, started_with = self._spares.pop()
-            if process.poll() is None and started_with == env:
+            if _waiting(process) and started_with == env:
                 return process
             _end_spare(process)
         return None
