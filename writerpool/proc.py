@@ -285,6 +285,52 @@ def wait(process: Process, timeout: float) -> int | None:
         return None
 
 
+def started(pid: int) -> int | None:
+    """When the process with this pid started (clock ticks after boot, /proc/PID/stat), or
+    None when there is none. With its pid it names one process for good: a pid alone
+    names another process once the first has ended and the number came round again."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_recorded_process(record: Mapping[str, object]) -> bool:
+    """Whether the process a record names by "pid" (and "started", the `started` it
+    recorded) still runs as this account's. A record without "started" (an older
+    writerpool's) is taken by its pid alone."""
+    pid, when = record.get("pid"), record.get("started")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or the number is another's
+        return False
+    return not isinstance(when, int) or started(pid) == when
+
+
+def exited(process: Process) -> bool:
+    """Whether a spawned process has exited, leaving it unreaped: until it is reaped its
+    pid (and so its process group's id) cannot be given to another process."""
+    if process.returncode is not None:
+        return True
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True  # reaped elsewhere
+    return found is not None
+
+
+def signal_group(process: Process, sig: int) -> None:
+    """Signal the process group a process leads (spawned in a session of its own), only
+    while the leader is unreaped: once reaped, its number may lead another's group."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+
+
 def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
     """Start a long-lived service detached from this process: `setsid -f` hands it to
     init at once, so it may outlive us and is never left here as a zombie."""

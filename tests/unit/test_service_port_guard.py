@@ -18,6 +18,7 @@ import pytest
 from writerpool.clients import header
 from writerpool.config.paths import Paths
 from writerpool.pool.modes.change import _restart_note
+from writerpool.proc import started
 from writerpool.report import Report
 from writerpool.state import tokens
 from writerpool.state.servers import count_alone, servers_dir
@@ -59,7 +60,8 @@ def service_dir(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         port = listener.getsockname()[1]
-        record = {"pid": os.getpid(), "port": port, "url": url_of(port)}
+        record = {"pid": os.getpid(), "started": started(os.getpid()), "port": port,
+                  "url": url_of(port)}  # fmt: skip
         record_file(paths).write_text(json.dumps(record))  # as the service writes it
         yield paths.service_dir, port
 
@@ -112,6 +114,21 @@ def test_the_helper_refuses_when_the_service_is_gone(service_dir: tuple[Path, in
     assert b"not running" in refused.stderr
     (directory / "service.json").unlink()
     assert _helper(directory, "codex", url_of(port)).returncode == 1
+
+
+def test_the_helper_refuses_when_the_services_number_is_another_process_now(
+    service_dir: tuple[Path, int],
+) -> None:
+    """The record names this process (listening on the port), but a process that started
+    at another time: the service that wrote it died and its pid came round again."""
+    directory, port = service_dir
+    record = json.loads((directory / "service.json").read_text())
+    assert header._runs(record)  # the fixture's record, as the service writes it
+    record["started"] += 1
+    (directory / "service.json").write_text(json.dumps(record))
+    refused = _helper(directory, "codex", url_of(port))
+    assert (refused.returncode, refused.stdout) == (1, b"")
+    assert b"not running" in refused.stderr
 
 
 def test_the_helper_refuses_a_port_nobody_of_this_account_listens_on(tmp_path: Path) -> None:

@@ -37,11 +37,12 @@ import tomlkit
 from writerpool.agent.codex_events import fold_codex, parse_line, thread_of
 from writerpool.agent.events import TurnLog
 from writerpool.agent.key_file import KeyFile
-from writerpool.agent.process import LineAgent, Process, stderr_lines
+from writerpool.agent.process import LineAgent, stderr_lines
 from writerpool.atomic import write_atomic
 from writerpool.config.models import Config, Profile
 from writerpool.config.providers import ResolvedProvider, resolve_provider
 from writerpool.errors import WriterpoolError
+from writerpool.proc import Process
 
 SUBDIR = "codex"
 CONFIG_FILE = "config.toml"

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from writerpool.agent.launch import NULL_SESSION
 from writerpool.agent.pi_events import PiEvent, fold_pi, parse_event
-from writerpool.agent.process import LineAgent, Process
+from writerpool.agent.process import LineAgent
 from writerpool.errors import WriterpoolError
+from writerpool.proc import Process
 
 __all__ = ["PiAgent"]
 

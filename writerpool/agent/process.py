@@ -21,11 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Protocol, Self
+from typing import IO, Self
 
 from writerpool.agent.events import TurnLog, TurnSnapshot
 from writerpool.errors import WriterpoolError
-from writerpool.proc import spawn
+from writerpool.proc import Process, exited, signal_group, spawn
 from writerpool.report import sanitize
 
 MAX_LINE = 64 * 1024 * 1024  # one event; pi repeats the whole partial message in each
@@ -36,20 +36,6 @@ PIPE_SIZE = 1024 * 1024  # a larger pipe lets the agent finish its writes sooner
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 log = logging.getLogger(__name__)
-
-
-class Process(Protocol):
-    """What the adapter needs of a started process (a Popen with piped stdio)."""
-
-    @property
-    def pid(self) -> int: ...
-    @property
-    def stdin(self) -> IO[bytes] | None: ...
-    @property
-    def stdout(self) -> IO[bytes] | None: ...
-    @property
-    def stderr(self) -> IO[bytes] | None: ...
-    def poll(self) -> int | None: ...
 
 
 class LineAgent:
@@ -128,7 +114,7 @@ class LineAgent:
 
     @property
     def alive(self) -> bool:
-        return not self._eof and self._proc.poll() is None
+        return not self._eof and not exited(self._proc)
 
     @property
     def pid(self) -> int:
@@ -159,6 +145,7 @@ class LineAgent:
                 self._signal(signal.SIGKILL)
                 self._exited(max(1.0, deadline - time.monotonic()))
         self._signal(signal.SIGKILL)  # whatever else is left in its process group
+        self._proc.poll()  # reaped only now: its number led the group signalled above
         streams = (self._proc.stdout, self._proc.stderr)
         for thread, stream in zip(self._threads, streams, strict=True):
             thread.join(timeout=max(0.5, deadline - time.monotonic()))
@@ -314,13 +301,12 @@ class LineAgent:
 
     def _signal(self, sig: signal.Signals) -> None:
         # The agent was started in its own session, so its pid is its process group id.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, sig)
+        signal_group(self._proc, sig)
 
     def _exited(self, timeout: float) -> bool:
-        """Whether the process ended (and was reaped) within timeout seconds."""
+        """Whether the process ended within timeout seconds (left unreaped: `close`)."""
         end = time.monotonic() + max(0.0, timeout)
-        while self._proc.poll() is None:
+        while not exited(self._proc):
             if time.monotonic() >= end:
                 return False
             time.sleep(0.02)

@@ -75,20 +75,24 @@ def _record(directory: Path) -> dict[str, object]:
         record = json.loads((directory / "service.json").read_bytes()[:65536])
     except (OSError, ValueError) as exc:
         raise Refused("the pool service is not running (writerpool service start)") from exc
-    pid = record.get("pid") if isinstance(record, dict) else None
-    if not isinstance(pid, int) or pid <= 1 or not _alive(pid):
+    if not isinstance(record, dict) or not _runs(record):
         raise Refused("the pool service is not running (writerpool service start)")
     return dict(record)
 
 
-def _alive(pid: int) -> bool:
+def _runs(record: dict[str, object]) -> bool:
+    """proc.is_recorded_process, in the standard library only (this file runs alone): a
+    killed service's pid may be another process's by now; its start time tells them apart."""
+    pid, when = record.get("pid"), record.get("started")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            now = int(stat.read().rpartition(b")")[2].split()[19])
+    except (OSError, ValueError, IndexError):  # gone, another account's, or unreadable
         return False
-    except PermissionError:
-        return False  # the pid was reused by another account's process
-    return True
+    return not isinstance(when, int) or now == when
 
 
 def header(directory: Path, client: str, url: str) -> dict[str, str]:

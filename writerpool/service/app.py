@@ -24,6 +24,7 @@ from writerpool.config.paths import APP, Paths
 from writerpool.errors import WriterpoolError
 from writerpool.mcp.http import streamable_http
 from writerpool.mcp.server import build_server
+from writerpool.proc import started
 from writerpool.service.conns import BoundedH11
 from writerpool.service.guard import Guard
 from writerpool.sessions import reload
@@ -99,8 +100,8 @@ def _unix_socket(path: Path) -> socket.socket:
 def _recorded(paths: Paths, port: int, unix: Path) -> Iterator[None]:
     """The 0600 record `service status` and `start` read, removed when the service ends."""
     ensure_private_dir(paths.service_dir)
-    record = {"schema_version": 1, "pid": os.getpid(), "port": port,
-              "url": url_of(port), "socket": str(unix)}  # fmt: skip
+    record = {"schema_version": 1, "pid": os.getpid(), "started": started(os.getpid()),
+              "port": port, "url": url_of(port), "socket": str(unix)}  # fmt: skip
     write_atomic(record_file(paths), json.dumps(record, sort_keys=True).encode(), mode=0o600)
     try:
         yield

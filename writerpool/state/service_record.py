@@ -9,12 +9,12 @@ from one start to the next, since the clients registered over HTTP name it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from writerpool.config.models import load_config
 from writerpool.config.paths import Paths
+from writerpool.proc import is_recorded_process
 from writerpool.untrusted import DocumentRefused, loads_json
 
 # The one path the service serves MCP on (its Guard answers 404 to any other).
@@ -46,15 +46,8 @@ def running(paths: Paths) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError, DocumentRefused):
         return None
-    pid = record.get("pid") if isinstance(record, dict) else None
-    if not isinstance(pid, int) or pid <= 1:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # a killed service left its record
-    except PermissionError:
-        return None
+    if not isinstance(record, dict) or not is_recorded_process(record):
+        return None  # a killed service left its record (its pid may be another's now)
     return dict(record)
 
 

@@ -1,0 +1,86 @@
+"""A process named by its pid is named by its start time too: once a process ends its
+number comes round again (every 32,768 processes on hosts with the default pid_max),
+and whatever takes it must never be signalled as if it were the first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from writerpool import proc
+from writerpool.config.paths import Paths
+from writerpool.service.control import stop
+from writerpool.state.service_record import record_file, running
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of this account that took the number of a service that died."""
+    process = subprocess.Popen(["sleep", "600"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_record_names_the_process_that_wrote_it_not_its_number(
+    bystander: subprocess.Popen[bytes],
+) -> None:
+    now = proc.started(bystander.pid)
+    assert isinstance(now, int)
+    assert proc.is_recorded_process({"pid": bystander.pid, "started": now})
+    assert not proc.is_recorded_process({"pid": bystander.pid, "started": now - 1})
+    assert proc.is_recorded_process({"pid": bystander.pid})  # an older writerpool's record
+    assert not proc.is_recorded_process({"pid": True, "started": now})
+    assert not proc.is_recorded_process({"pid": 1})
+
+
+def test_service_stop_never_signals_a_process_that_took_a_dead_services_number(
+    tmp_path: Path, bystander: subprocess.Popen[bytes]
+) -> None:
+    paths = Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache")
+    paths.service_dir.mkdir(parents=True)
+    started = proc.started(bystander.pid)
+    assert started is not None
+    record = {"schema_version": 1, "pid": bystander.pid, "started": started - 1,
+              "port": 8931, "url": "http://127.0.0.1:8931/mcp", "socket": "s"}  # fmt: skip
+    record_file(paths).write_text(json.dumps(record))
+    assert running(paths) is None
+    report = stop(paths)
+    assert (report.data["running"], report.codes()) == (False, ["service_stopped"])
+    assert "not running" in report.findings[-1].message
+    assert bystander.poll() is None  # never signalled
+
+
+def test_a_leader_that_exited_stays_unreaped_until_its_group_was_signalled() -> None:
+    """`exited` does not reap: the leader's number keeps naming its group, so the
+    members it left behind can still be ended by it."""
+    leader = proc.spawn([sys.executable, "-c", "import subprocess, sys; "
+                         "child = subprocess.Popen(['sleep', '600']); print(child.pid)"],
+                        stdin_pipe=False)  # fmt: skip
+    with leader:  # its pipes closed, and reaped, however this ends
+        assert leader.stdout is not None
+        member = int(leader.stdout.readline())
+        while not proc.exited(leader):  # bounded: it exits once it printed
+            os.sched_yield()
+        assert leader.returncode is None  # not reaped: still a zombie holding its number
+        proc.signal_group(leader, signal.SIGKILL)
+        assert leader.wait(30) == 0
+    while _state(member) not in (b"Z", b""):  # bounded: SIGKILL ends it (or its reaper)
+        os.sched_yield()
+
+
+def _state(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0]
+    except FileNotFoundError:
+        return b""
