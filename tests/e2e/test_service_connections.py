@@ -151,7 +151,7 @@ def test_a_session_whose_client_is_gone_is_closed_by_the_service(
             raw.initialize()
             started = raw.call("pi_session_start", HOST_CODE)
             assert started["ok"], started
-            relay = f"{tokens.RELAY_PREFIX}{raw.proc.pid}"
+            relay = tokens.relay_name(raw.proc.pid)
             assert relay in tokens.load(server.paths)
             assert processes_in(server.root / "ws")
             if gone == "relay killed":
@@ -348,7 +348,7 @@ def test_a_relay_signalled_mid_start_ends_and_leaves_no_session(
             raw.initialize()
             raw.send({"id": "start", "method": "tools/call",
                       "params": {"name": "pi_session_start", "arguments": HOST_CODE}})  # fmt: skip
-            relay = f"{tokens.RELAY_PREFIX}{raw.proc.pid}"
+            relay = tokens.relay_name(raw.proc.pid)
             raw.proc.send_signal(signal.SIGTERM)
             assert raw.proc.wait(GONE_BOUND) == 0
             _until(lambda: relay not in tokens.load(server.paths), "the relay's token is left")

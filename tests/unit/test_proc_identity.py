@@ -17,6 +17,7 @@ import pytest
 from writerpool import proc
 from writerpool.config.paths import Paths
 from writerpool.service.control import stop
+from writerpool.state import tokens
 from writerpool.state.service_record import record_file, running
 
 
@@ -84,3 +85,19 @@ def _state(pid: int) -> bytes:
             return stat.read().rpartition(b")")[2].split()[0]
     except FileNotFoundError:
         return b""
+
+
+def test_a_killed_relays_token_is_pruned_though_its_pid_runs_again(
+    tmp_path: Path, bystander: subprocess.Popen[bytes]
+) -> None:
+    """A relay's token is named by its pid and start time: another process that took
+    the pid keeps nothing alive; a live relay's token stays."""
+    paths = Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache")
+    alive = tokens.relay_name(os.getpid())
+    now = proc.started(bystander.pid)
+    assert now is not None
+    reused = f"{tokens.RELAY_PREFIX}{bystander.pid}-{now - 1}"
+    for name in (alive, reused, "codex"):
+        tokens.create(paths, name)
+    tokens.prune_gone_relays(paths)
+    assert sorted(tokens.load(paths)) == sorted([alive, "codex"])

@@ -1,9 +1,10 @@
 """`writerpool serve` while the pool service runs: a relay between the client's stdio and
 the service's Unix socket, so every client shares the same writers and sessions.
 
-The relay is a client of its own (`serve-<pid>`, a token made at start and revoked at
-the end), so its sessions are its own, as with a `serve` that runs alone; when stdin
-closes it answers what it was already asked, then closes them, as that `serve` would.
+The relay is a client of its own (`serve-<pid>-<start time>`, a token made at start
+and revoked at the end), so its sessions are its own, as with a `serve` that runs
+alone; when stdin closes it answers what it was already asked, then closes them, as that
+`serve` would.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ async def relay(paths: Paths, socket: str, pid: int) -> None:
     The watch and the signals live outside the service's transport: a transport that
     breaks cancels everything inside it."""
     tokens.prune_gone_relays(paths)
-    name = f"{tokens.RELAY_PREFIX}{os.getpid()}"
+    name = tokens.relay_name(os.getpid())
     token = tokens.create(paths, name)
     try:
         async with checked_stdio_server() as (down_read, down_write):

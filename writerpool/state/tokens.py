@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from filelock import FileLock
 from writerpool.atomic import ensure_private_dir, write_atomic
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.proc import is_recorded_process, started
 from writerpool.untrusted import DocumentRefused, loads_json
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
@@ -33,8 +33,8 @@ NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
 MAX_CLIENTS = 64
 TOKEN_PREFIX = "wps_"  # noqa: S105 - a marker, not a secret
 CORRUPT = "the service token file is corrupt"
-# The names only relays take (`serve-<pid>`): a relay that no longer runs has no use for
-# its token, and its sessions are then nobody's (the service closes them).
+# The names only relays take (`serve-<pid>-<start time>`): a relay that no longer runs has
+# no use for its token, and its sessions are then nobody's (the service closes them).
 RELAY_PREFIX = "serve-"
 
 
@@ -133,17 +133,23 @@ def client_of(clients: dict[str, str], token: str) -> str | None:
     return found
 
 
+def relay_name(pid: int) -> str:
+    """The client name of the relay `pid`: its start time too, since once it ended its
+    pid comes round to another process, which must not keep the relay's token alive."""
+    return f"{RELAY_PREFIX}{pid}-{started(pid) or 0}"
+
+
 def relay_gone(name: str) -> bool:
-    """Whether `name` is a relay's and its process no longer runs."""
+    """Whether `name` is a relay's and its process no longer runs (`serve-<pid>`, an
+    older writerpool's name, is taken by its pid alone)."""
     if not name.startswith(RELAY_PREFIX):
         return False
+    pid, _, when = name.removeprefix(RELAY_PREFIX).partition("-")
     try:
-        os.kill(int(name.removeprefix(RELAY_PREFIX)), 0)
-    except (ValueError, ProcessLookupError):
+        record = {"pid": int(pid), "started": int(when)} if when else {"pid": int(pid)}
+    except ValueError:
         return True
-    except PermissionError:
-        return False
-    return False
+    return not is_recorded_process(record)
 
 
 def prune_gone_relays(paths: Paths) -> None:
