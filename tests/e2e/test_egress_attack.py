@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.harness import connect, processes_in
 from tests.e2e.pool_support import PoolEnv, make_pool
+from tests.support import procs
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.egress.gate import GateLimits
 from writerpool.egress.worker import NOFILE_BASE
@@ -114,17 +115,8 @@ def _server_pid(pool: PoolEnv) -> int:
 
 def _egress_pids(server: int) -> list[int]:
     """The server's egress processes (tests beside this one run their own)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) != server:
-                continue
-            if b"writerpool.egress.worker" in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
+    return [p.pid for p in procs.mine()
+            if p.parent == server and b"writerpool.egress.worker" in p.argv]  # fmt: skip
 
 
 def _usage(pid: int) -> tuple[int, int]:

@@ -4,6 +4,7 @@ MCP client. Every probe runs inside the writer through pi's own bash tool."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import pytest
 
 from tests.e2e.harness import RawServer, connect, files_holding
 from tests.e2e.pool_support import PoolEnv, make_pool, result_value
+from tests.support import procs
 from writerpool.agent.scripted import Script, ScriptedProvider, ScriptEntry, Step, ToolCall
 from writerpool.crash import ENV
 from writerpool.egress.sockets import socket_address
@@ -233,14 +235,12 @@ def test_a_killed_servers_socket_and_token_are_gone_when_the_next_server_starts(
 def _egress_process(egress_dir: Path) -> int:
     """The pid of the running egress process serving the socket in `egress_dir`."""
     found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
+    for process in procs.mine():
+        if b"writerpool.egress.worker" not in process.argv:
             continue
-        if b"writerpool.egress.worker" in cmdline and cwd == str(egress_dir):
-            found.append(int(entry.name))
+        with contextlib.suppress(OSError):  # ended meanwhile
+            if os.readlink(f"/proc/{process.pid}/cwd") == str(egress_dir):
+                found.append(process.pid)
     assert len(found) == 1, found
     return found[0]
 

@@ -23,6 +23,7 @@ from tests.e2e.conftest import CLIENT_BRANCH, MakeServer
 from tests.e2e.harness import Client, RawServer, connect
 from tests.integration.test_collect_helpers import collected
 from tests.integration.writers_support import codes, git, make_checkout, wp
+from tests.support import procs
 from tests.support.testhost import add_host
 from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
@@ -73,19 +74,9 @@ def _mounts_on(remote: RemotePodman) -> list[str]:
 def _api_forwarders(marker: bytes = b"writerpool-host-", flag: bytes = b"-L") -> list[int]:
     """This account's ssh processes forwarding a host's Podman API (serve's connections),
     or with `marker` and `flag` given, another kind of forward."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            owner = entry.stat().st_uid
-        except OSError:
-            continue
-        forwarding = any(marker in a for a in argv) and flag in argv
-        if owner == os.getuid() and argv and argv[0].endswith(b"ssh") and forwarding:
-            found.append(int(entry.name))
-    return found
+    return [p.pid for p in procs.mine()
+            if p.argv and p.argv[0].endswith(b"ssh") and flag in p.argv
+            and any(marker in a for a in p.argv)]  # fmt: skip
 
 
 @pytest.mark.every_testhost

@@ -25,6 +25,7 @@ from tests.integration.test_collect_helpers import (
     write_workspaces,
 )
 from tests.integration.writers_support import codes, wp, writer_containers
+from tests.support import procs
 from tests.support.repos import git_out, make_repo
 from writerpool.config.paths import Paths
 from writerpool.crash import ENV as CRASH_ENV
@@ -41,18 +42,7 @@ head -c 40000000 /dev/urandom > big.bin
 
 def _group_runs(pgid: int, needle: bytes) -> bool:
     """Whether a process of group `pgid` has `needle` in its command line."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if (
-                os.getpgid(int(entry)) == pgid
-                and needle in Path(f"/proc/{entry}/cmdline").read_bytes()
-            ):
-                return True
-        except OSError:
-            continue
-    return False
+    return any(p.group == pgid and needle in b"\0".join(p.argv) for p in procs.mine())
 
 
 def _bundle_kept(name: str) -> Callable[[int], bool]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import procs
 from tests.support.egress import UnixHTTPConnection, make_ca, server_context
 from writerpool.agent.scripted import Script, ScriptedProvider
 from writerpool.config.caps import Caps
@@ -525,16 +526,8 @@ def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
 
 def _spare_pids(taken: set[int]) -> set[int]:
     """This process's egress processes not serving a session of `taken`."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == os.getpid() and b"writerpool.egress.worker" in cmdline:
-            found.add(int(entry.name))
+    found = {p.pid for p in procs.mine()
+             if p.parent == os.getpid() and b"writerpool.egress.worker" in p.argv}  # fmt: skip
     return found - taken
 
 

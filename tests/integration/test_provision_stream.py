@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.test_collect_helpers import ready_writer, unique_alias, write_workspaces
 from tests.integration.writers_support import wp
+from tests.support import procs
 from tests.support.repos import make_repo, run_git
 from tests.support.testhost import add_host, provision_there, send_image
 from writerpool.config.hosts import HostConfig
@@ -220,18 +221,10 @@ with connect("th", host) as remote:
 
 
 def _ssh_pids() -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():  # bounded by the processes of this machine
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid != os.getuid():
-                    continue  # another account's writerpool is not this test's
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[0].endswith(b"ssh") and any(b"writerpool-host-" in a for a in argv):
-                found.add(int(entry.name))
-    return found
+    # Another account's writerpool is not this test's.
+    return {p.pid for p in procs.mine()
+            if p.argv and p.argv[0].endswith(b"ssh")
+            and any(b"writerpool-host-" in a for a in p.argv)}  # fmt: skip
 
 
 @pytest.mark.remote

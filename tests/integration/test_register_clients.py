@@ -34,6 +34,7 @@ from filelock import FileLock
 
 from tests.integration.writers_support import codes as all_codes
 from tests.integration.writers_support import config_text, wp
+from tests.support import procs
 from writerpool.agent.install import npm_argv, npm_env, wheel_node
 from writerpool.clients.model import Registration, Target, parse_target, server_command
 from writerpool.clients.ownership import entry_for, load_record, store_record
@@ -456,14 +457,7 @@ def wp_recorded(log: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 def every_cmdline() -> list[bytes]:
     """What every process this account can see was started with, now."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                found.append((proc / "cmdline").read_bytes())
-            except OSError:
-                continue  # ended meanwhile
-    return found
+    return [b"\0".join(process.argv) for process in procs.running()]
 
 
 def held_token(client: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.integration.writers_support import wp
+from tests.support import procs
 from tests.support.testhost import add_host
 from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
@@ -204,15 +205,10 @@ def test_a_container_on_the_host_reaches_a_controller_socket_for_one_session_onl
 
 def _forwarder_pid(local_socket: Path) -> int:
     """The ssh process forwarding `local_socket` (this test's own child)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+    for process in procs.mine():
+        argv = process.argv
         if argv and argv[0].endswith(b"ssh") and any(str(local_socket).encode() in a for a in argv):
-            return int(entry.name)
+            return process.pid
     raise AssertionError("no ssh process forwards the socket")
 
 
