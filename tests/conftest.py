@@ -129,7 +129,8 @@ SHARED_STORE = frozenset({
 })  # fmt: skip
 # Files whose local writers are named `boxed-wN` besides every test of the end-to-end
 # server (`make_server`'s `boxed` workspace): a writer's container is `writerpool-ALIAS-wN`,
-# global to the Podman account, and a fence removes every container of its writer name.
+# global to the Podman account, and each test's state refuses (writer_name_taken) a
+# writer name another test's state holds.
 FIXED_NAMES = frozenset({"tests/e2e/test_wheel_install.py"})
 
 

@@ -64,6 +64,8 @@ CODES: dict[str, str] = {
     "clone_over_cap": "The clone holds more refs, or longer ref names, than writerpool reads",
     "writer_state_invalid": "The writer's state is missing, malformed or mismatched",
     "writer_state_unreadable": "The writer's state cannot be read safely",
+    "writer_name_taken": "Another writerpool state of this Podman account made it; left untouched",
+    "state_id_invalid": "The state directory's controller-id file is unreadable or malformed",
     # collection and lifecycle
     "writer_inspect_failed": "Inspecting the writer's work in a throwaway container failed",
     "writer_uncollected": "The writer holds work without a matching complete collection",

@@ -337,5 +337,5 @@ def test_provisioning_on_a_host_without_the_image_refuses_before_anything_is_mad
                       Report("test"), Pool())  # fmt: skip
         assert exc.value.code == "image_unavailable"
         assert "image transfer --host th" in exc.value.message
-        assert writer_volumes(remote, name) == []
+        assert writer_volumes(remote, writer_at(paths, name, remote.name)) == []
     assert not paths.writer_dir(name).exists()

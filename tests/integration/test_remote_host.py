@@ -3,6 +3,7 @@ connection with the pinned host key; the writer image reaches it by the same ID.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -305,8 +306,18 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         # Through the seam: the host's storage operations make and remove the volumes.
         handle = writer_at(Paths.from_env(), writer, remote.name)
         remote.create_storage(handle, cache=False)
-        made = create_volumes(remote, writer, cache=False)  # idempotent: the same names
-        assert sorted(writer_volumes(remote, writer)) == sorted(made.values())
+        made = create_volumes(remote, handle, cache=False)  # idempotent: the same names
+        assert sorted(writer_volumes(remote, handle)) == sorted(made.values())
+        # The same writer name in another writerpool state of the host's account (another
+        # controller id): its volumes are neither taken nor removed.
+        other = dataclasses.replace(handle, controller="f" * 16)
+        with pytest.raises(WriterpoolError) as taken:
+            remote.create_storage(other, cache=True)
+        assert taken.value.code == "writer_name_taken", taken.value
+        with pytest.raises(WriterpoolError) as taken:
+            remote.remove_storage(other)
+        assert taken.value.code == "writer_name_taken", taken.value
+        assert sorted(writer_volumes(remote, handle)) == sorted(made.values())
         clone = VolumeMount(volume=made["clone"], target="/work")
         spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-{writer}", volumes=(clone,))
         # What an agent leaves: files of another id inside its own user namespace too.
@@ -319,7 +330,7 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         # In the host account's storage: this machine's account cannot even read it.
         assert where.out.startswith("/") and not os.access(where.out.strip(), os.R_OK)
         remote.remove_storage(handle)
-        assert writer_volumes(remote, writer) == []
+        assert writer_volumes(remote, handle) == []
         assert not LocalPodman().cli(["volume", "ls", "-q"]).out.count(writer)
 
 

@@ -71,7 +71,7 @@ def test_a_remote_writers_log_collect_and_remove_run_on_its_host(
         code, removed = wp("writer", "remove", name, "--apply")
         assert code == 0 and "writer_removed" in codes(removed), removed
         with connect("th", testhost) as remote:
-            assert writer_volumes(remote, name) == []
+            assert writer_volumes(remote, writer_at(paths, name, remote.name)) == []
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))
@@ -95,14 +95,14 @@ def test_mode_set_judges_and_removes_a_surplus_writer_on_its_own_host(
         code, refused = wp(*mode, "--apply")
         assert code == 1 and "writer_uncollected" in codes(refused), refused
         with connect("th", testhost) as remote:
-            assert writer_volumes(remote, surplus)
+            assert writer_volumes(remote, writer_at(paths, surplus, remote.name))
         assert wp("writer", "collect", surplus, "--apply")[0] == 0
         code, applied = wp(*mode, "--apply")
         assert code == 0, applied
         removed = [f["target"] for f in applied["findings"] if f["code"] == "writer_removed"]
         assert removed == [f"writer/{alias}/{surplus}"]
         with connect("th", testhost) as remote:
-            assert writer_volumes(remote, surplus) == []
+            assert writer_volumes(remote, writer_at(paths, surplus, remote.name)) == []
         assert not (paths.writer_dir(surplus) / "state.json").exists()
     finally:
         with connect("th", testhost) as remote:
@@ -125,11 +125,11 @@ def test_uninstall_judges_and_removes_a_writer_on_its_own_host(
         assert code == 1 and {"writer_uncollected", "uninstall_refused"} <= set(codes(refused))
         assert (paths.writer_dir(name) / "state.json").exists()
         with connect("th", testhost) as remote:
-            assert writer_volumes(remote, name)
+            assert writer_volumes(remote, writer_at(paths, name, remote.name))
         code, done = wp("uninstall", "--keep-images", "--discard", "--apply")
         assert code == 0 and "writer_removed" in codes(done), done
         with connect("th", testhost) as remote:
-            assert writer_volumes(remote, name) == []
+            assert writer_volumes(remote, writer_at(paths, name, remote.name)) == []
     finally:
         with connect("th", testhost) as remote:
             remote.remove_storage(writer_at(Paths.from_env(), name, remote.name))

@@ -26,7 +26,7 @@ from writerpool.runtime.host import (
     Writer,
     inside,
 )
-from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
+from writerpool.runtime.spec import LABEL_CONTROLLER, ContainerSpec, Mount, VolumeMount
 
 NOTHING_RAN = b"no container runs on a host kept in memory"
 
@@ -93,7 +93,8 @@ class MemoryHost:
 
     def plant(self, spec: ContainerSpec) -> ContainerRef:
         """A running container of `spec` (its name and labels), as a session's would be."""
-        ref = ContainerRef(secrets.token_hex(32), spec.name, "running")
+        ref = ContainerRef(secrets.token_hex(32), spec.name, "running",
+                           spec.labels.get(LABEL_CONTROLLER, ""))  # fmt: skip
         self.planted[ref.id] = (ref, dict(spec.labels))
         return ref
 

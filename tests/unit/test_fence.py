@@ -1,43 +1,71 @@
 """The fence: with the writer's lease held, every container labelled with the writer is
-removed (an orphan of a killed server) and no other writer's; without the lease it
-refuses. The writer's host is kept in memory (tests/support/memhost.py); the fence on
-real Podman, after a killed server and a leftover session container, is in
-tests/e2e/test_container_pool.py."""
+removed (an orphan of a killed server) and no other writer's, nor the same writer name's
+of another writerpool state of the account; without the lease it refuses. The writer's
+host is kept in memory (tests/support/memhost.py); the fence on real Podman, after a
+killed server and a leftover session container, is in tests/e2e/test_container_pool.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from tests.support.memhost import MemoryHost
+from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.fence import fence
 from writerpool.pool.writer.lease import Lease, leased
-from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
+from writerpool.runtime.host import Writer, writer_at
+from writerpool.runtime.spec import LABEL_CONTROLLER, LABEL_WRITER, ContainerSpec
 
 
-def _container(host: MemoryHost, writer: str) -> None:
-    host.plant(ContainerSpec(image_id="b" * 64, name=f"writerpool-{writer}",
-                             labels={LABEL_WRITER: writer}))  # fmt: skip
+def _writer(tmp_path: Path, name: str = "demo-w1") -> Writer:
+    return writer_at(Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache"), name)
+
+
+def _container(host: MemoryHost, writer: str, controller: str | None = None) -> None:
+    labels = {LABEL_WRITER: writer}
+    if controller is not None:
+        labels[LABEL_CONTROLLER] = controller
+    host.plant(ContainerSpec(image_id="b" * 64, name=f"writerpool-{writer}", labels=labels))
 
 
 def test_fence_removes_the_writers_orphan_containers_only(tmp_path: Path) -> None:
     host = MemoryHost("local")
-    _container(host, "demo-w1")
-    _container(host, "demo-w1")
-    _container(host, "demo-w2")
+    writer = _writer(tmp_path)
+    _container(host, "demo-w1", writer.controller)
+    _container(host, "demo-w1")  # an older writerpool's: no controller label
+    _container(host, "demo-w2", writer.controller)
     with leased(tmp_path / "demo-w1", 1.0) as lease:
-        assert fence(host, "demo-w1", lease) == 2
+        assert fence(host, writer, lease) == 2
         assert host.containers(LABEL_WRITER, "demo-w1") == []
-        assert fence(host, "demo-w1", lease) == 0  # nothing left: nothing to remove
+        assert fence(host, writer, lease) == 0  # nothing left: nothing to remove
     assert [c.name for c in host.containers(LABEL_WRITER, "demo-w2")] == ["writerpool-demo-w2"]
+
+
+def test_a_writer_of_the_same_name_of_another_state_is_refused_and_left_running(
+    tmp_path: Path,
+) -> None:
+    host = MemoryHost("local")
+    ours = _writer(tmp_path)
+    theirs = _writer(tmp_path / "other")  # another state directory: another id
+    assert theirs.controller != ours.controller
+    _container(host, "demo-w1", theirs.controller)
+    with leased(tmp_path / "demo-w1", 1.0) as lease, pytest.raises(WriterpoolError) as taken:
+        fence(host, ours, lease)
+    assert taken.value.code == "writer_name_taken"
+    assert theirs.controller in taken.value.message
+    assert len(host.containers(LABEL_WRITER, "demo-w1")) == 1
+    # Its own state fences it as any orphan.
+    with leased(tmp_path / "other-w1", 1.0) as lease:
+        assert fence(host, dataclasses.replace(ours, controller=theirs.controller), lease) == 1
 
 
 def test_fence_without_the_lease_refuses_and_removes_nothing(tmp_path: Path) -> None:
     host = MemoryHost("local")
     _container(host, "demo-w1")
     with pytest.raises(WriterpoolError) as refused:
-        fence(host, "demo-w1", Lease(tmp_path / "demo-w1"))
+        fence(host, _writer(tmp_path), Lease(tmp_path / "demo-w1"))
     assert refused.value.code == "writer_operation_failed"
     assert len(host.containers(LABEL_WRITER, "demo-w1")) == 1

@@ -20,6 +20,7 @@ from writerpool.config.hosts import LOCAL as LOCAL  # noqa: PLC0414 - the reserv
 from writerpool.config.paths import Paths, WriterRecord
 from writerpool.proc import Completed
 from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
+from writerpool.state.controller import controller_id
 
 # A writer's storage on its host: what its containers mount (by part), and scratch names
 # that provisioning and reset once staged beside them (a removal still clears them).
@@ -37,6 +38,7 @@ class ContainerRef:
     id: str
     name: str
     state: str
+    controller: str  # its LABEL_CONTROLLER; empty for one an older writerpool made
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Writer:
     name: str
     host: str
     record: WriterRecord
+    controller: str  # the id of the state that owns it (state/controller.py)
 
     @property
     def proxy_socket(self) -> Path:
@@ -77,7 +80,8 @@ class Writer:
 
 def writer_at(paths: Paths, name: str, host: str = LOCAL) -> Writer:
     """The writer `name` on `host`."""
-    return Writer(name=name, host=host, record=paths.writer_record(name))
+    return Writer(name=name, host=host, record=paths.writer_record(name),
+                  controller=controller_id(paths))  # fmt: skip
 
 
 def inside(sub_path: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from writerpool.proc import (
 )
 from writerpool.runtime import podman_api
 from writerpool.runtime.host import LOCAL, ContainerRef
-from writerpool.runtime.spec import ContainerSpec
+from writerpool.runtime.spec import LABEL_CONTROLLER, ContainerSpec
 
 # The API service exits on its own after this many idle seconds.
 SERVICE_IDLE_SECONDS = 30
@@ -103,6 +103,11 @@ def _first_name(names: object) -> str:
     if isinstance(names, list) and names:
         return str(names[0])
     return ""
+
+
+def _label(attrs: dict[str, object], name: str) -> str:
+    labels = attrs.get("Labels")
+    return str(labels.get(name) or "") if isinstance(labels, dict) else ""
 
 
 def _status(attrs: dict[str, object]) -> str:
@@ -263,7 +268,12 @@ class PodmanEngine:
             "list containers",
         )
         return [
-            ContainerRef(str(c.get("Id", "")), _first_name(c.get("Names")), _status(c))
+            ContainerRef(
+                str(c.get("Id", "")),
+                _first_name(c.get("Names")),
+                _status(c),
+                _label(c, LABEL_CONTROLLER),
+            )
             for c in found
         ]
 

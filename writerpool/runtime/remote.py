@@ -227,12 +227,12 @@ class RemotePodman(PodmanEngine):
 
     def create_storage(self, writer: Writer, *, cache: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.
-        volumes.create_volumes(self, writer.name, cache=cache)
+        volumes.create_volumes(self, writer, cache=cache)
 
     def remove_storage(self, writer: Writer) -> None:
         for part in (*volumes.STORAGE, "cache"):  # a new volume may get another directory
             self._roots.pop(volumes.volume_name(writer.name, part), None)
-        volumes.remove_volumes(self, writer.name)
+        volumes.remove_volumes(self, writer)
 
     @contextlib.contextmanager
     def agent_dir(self, writer: Writer) -> Iterator[Path]:

@@ -15,6 +15,9 @@ LABEL_WORKSPACE = "io.writerpool.workspace"
 LABEL_SETTINGS = "io.writerpool.settings"
 LABEL_ROLE = "io.writerpool.role"
 LABEL_SESSION = "io.writerpool.session"
+# The writerpool state that made it (state/controller.py): a fence or a removal takes
+# only its own state's containers and volumes, whatever their writer's name.
+LABEL_CONTROLLER = "io.writerpool.controller"
 # An operator view's container (writer status/diff/log) names the writer it reads here,
 # never in LABEL_WRITER: fences and releases remove that writer's containers, not views.
 LABEL_VIEW = "io.writerpool.view"

@@ -14,9 +14,11 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from writerpool.errors import WriterpoolError
+from writerpool.runtime.host import Writer
 from writerpool.runtime.podman import PodmanEngine
-from writerpool.runtime.spec import LABEL_WRITER
+from writerpool.runtime.spec import LABEL_CONTROLLER, LABEL_WRITER
 from writerpool.runtime.ssh import SshRoute
+from writerpool.state.controller import name_taken
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +39,42 @@ def volume_name(writer: str, part: str) -> str:
     return f"writerpool-{writer}-{part}"
 
 
-def create_volumes(podman: PodmanEngine, writer: str, *, cache: bool) -> dict[str, str]:
-    """The writer's volumes (part -> volume name), made where missing; idempotent."""
+def create_volumes(podman: PodmanEngine, writer: Writer, *, cache: bool) -> dict[str, str]:
+    """The writer's volumes (part -> volume name), made where missing; idempotent.
+    writer_name_taken when another state's writer of that name has volumes there."""
     parts = (*STORAGE, *(("cache",) if cache else ()))
+    have = writer_volumes(podman, writer)
     made = {}
     for part in parts:  # bounded by STORAGE and cache: three at most
-        name = volume_name(writer, part)
-        if podman.cli(["volume", "exists", name], timeout=30, check=False).returncode != 0:
-            podman.cli(["volume", "create", "--label", f"{LABEL_WRITER}={writer}", name],
+        name = volume_name(writer.name, part)
+        if name not in have:
+            podman.cli(["volume", "create", "--label", f"{LABEL_WRITER}={writer.name}",
+                        "--label", f"{LABEL_CONTROLLER}={writer.controller}", name],
                        timeout=60)  # fmt: skip
         made[part] = name
     return made
 
 
-def writer_volumes(podman: PodmanEngine, writer: str) -> list[str]:
-    """Every volume carrying the writer's label on that host."""
-    found = podman.cli(["volume", "ls", "--filter", f"label={LABEL_WRITER}={writer}",
-                        "--format", "{{.Name}}"], timeout=60)  # fmt: skip
-    return [n for n in found.out.split() if n.startswith("writerpool-")]
+def writer_volumes(podman: PodmanEngine, writer: Writer) -> list[str]:
+    """Every volume carrying the writer's label on that host, each this state's (one an
+    older writerpool made carries no controller); writer_name_taken when one is another
+    state's."""
+    label = f'{{{{index .Labels "{LABEL_CONTROLLER}"}}}}'
+    found = podman.cli(["volume", "ls", "--filter", f"label={LABEL_WRITER}={writer.name}",
+                        "--format", "{{.Name}} " + label], timeout=60)  # fmt: skip
+    names = []
+    for line in found.out.splitlines():  # bounded by the writer's volumes: three at most
+        name, _, controller = line.strip().partition(" ")
+        controller = "" if controller.strip() == "<no value>" else controller.strip()
+        if controller not in ("", writer.controller):
+            raise name_taken(f"volume {name}", writer.name, writer.host, controller,
+                             writer.controller)  # fmt: skip
+        if name.startswith("writerpool-"):
+            names.append(name)
+    return names
 
 
-def remove_volumes(podman: PodmanEngine, writer: str) -> int:
+def remove_volumes(podman: PodmanEngine, writer: Writer) -> int:
     """Remove the writer's volumes (the caller holds its lease and fenced its containers);
     the number removed. Whatever an agent made in them goes with them."""
     names = writer_volumes(podman, writer)

@@ -18,7 +18,7 @@ from writerpool.pool.claims.admission import admit, clone_verdict
 from writerpool.pool.claims.choose import candidates
 from writerpool.pool.claims.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
 from writerpool.pool.writer.container import AGENT_DIR, session_spec, writer_of
-from writerpool.pool.writer.fence import fence
+from writerpool.pool.writer.fence import fence, writer_containers
 from writerpool.pool.writer.inspect import Inspection, inspect_writer
 from writerpool.pool.writer.lease import Lease
 from writerpool.pool.writer.verdicts import (
@@ -32,7 +32,7 @@ from writerpool.pool.writer.verdicts import (
 from writerpool.report import sanitize
 from writerpool.runtime.host import Writer, WriterHost
 from writerpool.runtime.hosts import WriterHosts, open_host
-from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
+from writerpool.runtime.spec import ContainerSpec
 from writerpool.state.writer import WriterState, load_state
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class WriterSlot:
         """Remove the session's containers; writer_host_unreachable when its host is gone
         (what is left there goes at the next fenced command on that host)."""
         try:
-            for container in self.host.containers(LABEL_WRITER, self.name):  # one, or none
+            for container in writer_containers(self.host, self.writer):  # one, or none
                 self.host.remove(container.id)
         except WriterpoolError as exc:
             if exc.code != "writer_host_unreachable":
@@ -268,7 +268,7 @@ def _try_writer(
                 return None
             return f"{name} is on base {state.base.name}"
         host = hosts.get(state.host)  # over SSH: connected here, kept by the caller's set
-        fence(host, name, lease)
+        fence(host, writer_of(paths, state), lease)
         state, refusal, done = _admit(paths, host, loaded, state, wanted)
         if refusal is not None:
             log.info("writer %s not leased: %s", name, refusal)

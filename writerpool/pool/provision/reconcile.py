@@ -68,9 +68,10 @@ def operate(
             lease = batch.take(name)
         else:
             lease = stack.enter_context(leased(paths.writer_dir(name), wait))
-        fence(host, name, lease)
+        writer = writer_at(paths, name, host.name)
+        fence(host, writer, lease)
         # With the lease held no session runs: a credential left by a killed server goes.
-        remove_credentials(writer_at(paths, name, host.name).record.rendered_agent)
+        remove_credentials(writer.record.rendered_agent)
         yield lease
 
 

@@ -19,6 +19,7 @@ from writerpool.runtime.host import EGRESS_DIR, EngineFacts, Writer, WriterHost,
 from writerpool.runtime.host import EGRESS_SOCKET as EGRESS_SOCKET  # noqa: PLC0414
 from writerpool.runtime.image import image_setting_id
 from writerpool.runtime.spec import (
+    LABEL_CONTROLLER,
     LABEL_ROLE,
     LABEL_SESSION,
     LABEL_SETTINGS,
@@ -80,6 +81,7 @@ def writer_spec(
         name=f"writerpool-{state.name}",
         labels={
             LABEL_WRITER: state.name,
+            LABEL_CONTROLLER: writer.controller,
             LABEL_WORKSPACE: state.alias,
             LABEL_SETTINGS: state.settings_digest,
             LABEL_ROLE: role,

@@ -8,22 +8,35 @@ from writerpool.egress.sockets import unlink_socket
 from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.writer.lease import Lease
-from writerpool.runtime.host import WriterHost
+from writerpool.runtime.host import ContainerRef, Writer, WriterHost
 from writerpool.runtime.podman import PodmanApiUnavailable, PodmanUnavailable
 from writerpool.runtime.spec import LABEL_WRITER
+from writerpool.state.controller import name_taken
 
 
-def fence(host: WriterHost, writer: str, lease: Lease) -> int:
+def writer_containers(host: WriterHost, writer: Writer) -> list[ContainerRef]:
+    """The writer's containers on its host, every one of them this state's to remove;
+    writer_name_taken (nothing removed) when another writerpool state of that Podman
+    account made one for a writer of the same name (state/controller.py)."""
+    found = host.containers(LABEL_WRITER, writer.name)
+    for container in found:  # bounded by the writer's containers: a session's, a tool's
+        if container.controller not in ("", writer.controller):
+            raise name_taken(f"container {container.name}", writer.name, writer.host,
+                             container.controller, writer.controller)  # fmt: skip
+    return found
+
+
+def fence(host: WriterHost, writer: Writer, lease: Lease) -> int:
     """Remove the writer's orphaned containers; return how many. writer_fenced if unsure."""
     if not lease.held:
         raise WriterpoolError("writer_operation_failed", "the fence needs the writer's lease")
     try:
-        orphans = host.containers(LABEL_WRITER, writer)
+        orphans = writer_containers(host, writer)
         for container in orphans:
             host.remove(container.id)
         # The lease is held, so nothing makes a container of the writer meanwhile: only
         # removals need confirming (one Podman call less on every session start).
-        if orphans and host.containers(LABEL_WRITER, writer):
+        if orphans and host.containers(LABEL_WRITER, writer.name):
             raise WriterpoolError("writer_fenced", "a container of the writer is still present")
     except PodmanApiUnavailable:
         raise  # its own code and remedy say more than "could not confirm"

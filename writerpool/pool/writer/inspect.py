@@ -27,6 +27,7 @@ from writerpool.report import sanitize
 from writerpool.runtime.host import WriterHost
 from writerpool.runtime.image_tools import CLONETOOL_PARENT
 from writerpool.runtime.spec import (
+    LABEL_CONTROLLER,
     LABEL_ROLE,
     LABEL_VIEW,
     LABEL_WORKSPACE,
@@ -290,6 +291,7 @@ def tool_spec(
         name=f"writerpool-{state.name}-{role}" + (f"-{secrets.token_hex(6)}" if view else ""),
         labels={
             LABEL_VIEW if view else LABEL_WRITER: state.name,
+            LABEL_CONTROLLER: writer.controller,
             LABEL_WORKSPACE: state.alias,
             LABEL_ROLE: role,
         },
