@@ -11,6 +11,8 @@ import pytest
 
 from writerpool.config.hosts import HostConfig
 from writerpool.config.paths import Paths
+from writerpool.runtime.remote import connect as connect_host
+from writerpool.runtime.spec import LABEL_WRITER
 
 # The operator account's real locations, read before any test redirects HOME and XDG_*:
 # the writer image's pin and the installed pi live there.
@@ -67,16 +69,41 @@ TESTHOSTS = {"machine": "WRITERPOOL_TESTHOST", "debian13": "WRITERPOOL_TESTHOST5
 ALL_TESTHOSTS = bool(os.environ.get("CI") or os.environ.get("WRITERPOOL_TESTHOST5_URL"))
 
 
-def _testhost(which: str) -> HostConfig:
+def _testhost(which: str, request: pytest.FixtureRequest) -> HostConfig:
     prefix = TESTHOSTS[which]
     url = os.environ.get(f"{prefix}_URL")
     if not url:
         pytest.skip(f"no {which} test host: run the tests through scripts/test as root")
-    return HostConfig(
+    config = HostConfig(
         url=url,
         identity=Path(os.environ[f"{prefix}_IDENTITY"]),
         known_hosts=Path(os.environ[f"{prefix}_KNOWN_HOSTS"]),
     )
+    # Only the remote tests' worker group may clear (the others may run meanwhile).
+    if which not in _CLEARED and request.node.get_closest_marker("remote") is not None:
+        _clear_writers(which, config)
+        _CLEARED.add(which)
+    return config
+
+
+# The test hosts whose writers this test process removed (once each, before first use).
+_CLEARED: set[str] = set()
+
+
+def _clear_writers(which: str, config: HostConfig) -> None:
+    """Remove every writer container and volume a run before this one left on a test
+    host (a run killed mid-way): the tests' writer names repeat from run to run, and
+    writerpool never takes storage a state of its own did not make. The test hosts'
+    accounts are the tests' alone (scripts/testhost)."""
+    label = f"label={LABEL_WRITER}"
+    with connect_host(which, config) as remote:
+        for listing, removal in (  # containers first: a volume in use stays
+            (["ps", "--all", "--quiet", "--filter", label], ["rm", "--force", "--"]),
+            (["volume", "ls", "--quiet", "--filter", label], ["volume", "rm", "--force", "--"]),
+        ):
+            names = remote.cli(listing, timeout=60).out.split()
+            if names:  # bounded by what earlier runs left: a few writers' parts
+                remote.cli([*removal, *names], timeout=300)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -92,13 +119,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def testhost(request: pytest.FixtureRequest) -> HostConfig:
     """A second Podman host over SSH, as configured: the one on this machine's root file
     system, or for a test marked every_testhost each in turn."""
-    return _testhost(getattr(request, "param", "machine"))
+    return _testhost(getattr(request, "param", "machine"), request)
 
 
 @pytest.fixture
-def testhost5() -> HostConfig:
+def testhost5(request: pytest.FixtureRequest) -> HostConfig:
     """The test host on Debian 13's own root file system, with its Podman 5 and pasta."""
-    return _testhost("debian13")
+    return _testhost("debian13", request)
 
 
 @pytest.fixture

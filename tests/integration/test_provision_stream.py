@@ -61,7 +61,7 @@ def _provision(
     state = _state(host.name, base, tags)
     paths = Paths.from_env()
     save_state(paths.writer_dir(state.name), state)  # recorded first, as provision does
-    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False, adopt=False)
     baseline = clone_on_host(paths, host, state, Pool(), repo, base, Report("test"))
     return state, baseline, base
 
@@ -116,7 +116,7 @@ def test_the_origin_reaches_the_clone_only_without_credentials(
     state = _state(host.name, base)
     paths = Paths.from_env()
     save_state(paths.writer_dir(state.name), state)
-    host.create_storage(writer_at(paths, state.name, host.name), cache=False)
+    host.create_storage(writer_at(paths, state.name, host.name), cache=False, adopt=False)
     report = Report("test")
     clone_on_host(paths, host, state, Pool(), repo, base, report)
     remotes = _in_clone(host, state, "cd /work; git config --file .git/config --get-regexp "

@@ -29,9 +29,9 @@ from writerpool.runtime.image_transfer import remote_image_id, remote_images, tr
 from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.podman import podman_env
 from writerpool.runtime.remote import connect
-from writerpool.runtime.spec import ContainerSpec, Mount, VolumeMount
+from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec, Mount, VolumeMount
 from writerpool.runtime.ssh import SshRoute
-from writerpool.runtime.volumes import create_volumes, writer_volumes
+from writerpool.runtime.volumes import create_volumes, volume_name, writer_volumes
 from writerpool.state.images import BuiltImage, record_built
 
 pytestmark = [pytest.mark.podman, pytest.mark.remote]
@@ -305,19 +305,32 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         transfer_image(LocalPodman(), remote, pinned, lambda sent, total: None)
         # Through the seam: the host's storage operations make and remove the volumes.
         handle = writer_at(Paths.from_env(), writer, remote.name)
-        remote.create_storage(handle, cache=False)
-        made = create_volumes(remote, handle, cache=False)  # idempotent: the same names
+        remote.create_storage(handle, cache=False, adopt=False)
+        made = create_volumes(
+            remote, handle, cache=False, adopt=False
+        )  # idempotent: the same names
         assert sorted(writer_volumes(remote, handle)) == sorted(made.values())
         # The same writer name in another writerpool state of the host's account (another
         # controller id): its volumes are neither taken nor removed.
         other = dataclasses.replace(handle, controller="f" * 16)
         with pytest.raises(WriterpoolError) as taken:
-            remote.create_storage(other, cache=True)
+            remote.create_storage(other, cache=True, adopt=False)
         assert taken.value.code == "writer_name_taken", taken.value
         with pytest.raises(WriterpoolError) as taken:
             remote.remove_storage(other)
         assert taken.value.code == "writer_name_taken", taken.value
         assert sorted(writer_volumes(remote, handle)) == sorted(made.values())
+        # A volume an older writerpool made (no state's id): a writer this state
+        # provisions does not take it; one this state holds already (its recreate) does.
+        legacy = dataclasses.replace(handle, name=f"{writer}x")
+        remote.cli(["volume", "create", "--label", f"{LABEL_WRITER}={legacy.name}",
+                    volume_name(legacy.name, "clone")], timeout=60)  # fmt: skip
+        with pytest.raises(WriterpoolError) as taken:
+            remote.create_storage(legacy, cache=False, adopt=False)
+        assert taken.value.code == "writer_name_taken", taken.value
+        remote.create_storage(legacy, cache=False, adopt=True)
+        remote.remove_storage(legacy)
+        assert writer_volumes(remote, legacy) == []
         clone = VolumeMount(volume=made["clone"], target="/work")
         spec = ContainerSpec(image_id=pinned, name=f"writerpool-test-{writer}", volumes=(clone,))
         # What an agent leaves: files of another id inside its own user namespace too.

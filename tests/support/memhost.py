@@ -123,7 +123,8 @@ class MemoryHost:
     def storage_present(self, writer: Writer, part: str) -> bool:
         return self._volume(writer, part) in self.volumes
 
-    def create_storage(self, writer: Writer, *, cache: bool) -> None:
+    def create_storage(self, writer: Writer, *, cache: bool, adopt: bool) -> None:
+        del adopt  # names in memory carry no state's id
         for part in ("clone", "agent", *(("cache",) if cache else ())):
             self.volumes.add(self._volume(writer, part))
 

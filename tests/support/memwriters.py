@@ -58,7 +58,7 @@ def _accepted(
     state = WriterState.model_validate(fields)
     wdir = paths.writer_dir(state.name)
     save_state(wdir, state)
-    host.create_storage(writer_of(paths, state), cache=False)
+    host.create_storage(writer_of(paths, state), cache=False, adopt=False)
     fingerprint = fingerprint_of(fingerprint_groups(paths, host, state, Config(pool=Pool())))
     return save_state(wdir, state.model_copy(update={"phase": "ready", "fingerprint": fingerprint}))
 

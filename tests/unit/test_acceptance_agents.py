@@ -52,7 +52,7 @@ def _writer(paths: Paths, host: MemoryHost) -> WriterState:
         "base": BaseRecord(name="main", ref="refs/heads/main", commit="a" * 40, branch="main"),
     }  # fmt: skip
     state = save_state(paths.writer_dir("ag-w1"), WriterState.model_validate(fields))
-    host.create_storage(writer_of(paths, state), cache=False)
+    host.create_storage(writer_of(paths, state), cache=False, adopt=False)
     save_control(paths, ControlRecord(passed=True, at=now(), harness_digest=harness_digest()),
                  host.name)  # fmt: skip
     return state

@@ -36,7 +36,7 @@ def _writer(paths: Paths, host: WriterHost, network: str = "provider") -> Writer
         "base": BaseRecord(name="main", ref="refs/heads/main", commit="a" * 40, branch="main"),
     }  # fmt: skip
     state = save_state(paths.writer_dir("demo-w1"), WriterState.model_validate(fields))
-    host.create_storage(writer_of(paths, state), cache=False)
+    host.create_storage(writer_of(paths, state), cache=False, adopt=False)
     record = ControlRecord(passed=True, at=now(), harness_digest=harness_digest())
     save_control(paths, record, host.name)
     return state

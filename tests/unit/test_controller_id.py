@@ -32,3 +32,20 @@ def test_a_malformed_id_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
         controller_id(_paths(tmp_path))
     assert refused.value.code == "state_id_invalid"
     assert (tmp_path / "state" / FILE).read_text() == "not an id\n"
+
+
+def test_a_link_in_place_of_the_id_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "planted"
+    elsewhere.write_text("0123456789abcdef\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / FILE).symlink_to(elsewhere)
+    with pytest.raises(WriterpoolError) as refused:
+        controller_id(_paths(tmp_path))
+    assert refused.value.code == "state_id_invalid"
+
+
+def test_a_state_directory_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file where the directory should be\n")
+    with pytest.raises(WriterpoolError) as refused:
+        controller_id(_paths(tmp_path))
+    assert refused.value.code == "state_id_invalid"

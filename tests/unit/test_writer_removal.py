@@ -100,7 +100,7 @@ def test_the_local_host_creates_and_removes_only_a_writers_storage(tmp_path: Pat
     clone, agent, cache = (host.storage_path(writer, p) for p in ("clone", "agent", "cache"))
     assert clone.parent == writer.record.path == paths.writer_dir("demo-w2")
     assert agent == writer.record.rendered_agent  # rendered in place: what containers mount
-    host.create_storage(writer, cache=True)
+    host.create_storage(writer, cache=True, adopt=False)
     for path in (writer.record.path, clone, agent, cache):
         assert path.is_dir() and path.stat().st_mode & 0o777 == 0o700
     # Empty: provisioning's container clones into it (pool/provision/stream.py).

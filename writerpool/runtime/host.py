@@ -159,8 +159,11 @@ class WriterHost(Protocol):
         that is gone holds nothing to lose; one that is there is judged by inspection."""
         ...
 
-    def create_storage(self, writer: Writer, *, cache: bool) -> None:
-        """Make the writer's storage (private to the host's account); idempotent."""
+    def create_storage(self, writer: Writer, *, cache: bool, adopt: bool) -> None:
+        """Make the writer's storage (private to the host's account); idempotent.
+        `adopt`: storage found there without a state's id (an older writerpool made it)
+        is this writer's (a writer this state holds already), else writer_name_taken (a
+        writer it provisions: the storage may be another state's)."""
         ...
 
     def remove_storage(self, writer: Writer) -> None:

@@ -82,7 +82,8 @@ class LocalPodman(PodmanEngine):
     def storage_present(self, writer: Writer, part: str) -> bool:
         return self.storage_path(writer, part).exists()
 
-    def create_storage(self, writer: Writer, *, cache: bool) -> None:
+    def create_storage(self, writer: Writer, *, cache: bool, adopt: bool) -> None:
+        del adopt  # in this state's own directory: no other state's storage can be there
         ensure_private_dir(writer.record.path)
         for part in ("clone", "agent", *(("cache",) if cache else ())):  # three at most
             ensure_private_dir(self.storage_path(writer, part))

@@ -218,8 +218,19 @@ class PodmanEngine:
             # The killed client may leave the container behind: it must not block the
             # next run of the same name.
             with contextlib.suppress(WriterpoolError):
-                self.remove(spec.name)
+                self._remove_left(spec)
             raise
+
+    def _remove_left(self, spec: ContainerSpec) -> None:
+        """The spec's container, by name only when this state made it: another state of
+        the account may run one of that name (a writer's tool container)."""
+        controller = spec.labels.get(LABEL_CONTROLLER)
+        if controller is None:
+            self.remove(spec.name)
+            return
+        for container in self.containers(LABEL_CONTROLLER, controller):  # this state's
+            if container.name == spec.name:
+                self.remove(container.id)
 
     def image_exists(self, image_id: str) -> bool:
         return self.cli(["image", "exists", image_id], timeout=30, check=False).returncode == 0

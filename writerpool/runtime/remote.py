@@ -225,9 +225,9 @@ class RemotePodman(PodmanEngine):
         name = volumes.volume_name(writer.name, part)
         return self.cli(["volume", "exists", name], timeout=30, check=False).returncode == 0
 
-    def create_storage(self, writer: Writer, *, cache: bool) -> None:
+    def create_storage(self, writer: Writer, *, cache: bool, adopt: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.
-        volumes.create_volumes(self, writer, cache=cache)
+        volumes.create_volumes(self, writer, cache=cache, adopt=adopt)
 
     def remove_storage(self, writer: Writer) -> None:
         for part in (*volumes.STORAGE, "cache"):  # a new volume may get another directory

@@ -39,11 +39,14 @@ def volume_name(writer: str, part: str) -> str:
     return f"writerpool-{writer}-{part}"
 
 
-def create_volumes(podman: PodmanEngine, writer: Writer, *, cache: bool) -> dict[str, str]:
+def create_volumes(
+    podman: PodmanEngine, writer: Writer, *, cache: bool, adopt: bool
+) -> dict[str, str]:
     """The writer's volumes (part -> volume name), made where missing; idempotent.
-    writer_name_taken when another state's writer of that name has volumes there."""
+    writer_name_taken when another state's writer of that name has volumes there, or
+    (unless `adopt`) when one carries no state's id."""
     parts = (*STORAGE, *(("cache",) if cache else ()))
-    have = writer_volumes(podman, writer)
+    have = writer_volumes(podman, writer, adopt=adopt)
     made = {}
     for part in parts:  # bounded by STORAGE and cache: three at most
         name = volume_name(writer.name, part)
@@ -55,10 +58,10 @@ def create_volumes(podman: PodmanEngine, writer: Writer, *, cache: bool) -> dict
     return made
 
 
-def writer_volumes(podman: PodmanEngine, writer: Writer) -> list[str]:
-    """Every volume carrying the writer's label on that host, each this state's (one an
-    older writerpool made carries no controller); writer_name_taken when one is another
-    state's."""
+def writer_volumes(podman: PodmanEngine, writer: Writer, *, adopt: bool = True) -> list[str]:
+    """Every volume carrying the writer's label on that host, each this state's;
+    writer_name_taken when one is another state's, or carries no state's id (an older
+    writerpool made it) and `adopt` is false."""
     label = f'{{{{index .Labels "{LABEL_CONTROLLER}"}}}}'
     found = podman.cli(["volume", "ls", "--filter", f"label={LABEL_WRITER}={writer.name}",
                         "--format", "{{.Name}} " + label], timeout=60)  # fmt: skip
@@ -66,8 +69,9 @@ def writer_volumes(podman: PodmanEngine, writer: Writer) -> list[str]:
     for line in found.out.splitlines():  # bounded by the writer's volumes: three at most
         name, _, controller = line.strip().partition(" ")
         controller = "" if controller.strip() == "<no value>" else controller.strip()
-        if controller not in ("", writer.controller):
-            raise name_taken(f"volume {name}", writer.name, writer.host, controller,
+        if controller not in (("", writer.controller) if adopt else (writer.controller,)):
+            raise name_taken(f"volume {name}", writer.name, writer.host,
+                             controller or "none: an older writerpool made it",
                              writer.controller)  # fmt: skip
         if name.startswith("writerpool-"):
             names.append(name)
@@ -82,7 +86,9 @@ def remove_volumes(podman: PodmanEngine, writer: Writer) -> int:
         done = podman.cli(["volume", "rm", "--force", "--", name], timeout=120, check=False)
         if done.returncode != 0 and podman.cli(["volume", "exists", name], timeout=30,
                                                check=False).returncode == 0:  # fmt: skip
-            raise WriterpoolError("command_failed", f"the volume of {writer} cannot be removed")
+            raise WriterpoolError(
+                "command_failed", f"the volume of {writer.name} cannot be removed"
+            )
     return len(names)
 
 

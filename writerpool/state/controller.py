@@ -13,7 +13,9 @@ import contextlib
 import os
 import re
 import secrets
+from pathlib import Path
 
+from writerpool.atomic import fsync_dir
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 
@@ -25,22 +27,33 @@ def controller_id(paths: Paths) -> str:
     """This state's id, made on first use (two first uses at once agree on one)."""
     path = paths.state_dir / FILE
     try:
-        found = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        paths.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        made = paths.state_dir / f".{FILE}.{secrets.token_hex(6)}"
-        made.write_text(secrets.token_hex(8) + "\n", encoding="ascii")
-        try:
-            with contextlib.suppress(FileExistsError):  # another process made it first
-                os.link(made, path)  # whole or not at all: a reader never sees it half
-        finally:
-            made.unlink()
+        if not path.is_symlink() and not path.exists():
+            _make(path)
         found = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise _unreadable(path) from exc
-    if not _ID.fullmatch(found):
-        raise _unreadable(path)
+        raise _unreadable(path, getattr(exc, "strerror", None) or str(exc)) from exc
+    if path.is_symlink() or not _ID.fullmatch(found):
+        raise _unreadable(path, "not 16 hex digits in a file of its own")
     return found
+
+
+def _make(path: Path) -> None:
+    """Write a new id whole (synced) beside `path`, then link it there: a reader sees no
+    file or the whole one, and of two processes the first link wins."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    made = path.parent / f".{FILE}.{secrets.token_hex(6)}"
+    try:
+        fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, (secrets.token_hex(8) + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            os.link(made, path)
+        fsync_dir(path.parent)
+    finally:
+        made.unlink(missing_ok=True)
 
 
 def name_taken(what: str, writer: str, host: str, theirs: str, ours: str) -> WriterpoolError:
@@ -53,9 +66,10 @@ def name_taken(what: str, writer: str, host: str, theirs: str, ours: str) -> Wri
     )
 
 
-def _unreadable(path: os.PathLike[str]) -> WriterpoolError:
+def _unreadable(path: Path, why: str) -> WriterpoolError:
     return WriterpoolError(
         "state_id_invalid",
-        f"{os.fspath(path)} does not hold this state's id (16 hex digits); the containers "
-        "and volumes of this state's writers carry it: restore the file, never remove it",
+        f"{path} cannot serve as this state's id ({why}); the containers and volumes of "
+        "this state's writers carry it (podman inspect shows it as the label "
+        "io.writerpool.controller): restore the file, never replace it",
     )

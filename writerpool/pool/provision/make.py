@@ -82,10 +82,10 @@ def provision(
     # Recorded first, so a kill mid-way leaves a readable state that the next run redoes.
     save_state(writer.record.path, state)
     crash_point("provision.state_recorded")
-    host.create_storage(writer, cache=False)
+    host.create_storage(writer, cache=False, adopt=False)
     baseline = clone_on_host(paths, host, state, pool, repo, base, report)
     crash_point("provision.cloned")
-    host.create_storage(writer, cache=settings.cache != "none")
+    host.create_storage(writer, cache=settings.cache != "none", adopt=False)
     state = save_state(
         writer.record.path,
         state.model_copy(

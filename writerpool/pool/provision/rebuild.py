@@ -65,7 +65,7 @@ def recreate_clone(
     # the writer's host by the container that clones; a missing part is made first.
     clear = ("agent", *(("cache",) if cache_cleared(state, pool) else ()))
     try:
-        host.create_storage(writer, cache=state.cache != "none")
+        host.create_storage(writer, cache=state.cache != "none", adopt=True)
         baseline = clone_on_host(paths, host, state, pool, repo, base, report, clear)
     except WriterpoolError as exc:
         report.add("writer_recreate_failed", "error", target, f"{exc.code}: {exc.message}")

@@ -14,7 +14,7 @@ from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.container import CONNECT_SOCKET, EGRESS_SOCKET
 from writerpool.pool.writer.fence import remove_stale_egress
 from writerpool.pool.writer.lease import Lease
-from writerpool.runtime.host import WriterHost, writer_at
+from writerpool.runtime.host import WriterHost
 from writerpool.runtime.spec import LABEL_SESSION
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,8 @@ def sweep_writer_credentials(paths: Paths) -> int:
         return 0
     removed = 0
     for writer_dir in sorted(paths.writers_dir.iterdir()):
-        writer = writer_at(paths, writer_dir.name)
-        agent_dir, egress_dir = writer.record.rendered_agent, writer.record.egress
+        record = paths.writer_record(writer_dir.name)
+        agent_dir, egress_dir = record.rendered_agent, record.egress
         if writer_dir.is_symlink() or not agent_dir.is_dir():
             continue
         # Keyed on the socket too: a server killed after its proxy listened but before
