@@ -326,9 +326,14 @@ def exited(process: Process) -> bool:
 def signal_group(process: Process, sig: int) -> None:
     """Signal the process group a process leads (spawned in a session of its own), only
     while the leader is unreaped: once reaped, its number may lead another's group."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, sig)
+    if process.returncode is not None:
+        return
+    try:  # a leader that exited but is unreaped still holds its number
+        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return  # reaped by another hand: the number may be another's now
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
 
 
 def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,12 +72,29 @@ def test_a_leader_that_exited_stays_unreaped_until_its_group_was_signalled() -> 
         assert leader.stdout is not None
         member = int(leader.stdout.readline())
         while not proc.exited(leader):  # bounded: it exits once it printed
-            os.sched_yield()
+            time.sleep(0.01)
         assert leader.returncode is None  # not reaped: still a zombie holding its number
         proc.signal_group(leader, signal.SIGKILL)
         assert leader.wait(30) == 0
     while _state(member) not in (b"Z", b""):  # bounded: SIGKILL ends it (or its reaper)
-        os.sched_yield()
+        time.sleep(0.01)
+
+
+def test_a_leader_reaped_by_another_hand_has_its_group_left_alone() -> None:
+    """Once its leader was reaped elsewhere, a group's number may be another's: nothing
+    is signalled by it (a member it left behind outlives the call)."""
+    leader = proc.spawn([sys.executable, "-c", "import subprocess, sys; "
+                         "child = subprocess.Popen(['sleep', '600']); print(child.pid)"],
+                        stdin_pipe=False)  # fmt: skip
+    with leader:
+        assert leader.stdout is not None
+        member = int(leader.stdout.readline())
+        try:
+            os.waitpid(leader.pid, 0)  # behind the Popen's back: its returncode stays None
+            proc.signal_group(leader, signal.SIGKILL)
+            assert _state(member) not in (b"Z", b"")
+        finally:
+            os.kill(member, signal.SIGKILL)
 
 
 def _state(pid: int) -> bytes:
