@@ -319,6 +319,10 @@ def test_a_writers_storage_lives_in_volumes_of_its_host_and_goes_with_them(
         with pytest.raises(WriterpoolError) as taken:
             remote.remove_storage(other)
         assert taken.value.code == "writer_name_taken", taken.value
+        with pytest.raises(WriterpoolError) as taken:  # nor are they its storage
+            remote.storage_present(other, "clone")
+        assert taken.value.code == "writer_name_taken", taken.value
+        assert remote.storage_present(handle, "clone")
         assert sorted(writer_volumes(remote, handle)) == sorted(made.values())
         # A volume an older writerpool made (no state's id): a writer this state
         # provisions does not take it; one this state holds already (its recreate) does.

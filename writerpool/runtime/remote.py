@@ -222,8 +222,8 @@ class RemotePodman(PodmanEngine):
         return self._roots[name]
 
     def storage_present(self, writer: Writer, part: str) -> bool:
-        name = volumes.volume_name(writer.name, part)
-        return self.cli(["volume", "exists", name], timeout=30, check=False).returncode == 0
+        # A volume of that name another state made is not this writer's: writer_name_taken.
+        return volumes.volume_name(writer.name, part) in volumes.writer_volumes(self, writer)
 
     def create_storage(self, writer: Writer, *, cache: bool, adopt: bool) -> None:
         # Named volumes of the host: nothing of the controller's file system stands in.
