@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,7 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
             with connect_host("th", testhost) as remote:
                 seen["mounts"] = _mounts_on(remote)
             print("mounts of the containers on th:", *seen["mounts"], sep="\n  ")
+            seen["killed"] = datetime.now(UTC).isoformat()  # beside the turn's own times
             for pid in _api_forwarders():
                 os.kill(pid, signal.SIGKILL)
             turn = await client.wait_turn(sid, body["turnId"], limit=120)
@@ -135,7 +137,9 @@ def test_a_coding_session_on_a_remote_writer_is_collected_and_finished(
         anyio.run(scenario)
         lost = seen["lost"]
         assert lost["status"] == "failed", lost
-        assert lost["error"].startswith("writer_host_unreachable"), lost
+        # The server's log says why the agent ended, should it be for another reason.
+        log_tail = (server.root / "serve.log").read_text(errors="replace")[-4000:]
+        assert lost["error"].startswith("writer_host_unreachable"), (lost, seen["killed"], log_tail)
         # Nothing of this machine is mounted into a container on the test host.
         assert seen["mounts"], "no container ran on the test host"
         assert not [s for s in seen["mounts"] if s.startswith(controller)], seen["mounts"]
