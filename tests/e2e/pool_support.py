@@ -8,6 +8,7 @@ account). The provider plays this module's script, which drives git inside a wri
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -210,8 +211,13 @@ def containers_of(writer: str, running_only: bool = False) -> list[str]:
 
 
 def result_value(text: str, name: str) -> str:
-    """The value after `name=` in a turn text that echoes tool results."""
-    for line in text.splitlines():
-        if line.startswith(name + "="):
-            return line.split("=", 1)[1].strip()
+    """The value after `name=` in a turn text that echoes tool results. An agent that
+    reads a command's stdout and stderr apart (Codex) may put a line of one inside a line
+    of the other, as they came ("touch: " + "home-exit=1" + "cannot touch …"): where no
+    line starts with the name, it is looked for after another word in a line."""
+    key = re.escape(name)
+    for pattern in (rf"^{key}=(.*)$", rf"[^\w-]{key}=(.*)$"):  # at a line's start first
+        found = re.search(pattern, text, re.MULTILINE)
+        if found is not None:
+            return found.group(1).strip()
     raise AssertionError(f"{name}= not in the tool results: {text!r}")
