@@ -314,26 +314,27 @@ def is_recorded_process(record: Mapping[str, object]) -> bool:
 def exited(process: Process) -> bool:
     """Whether a spawned process has exited, leaving it unreaped: until it is reaped its
     pid (and so its process group's id) cannot be given to another process."""
-    if process.returncode is not None:
-        return True
-    try:
-        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True  # reaped elsewhere
-    return found is not None
+    return process.returncode is not None or _peek(process) != "running"
 
 
 def signal_group(process: Process, sig: int) -> None:
     """Signal the process group a process leads (spawned in a session of its own), only
     while the leader is unreaped: once reaped, its number may lead another's group."""
-    if process.returncode is not None:
+    # A leader that exited but is unreaped still holds its number; one reaped by another
+    # hand (its Popen never knew) does not.
+    if process.returncode is not None or _peek(process) == "reaped":
         return
-    try:  # a leader that exited but is unreaped still holds its number
-        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return  # reaped by another hand: the number may be another's now
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
+
+
+def _peek(process: Process) -> str:
+    """ "running", "exited" (unreaped) or "reaped" (elsewhere), reaping nothing."""
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return "reaped"
+    return "running" if found is None else "exited"
 
 
 def start_daemon(argv: Sequence[str], *, env: Mapping[str, str]) -> None:
