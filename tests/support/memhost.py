@@ -4,7 +4,8 @@ memory (a path inside one: under `volume_dir`, as on a host over SSH), its forwa
 sockets are paths under `socket_dir`, and the agent directory it receives is kept as
 bytes. It runs no container: `run` and `stream` keep the spec and answer that nothing
 ran (exit 125, as Podman's own failures); the containers it lists are those a test
-planted (`plant`, as if a session had started one), until they are removed."""
+planted (`plant`, as if a session had started one, or a killed client had left one),
+until they are removed."""
 
 from __future__ import annotations
 
@@ -91,8 +92,13 @@ class MemoryHost:
     def attach_env(self) -> dict[str, str]:
         return {}
 
-    def plant(self, spec: ContainerSpec) -> ContainerRef:
-        """A running container of `spec` (its name and labels), as a session's would be."""
+    def plant(self, spec: ContainerSpec, *, left: bool = False) -> ContainerRef:
+        """A running container of `spec` (its name and labels), as a session's would be;
+        `left`: only its name, held by the storage (a leftover of a killed client)."""
+        if left:
+            ref = ContainerRef(secrets.token_hex(32), spec.name, "storage", "")
+            self.planted[ref.id] = (ref, {})
+            return ref
         ref = ContainerRef(secrets.token_hex(32), spec.name, "running",
                            spec.labels.get(LABEL_CONTROLLER, ""))  # fmt: skip
         self.planted[ref.id] = (ref, dict(spec.labels))
@@ -100,6 +106,9 @@ class MemoryHost:
 
     def containers(self, label: str, value: str) -> list[ContainerRef]:
         return [ref for ref, labels in self.planted.values() if labels.get(label) == value]
+
+    def leftovers(self) -> list[ContainerRef]:
+        return [ref for ref, _ in self.planted.values() if ref.state == "storage"]
 
     def remove(self, container_id: str) -> None:
         self.planted.pop(container_id, None)

@@ -69,3 +69,26 @@ def test_fence_without_the_lease_refuses_and_removes_nothing(tmp_path: Path) -> 
         fence(host, _writer(tmp_path), Lease(tmp_path / "demo-w1"))
     assert refused.value.code == "writer_operation_failed"
     assert len(host.containers(LABEL_WRITER, "demo-w1")) == 1
+
+
+def _left(host: MemoryHost, name: str) -> None:
+    host.plant(ContainerSpec(image_id="b" * 64, name=name), left=True)
+
+
+def test_fence_removes_the_leftovers_that_hold_the_writers_names_only(tmp_path: Path) -> None:
+    host = MemoryHost("local")
+    writer = _writer(tmp_path)
+    for name in ("writerpool-demo-w1", "writerpool-demo-w1-provision"):
+        _left(host, name)
+    others = [
+        "writerpool-demo-w10",  # another writer of the alias
+        "writerpool-demo-w1-x-w1",  # a writer of the alias demo-w1-x
+        "writerpool-demo-w1-view-0123456789ab",  # a view, maybe in the making beside it
+        "writerpool-ro-s1",
+        "buildah-working-container",
+    ]
+    for name in others:
+        _left(host, name)
+    with leased(tmp_path / "demo-w1", 1.0) as lease:
+        assert fence(host, writer, lease) == 2
+    assert sorted(c.name for c in host.leftovers()) == sorted(others)

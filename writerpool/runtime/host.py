@@ -139,8 +139,14 @@ class WriterHost(Protocol):
         """Every container (any state) carrying label=value."""
         ...
 
+    def leftovers(self) -> list[ContainerRef]:
+        """Containers Podman's storage holds and Podman itself does not know (state
+        "storage", no labels): a Podman client killed while it made one leaves it, and
+        its name stays taken until it is removed."""
+        ...
+
     def remove(self, container_id: str) -> None:
-        """Stop at once and remove; a container already gone is no error."""
+        """Stop at once and remove (a leftover too); a container already gone is no error."""
         ...
 
     # -- a writer's storage --------------------------------------------------------

@@ -288,6 +288,15 @@ class PodmanEngine:
             for c in found
         ]
 
+    def leftovers(self) -> list[ContainerRef]:
+        """Containers only Podman's storage holds (a client killed while it made one)."""
+        found = self._api(
+            lambda: podman_api.list_storage_only(self.socket_path, API_TIMEOUT),
+            "list containers",
+        )
+        return [ContainerRef(str(c.get("Id", "")), _first_name(c.get("Names")), "storage", "")
+                for c in found]  # fmt: skip
+
     def remove(self, container_id: str) -> None:
         # No grace period: a writer's container is disposable, and its PID 1 may
         # ignore SIGTERM, which would cost the whole stop timeout.

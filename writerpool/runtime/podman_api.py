@@ -1,5 +1,5 @@
-"""The two calls writerpool makes to Podman's REST API (list containers by label, remove
-one), over its Unix socket with the standard library.
+"""The calls writerpool makes to Podman's REST API (list containers by label or those
+only its storage holds, remove one), over its Unix socket with the standard library.
 
 Every socket opened here is closed on every path, including a failed connect: the API
 service exits after an idle time, so a connect can lose that race and must not leave a
@@ -72,12 +72,18 @@ def list_by_label(
     socket_path: Path, label: str, value: str, timeout: float
 ) -> list[dict[str, object]]:
     filters = json.dumps({"label": [f"{label}={value}"]})
-    status, body = request(
-        socket_path,
-        "GET",
-        "/containers/json?" + urlencode({"all": "true", "filters": filters}),
-        timeout,
-    )
+    return _list(socket_path, {"all": "true", "filters": filters}, timeout)
+
+
+def list_storage_only(socket_path: Path, timeout: float) -> list[dict[str, object]]:
+    """The containers Podman's storage holds and Podman does not know (state "storage"):
+    a Podman client killed while it created one leaves it behind, holding its name."""
+    found = _list(socket_path, {"all": "true", "external": "true"}, timeout)
+    return [entry for entry in found if entry.get("State") == "storage"]
+
+
+def _list(socket_path: Path, query: dict[str, str], timeout: float) -> list[dict[str, object]]:
+    status, body = request(socket_path, "GET", "/containers/json?" + urlencode(query), timeout)
     if status != 200:
         raise ApiError(f"listing containers answered {status}", status)
     try:
@@ -93,9 +99,8 @@ def remove(socket_path: Path, container_id: str, timeout: float) -> bool:
     """Stop at once (no grace period) and remove; False when there is no such container."""
     ident = quote(container_id, safe="")
     status, _ = request(socket_path, "POST", f"/containers/{ident}/stop?timeout=0", timeout)
-    if status == 404:
-        return False
-    if status not in (204, 304):
+    # Not found to stop may still be one only the storage holds: the removal takes it.
+    if status not in (204, 304, 404):
         raise ApiError(f"stopping a container answered {status}", status)
     status, _ = request(socket_path, "DELETE", f"/containers/{ident}?force=true", timeout)
     if status == 404:

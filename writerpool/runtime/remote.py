@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, TypeVar
 
 from writerpool.atomic import ensure_private_dir
 from writerpool.config.hosts import HostConfig
@@ -34,7 +34,6 @@ from writerpool.runtime.host import (
     EGRESS_DIR,
     EGRESS_SOCKET,
     Canary,
-    ContainerRef,
     EngineFacts,
     Writer,
     inside,
@@ -60,6 +59,7 @@ _OWN_DIRECTORIES = (
     'for d in "$@"; do mkdir -p -m 0700 -- "$d" && [ ! -L "$d" ] && [ -O "$d" ] '
     '&& chmod 0700 -- "$d" || exit 1; done'
 )
+_T = TypeVar("_T")
 # What the podman client prints of the host's answers (lists, inspections): a host that
 # sends more is refused before the controller holds it.
 CLI_OUTPUT_MAX = 16 * 1024 * 1024
@@ -331,16 +331,9 @@ class RemotePodman(PodmanEngine):
         if not self.connected():
             raise HostUnreachable(self.host.name, "the connection to its Podman was lost")
 
-    def containers(self, label: str, value: str) -> list[ContainerRef]:
+    def _api(self, call: Callable[[], _T], what: str) -> _T:
         try:
-            return super().containers(label, value)
-        except PodmanApiUnavailable as exc:
-            self.raise_if_gone(exc)
-            raise
-
-    def remove(self, container_id: str) -> None:
-        try:
-            super().remove(container_id)
+            return super()._api(call, what)
         except PodmanApiUnavailable as exc:
             self.raise_if_gone(exc)
             raise

@@ -26,17 +26,37 @@ def writer_containers(host: WriterHost, writer: Writer) -> list[ContainerRef]:
     return found
 
 
+def left_by_killed_clients(host: WriterHost, writer: Writer) -> list[ContainerRef]:
+    """The leftovers (runtime/host.py) that hold a name of the writer's own containers:
+    `writerpool-NAME` (its session, harness, tools) and `writerpool-NAME-ROLE` (provision,
+    reset, inspect). A view's or a read-only session's name is unique and never reused,
+    so none is taken here: one of those may be in the making beside the lease."""
+    own = f"writerpool-{writer.name}"
+    # Bounded by the account's leftovers, each of them rare.
+    return [c for c in host.leftovers() if _holds(c.name, own)]
+
+
+def _holds(name: str, own: str) -> bool:
+    # Another writer's name ends in -wN, so letters alone after `own-` are a role.
+    role = name.removeprefix(f"{own}-")
+    return name == own or (role != name and role.isascii() and role.isalpha() and role.islower())
+
+
 def fence(host: WriterHost, writer: Writer, lease: Lease) -> int:
-    """Remove the writer's orphaned containers; return how many. writer_fenced if unsure."""
+    """Remove the writer's orphaned containers, and the leftovers holding its names (no
+    work is in one: it never started, and a writer's work is in its storage); return how
+    many. writer_fenced if unsure."""
     if not lease.held:
         raise WriterpoolError("writer_operation_failed", "the fence needs the writer's lease")
     try:
-        orphans = writer_containers(host, writer)
+        orphans = [*writer_containers(host, writer), *left_by_killed_clients(host, writer)]
         for container in orphans:
             host.remove(container.id)
         # The lease is held, so nothing makes a container of the writer meanwhile: only
         # removals need confirming (one Podman call less on every session start).
-        if orphans and host.containers(LABEL_WRITER, writer.name):
+        if orphans and (
+            host.containers(LABEL_WRITER, writer.name) or left_by_killed_clients(host, writer)
+        ):
             raise WriterpoolError("writer_fenced", "a container of the writer is still present")
     except PodmanApiUnavailable:
         raise  # its own code and remedy say more than "could not confirm"
