@@ -16,7 +16,8 @@ from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
 from writerpool.pool.writer.fence import fence
 from writerpool.pool.writer.lease import Lease, leased
-from writerpool.runtime.host import Writer, writer_at
+from writerpool.runtime.host import ContainerRef, Writer, writer_at
+from writerpool.runtime.podman import PodmanApiUnavailable
 from writerpool.runtime.spec import LABEL_CONTROLLER, LABEL_WRITER, ContainerSpec
 
 
@@ -92,3 +93,19 @@ def test_fence_removes_the_leftovers_that_hold_the_writers_names_only(tmp_path: 
     with leased(tmp_path / "demo-w1", 1.0) as lease:
         assert fence(host, writer, lease) == 2
     assert sorted(c.name for c in host.leftovers()) == sorted(others)
+
+
+def test_a_fence_whose_leftovers_cannot_be_listed_still_removes_the_writers_containers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Racing(MemoryHost):
+        def leftovers(self) -> list[ContainerRef]:
+            raise PodmanApiUnavailable("Podman's API service failed to list containers")
+
+    host = Racing("local")
+    writer = _writer(tmp_path)
+    _container(host, "demo-w1", writer.controller)
+    with leased(tmp_path / "demo-w1", 1.0) as lease:
+        assert fence(host, writer, lease) == 1  # a leftover runs nothing: the fence holds
+    assert host.containers(LABEL_WRITER, "demo-w1") == []
+    assert "leftovers were not listed" in caplog.text

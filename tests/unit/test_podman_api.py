@@ -21,13 +21,15 @@ from writerpool.runtime.local import LocalPodman
 from writerpool.runtime.podman import PodmanApiUnavailable
 
 Answer = tuple[int, object]
-Start = Callable[[dict[tuple[str, str], Answer]], "StandIn"]
+Answers = dict[tuple[str, str], Answer | list[Answer]]
+Start = Callable[[Answers], "StandIn"]
 
 
 class StandIn:
-    """A Podman-like API service: answers by (method, path without query)."""
+    """A Podman-like API service: answers by (method, path without query); a list of
+    answers is given in turn, its last one from then on."""
 
-    def __init__(self, path: Path, answers: dict[tuple[str, str], Answer]) -> None:
+    def __init__(self, path: Path, answers: Answers) -> None:
         self.seen: list[tuple[str, str]] = []
         owner = self
 
@@ -35,7 +37,9 @@ class StandIn:
             def _answer(self) -> None:
                 owner.seen.append((self.command, self.path))
                 route = (self.command, urlsplit(self.path).path)
-                status, body = answers.get(route, (404, {"message": "no such container"}))
+                given = answers.get(route, (404, {"message": "no such container"}))
+                status, body = (given.pop(0) if len(given) > 1 else given[0]) if isinstance(
+                    given, list) else given  # fmt: skip
                 data = b"" if status in (204, 304) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(data)))
@@ -63,7 +67,7 @@ class StandIn:
 def service(tmp_path: Path) -> Iterator[Start]:
     made: list[StandIn] = []
 
-    def start(answers: dict[tuple[str, str], Answer]) -> StandIn:
+    def start(answers: Answers) -> StandIn:
         made.append(StandIn(tmp_path / "api.sock", answers))
         return made[-1]
 
@@ -90,6 +94,37 @@ def test_a_list_asks_by_label_and_reads_names_and_states(tmp_path: Path, service
     query = parse_qs(urlsplit(stand_in.seen[0][1]).query)
     assert query["all"] == ["true"]
     assert json.loads(query["filters"][0]) == {"label": ["writerpool.writer=w1"]}
+    no_socket_left()
+
+
+def test_leftovers_are_the_stored_only_containers_a_racing_list_is_asked_again(
+    tmp_path: Path, service: Start
+) -> None:
+    entries = [
+        {"Id": "a" * 64, "Names": ["writerpool-w1"], "State": "storage"},
+        {"Id": "b" * 64, "Names": ["writerpool-w2"], "State": "running"},  # Podman's own
+    ]
+    raced = (500, {"cause": "container not known"})
+    route = ("GET", "/v4.0.0/libpod/containers/json")
+    stand_in = service({route: [raced, raced, (200, entries), raced]})
+    host = LocalPodman(socket_path=tmp_path / "api.sock")
+    assert [(c.name, c.state) for c in host.leftovers()] == [("writerpool-w1", "storage")]
+    assert len(stand_in.seen) == 3
+    assert parse_qs(urlsplit(stand_in.seen[0][1]).query)["external"] == ["true"]
+    with pytest.raises(PodmanApiUnavailable):  # every list fails: after its tries
+        host.leftovers()
+    assert len(stand_in.seen) == 3 + podman_api.EXTERNAL_TRIES
+    no_socket_left()
+
+
+def test_a_container_only_the_storage_holds_is_removed_though_it_cannot_be_stopped(
+    tmp_path: Path, service: Start
+) -> None:
+    ident = "e" * 64
+    base = f"/v4.0.0/libpod/containers/{ident}"
+    stand_in = service({("DELETE", base): (200, [{"Id": ident}])})  # stop: 404
+    assert podman_api.remove(tmp_path / "api.sock", ident, 5) is True
+    assert stand_in.seen[-1] == ("DELETE", f"{base}?force=true")
     no_socket_left()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from writerpool.egress.sockets import unlink_socket
@@ -12,6 +13,8 @@ from writerpool.runtime.host import ContainerRef, Writer, WriterHost
 from writerpool.runtime.podman import PodmanApiUnavailable, PodmanUnavailable
 from writerpool.runtime.spec import LABEL_WRITER
 from writerpool.state.controller import name_taken
+
+log = logging.getLogger(__name__)
 
 
 def writer_containers(host: WriterHost, writer: Writer) -> list[ContainerRef]:
@@ -32,8 +35,14 @@ def left_by_killed_clients(host: WriterHost, writer: Writer) -> list[ContainerRe
     reset, inspect). A view's or a read-only session's name is unique and never reused,
     so none is taken here: one of those may be in the making beside the lease."""
     own = f"writerpool-{writer.name}"
-    # Bounded by the account's leftovers, each of them rare.
-    return [c for c in host.leftovers() if _holds(c.name, own)]
+    try:
+        found = host.leftovers()
+    except PodmanUnavailable as exc:
+        # A leftover runs nothing, so the fence holds without this list: the name stays
+        # taken until a later fence lists it.
+        log.warning("writer %s: the leftovers were not listed: %s", writer.name, exc)
+        return []
+    return [c for c in found if _holds(c.name, own)]  # bounded by the leftovers, each rare
 
 
 def _holds(name: str, own: str) -> bool:
