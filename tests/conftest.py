@@ -206,7 +206,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     return report
 
 
+# Seconds spent per worker group (setup, call and teardown). A group runs on one worker
+# after another, so the longest one bounds the whole run whatever the workers.
+_group_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "(ungrouped)"
+    _group_seconds[group] = _group_seconds.get(group, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    if _group_seconds:
+        longest = sorted(_group_seconds.items(), key=lambda kv: -kv[1])[:5]
+        terminalreporter.write_line(
+            f"test seconds, all groups: {sum(_group_seconds.values()):.0f}; the longest: "
+            + ", ".join(f"{name} {seconds:.0f}" for name, seconds in longest)
+        )
     passed = terminalreporter.stats.get("passed", [])
     counts = {m: 0 for m in INTEGRATION_MARKERS}
     for rep in passed:

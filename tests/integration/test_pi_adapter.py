@@ -255,8 +255,10 @@ def test_pi_killed_mid_turn_fails_the_turn(
     assert unknown.value.code == "turn_unknown"
 
 
+# Named: the text itself would be the test's id, a megabyte long.
 @pytest.mark.parametrize(("prompt", "text"), [("answer 200 KB", LONG_200K),
-                                            ("answer 1 MB", LONG_1M)])  # fmt: skip
+                                            ("answer 1 MB", LONG_1M)],
+                         ids=("200KB", "1MB"))  # fmt: skip
 def test_a_long_answer_in_small_deltas_completes(
     start_agent: StartAgent, prompt: str, text: str
 ) -> None:
