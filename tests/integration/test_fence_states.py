@@ -14,6 +14,7 @@ import pytest
 
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.writer import fence as fence_module
 from writerpool.pool.writer.fence import fence
 from writerpool.pool.writer.lease import leased
 from writerpool.runtime.host import writer_at
@@ -49,7 +50,7 @@ def test_the_fence_leaves_another_states_container_of_the_same_writer_name(
 
 
 def test_the_fence_removes_a_leftover_that_holds_the_writers_name(
-    tmp_path: Path, image_pin: Path
+    tmp_path: Path, image_pin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A container only the image store holds, as a Podman client killed mid-create
     leaves one (buildah makes it here, on the same store): no `podman run` of that name
@@ -66,6 +67,10 @@ def test_the_fence_removes_a_leftover_that_holds_the_writers_name(
     try:
         blocked = podman.cli(["create", "--name", ours, pinned, "true"], check=False)
         assert blocked.returncode != 0 and b"already in use" in blocked.stderr
+        # Its age is read on the host's clock (the answer's Date, its Created): moments.
+        ages = [c.age for c in podman.leftovers() if c.name in (ours, other)]
+        assert len(ages) == 2 and all(a is not None and -2 <= a < 600 for a in ages), ages
+        monkeypatch.setattr(fence_module, "LEFTOVER_GRACE", 0.5)  # young: waited, not 15 s
         with leased(tmp_path / "lease", 1.0) as lease:
             assert fence(podman, writer, lease) == 1
             assert fence(podman, writer, lease) == 0

@@ -92,11 +92,14 @@ class MemoryHost:
     def attach_env(self) -> dict[str, str]:
         return {}
 
-    def plant(self, spec: ContainerSpec, *, left: bool = False) -> ContainerRef:
+    def plant(
+        self, spec: ContainerSpec, *, left: bool = False, age: float | None = 3600.0
+    ) -> ContainerRef:
         """A running container of `spec` (its name and labels), as a session's would be;
-        `left`: only its name, held by the storage (a leftover of a killed client)."""
+        `left`: only its name, held by the storage (a leftover of a killed client), made
+        `age` seconds ago."""
         if left:
-            ref = ContainerRef(secrets.token_hex(32), spec.name, "storage", "")
+            ref = ContainerRef(secrets.token_hex(32), spec.name, "storage", "", age)
             self.planted[ref.id] = (ref, {})
             return ref
         ref = ContainerRef(secrets.token_hex(32), spec.name, "running",

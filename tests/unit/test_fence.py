@@ -14,6 +14,7 @@ import pytest
 from tests.support.memhost import MemoryHost
 from writerpool.config.paths import Paths
 from writerpool.errors import WriterpoolError
+from writerpool.pool.writer import fence as fence_module
 from writerpool.pool.writer.fence import fence
 from writerpool.pool.writer.lease import Lease, leased
 from writerpool.runtime.host import ContainerRef, Writer, writer_at
@@ -53,11 +54,13 @@ def test_a_writer_of_the_same_name_of_another_state_is_refused_and_left_running(
     theirs = _writer(tmp_path / "other")  # another state directory: another id
     assert theirs.controller != ours.controller
     _container(host, "demo-w1", theirs.controller)
+    _container(host, "demo-w1", ours.controller)  # a session of ours a killed server left
     with leased(tmp_path / "demo-w1", 1.0) as lease, pytest.raises(WriterpoolError) as taken:
         fence(host, ours, lease)
     assert taken.value.code == "writer_name_taken"
     assert theirs.controller in taken.value.message
-    assert len(host.containers(LABEL_WRITER, "demo-w1")) == 1
+    # Ours is removed all the same: no container of this state outlives its lease.
+    assert [c.controller for c in host.containers(LABEL_WRITER, "demo-w1")] == [theirs.controller]
     # Its own state fences it as any orphan.
     with leased(tmp_path / "other-w1", 1.0) as lease:
         assert fence(host, dataclasses.replace(ours, controller=theirs.controller), lease) == 1
@@ -72,8 +75,27 @@ def test_fence_without_the_lease_refuses_and_removes_nothing(tmp_path: Path) -> 
     assert len(host.containers(LABEL_WRITER, "demo-w1")) == 1
 
 
-def _left(host: MemoryHost, name: str) -> None:
-    host.plant(ContainerSpec(image_id="b" * 64, name=name), left=True)
+def _left(host: MemoryHost, name: str, age: float | None = 3600.0) -> None:
+    host.plant(ContainerSpec(image_id="b" * 64, name=name), left=True, age=age)
+
+
+class Listed(MemoryHost):
+    """Counts its leftover lists; `registers`: the young leftover it holds is another
+    state's container in the making, which Podman records (labelled) after the first list."""
+
+    def __init__(self, registers: Writer | None = None) -> None:
+        super().__init__("local")
+        self.lists = 0
+        self.registers = registers
+
+    def leftovers(self) -> list[ContainerRef]:
+        found = super().leftovers()
+        self.lists += 1
+        if self.registers is not None and self.lists == 1:
+            for ref in found:
+                self.planted.pop(ref.id)
+                _container(self, "demo-w1", self.registers.controller)
+        return found
 
 
 def test_fence_removes_the_leftovers_that_hold_the_writers_names_only(tmp_path: Path) -> None:
@@ -109,3 +131,34 @@ def test_a_fence_whose_leftovers_cannot_be_listed_still_removes_the_writers_cont
         assert fence(host, writer, lease) == 1  # a leftover runs nothing: the fence holds
     assert host.containers(LABEL_WRITER, "demo-w1") == []
     assert "leftovers were not listed" in caplog.text
+
+
+def test_an_old_leftover_is_removed_at_once_a_young_one_once_it_stays_a_leftover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fence_module, "LEFTOVER_GRACE", 0.2)  # injected, not waited out
+    writer = _writer(tmp_path)
+    old = Listed()
+    _left(old, "writerpool-demo-w1", age=60.0)
+    with leased(tmp_path / "demo-w1", 1.0) as lease:
+        assert fence(old, writer, lease) == 1
+    assert old.leftovers() == [] and old.lists == 3  # the fence's, its confirmation, ours
+    for age in (0.0, None):  # made a moment ago, or of an age the host did not give
+        young = Listed()
+        _left(young, "writerpool-demo-w1", age=age)
+        with leased(tmp_path / "demo-w1", 1.0) as lease:
+            assert fence(young, writer, lease) == 1
+        assert young.leftovers() == [] and young.lists == 4  # listed again after the grace
+
+
+def test_a_young_leftover_that_another_state_records_meanwhile_is_left_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fence_module, "LEFTOVER_GRACE", 0.2)
+    ours = _writer(tmp_path)
+    theirs = _writer(tmp_path / "other")
+    host = Listed(registers=theirs)
+    _left(host, "writerpool-demo-w1", age=0.0)  # their session's container, being made
+    with leased(tmp_path / "demo-w1", 1.0) as lease:
+        assert fence(host, ours, lease) == 0
+    assert [c.controller for c in host.containers(LABEL_WRITER, "demo-w1")] == [theirs.controller]

@@ -119,3 +119,16 @@ def test_a_killed_relays_token_is_pruned_though_its_pid_runs_again(
         tokens.create(paths, name)
     tokens.prune_gone_relays(paths)
     assert sorted(tokens.load(paths)) == sorted([alive, "codex"])
+
+
+def test_a_relay_whose_start_time_cannot_be_read_is_named_by_its_pid_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = Paths(tmp_path / "config.toml", tmp_path / "state", tmp_path / "cache")
+    monkeypatch.setattr(tokens, "started", lambda pid: None)  # no /proc to read
+    alive = tokens.relay_name(os.getpid())
+    assert alive == f"{tokens.RELAY_PREFIX}{os.getpid()}"
+    tokens.create(paths, alive)
+    monkeypatch.undo()  # the prune reads /proc as usual: the pid runs, so it stays
+    tokens.prune_gone_relays(paths)
+    assert list(tokens.load(paths)) == [alive]

@@ -9,12 +9,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.support.memhost import MemoryHost
 from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
 from writerpool.pool.claims.lease_ready import WriterSlot
 from writerpool.pool.writer.lease import Lease
 from writerpool.runtime.host import ContainerRef, writer_at
-from writerpool.runtime.spec import LABEL_WRITER, ContainerSpec
+from writerpool.runtime.spec import LABEL_CONTROLLER, LABEL_WRITER, ContainerSpec
 
 GUARD_SECONDS = 120.0  # only against a hang: nothing here waits on time
 NAME = "end-w1"
@@ -91,3 +94,26 @@ def test_a_slot_ended_from_two_threads_is_ended_once_and_never_frees_a_later_lea
         host.go.set()
         later.release()
         first.release()
+
+
+def test_a_slot_removes_its_own_container_though_another_state_holds_the_writers_name() -> None:
+    paths = Paths.from_env()
+    ours = writer_at(paths, NAME)
+    host = MemoryHost("local")
+    labels = {LABEL_WRITER: NAME, LABEL_CONTROLLER: ours.controller}
+    spec = ContainerSpec(image_id="b" * 64, name=f"writerpool-{NAME}", workdir="/tmp",
+                         labels=labels)  # fmt: skip
+    theirs = spec.model_copy(update={"labels": {LABEL_WRITER: NAME, LABEL_CONTROLLER: "f" * 16}})
+    lease = Lease(paths.writer_dir(NAME))
+    lease.acquire(0)
+    slot = WriterSlot(name=NAME, base_ref="main", base_commit="0" * 40, writer=ours,
+                      network="none", allow=None, spec=spec, host=host, lease=lease)  # fmt: skip
+    host.plant(spec)
+    host.plant(theirs)
+    with pytest.raises(WriterpoolError) as taken:
+        slot.close()
+    assert taken.value.code == "writer_name_taken"
+    # Its own container is gone and the lease free: nothing of this state outlives them.
+    remaining = MemoryHost.containers(host, LABEL_WRITER, NAME)
+    assert [c.controller for c in remaining] == ["f" * 16]
+    assert not _taken(paths.writer_dir(NAME))

@@ -39,6 +39,7 @@ class ContainerRef:
     name: str
     state: str
     controller: str  # its LABEL_CONTROLLER; empty for one an older writerpool made
+    age: float | None = None  # a leftover's seconds since it was made, on its host's clock
 
 
 @dataclass(frozen=True)

@@ -294,8 +294,8 @@ class PodmanEngine:
             lambda: podman_api.list_storage_only(self.socket_path, API_TIMEOUT),
             "list containers",
         )
-        return [ContainerRef(str(c.get("Id", "")), _first_name(c.get("Names")), "storage", "")
-                for c in found]  # fmt: skip
+        return [ContainerRef(str(c.get("Id", "")), _first_name(c.get("Names")), "storage", "",
+                             age) for c, age in found]  # fmt: skip
 
     def remove(self, container_id: str) -> None:
         # No grace period: a writer's container is disposable, and its PID 1 may

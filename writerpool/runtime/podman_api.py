@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -18,6 +21,7 @@ API_PREFIX = "/v4.0.0/libpod"
 # Answers larger than this are not a container list writerpool asked for.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 EXTERNAL_TRIES = 5
+CREATED_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
 class ApiError(Exception):
@@ -46,6 +50,12 @@ class _UnixConnection(http.client.HTTPConnection):
 
 def request(socket_path: Path, method: str, path: str, timeout: float) -> tuple[int, bytes]:
     """One request on a fresh connection, closed before returning."""
+    status, body, _ = _exchange(socket_path, method, path, timeout)
+    return status, body
+
+
+def _exchange(socket_path: Path, method: str, path: str, timeout: float) -> tuple[int, bytes, str]:
+    """`request`, with the answer's Date header: the time on the service's host."""
     conn = _UnixConnection(socket_path, timeout)
     try:
         conn.request(method, API_PREFIX + path)
@@ -53,7 +63,7 @@ def request(socket_path: Path, method: str, path: str, timeout: float) -> tuple[
         body = answer.read(MAX_ANSWER_BYTES + 1)
         if len(body) > MAX_ANSWER_BYTES:
             raise ApiError(f"{method} {path}: the answer is larger than expected")
-        return answer.status, body
+        return answer.status, body, answer.getheader("Date") or ""
     except (OSError, http.client.HTTPException) as exc:
         raise ApiError(f"{method} {path}: {exc}") from exc
     finally:
@@ -76,25 +86,31 @@ def list_by_label(
     return _list(socket_path, {"all": "true", "filters": filters}, timeout)
 
 
-def list_storage_only(socket_path: Path, timeout: float) -> list[dict[str, object]]:
-    """The containers Podman's storage holds and Podman does not know (state "storage"):
-    a Podman client killed while it created one leaves it behind, holding its name."""
-    query = {"all": "true", "external": "true"}
+def list_storage_only(
+    socket_path: Path, timeout: float
+) -> list[tuple[dict[str, object], float | None]]:
+    """The containers Podman's storage holds and Podman does not know (state "storage"),
+    each with its age in seconds on the host's own clock (None if unreadable): a Podman
+    client killed while it created one leaves it behind, holding its name."""
+    query = "/containers/json?" + urlencode({"all": "true", "external": "true"})
     for attempt in range(1, EXTERNAL_TRIES + 1):
-        try:
-            found = _list(socket_path, query, timeout)
+        status, body, date = _exchange(socket_path, "GET", query, timeout)
+        # Podman walks every stored container of the account: one removed meanwhile fails
+        # the whole list (500, "container not known"), 3 in 1,357 lists while two loops
+        # ran containers. The next list does not meet it.
+        if status != 500 or attempt == EXTERNAL_TRIES:
             break
-        except ApiError as exc:
-            # Podman walks every stored container of the account: one removed meanwhile
-            # fails the whole list (500, "container not known"), 3 in 1,357 lists while
-            # two loops ran containers. The next list does not meet it.
-            if exc.status != 500 or attempt == EXTERNAL_TRIES:
-                raise
-    return [entry for entry in found if entry.get("State") == "storage"]
+    now = _http_date(date)
+    return [(entry, _age(entry.get("Created"), now))
+            for entry in _entries(status, body) if entry.get("State") == "storage"]  # fmt: skip
 
 
 def _list(socket_path: Path, query: dict[str, str], timeout: float) -> list[dict[str, object]]:
     status, body = request(socket_path, "GET", "/containers/json?" + urlencode(query), timeout)
+    return _entries(status, body)
+
+
+def _entries(status: int, body: bytes) -> list[dict[str, object]]:
     if status != 200:
         raise ApiError(f"listing containers answered {status}", status)
     try:
@@ -104,6 +120,22 @@ def _list(socket_path: Path, query: dict[str, str], timeout: float) -> list[dict
     if not isinstance(found, list):
         raise ApiError("listing containers answered something that is not a list")
     return [entry for entry in found if isinstance(entry, dict)]
+
+
+def _http_date(value: str) -> datetime | None:
+    try:
+        return parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _age(created: object, now: datetime | None) -> float | None:
+    # RFC 3339 with up to nanoseconds, as Go writes it: the seconds are enough.
+    found = CREATED_RE.match(created) if isinstance(created, str) else None
+    if found is None or now is None:
+        return None
+    zone = "+00:00" if found[2] == "Z" else found[2]
+    return (now - datetime.fromisoformat(found[1] + zone)).total_seconds()
 
 
 def remove(socket_path: Path, container_id: str, timeout: float) -> bool:

@@ -136,7 +136,9 @@ def client_of(clients: dict[str, str], token: str) -> str | None:
 def relay_name(pid: int) -> str:
     """The client name of the relay `pid`: its start time too, since once it ended its
     pid comes round to another process, which must not keep the relay's token alive."""
-    return f"{RELAY_PREFIX}{pid}-{started(pid) or 0}"
+    start = started(pid)
+    # Unknown (no /proc to read): named by its pid alone, which keeps it alive while it runs.
+    return f"{RELAY_PREFIX}{pid}" if start is None else f"{RELAY_PREFIX}{pid}-{start}"
 
 
 def relay_gone(name: str) -> bool:

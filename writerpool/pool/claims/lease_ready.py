@@ -18,7 +18,7 @@ from writerpool.pool.claims.admission import admit, clone_verdict
 from writerpool.pool.claims.choose import candidates
 from writerpool.pool.claims.refresh import Refresh, apply_refresh, checkout_of, plan_refresh
 from writerpool.pool.writer.container import AGENT_DIR, session_spec, writer_of
-from writerpool.pool.writer.fence import fence, writer_containers
+from writerpool.pool.writer.fence import fence, refuse_others, writer_containers
 from writerpool.pool.writer.inspect import Inspection, inspect_writer
 from writerpool.pool.writer.lease import Lease
 from writerpool.pool.writer.verdicts import (
@@ -145,8 +145,10 @@ class WriterSlot:
         """Remove the session's containers; writer_host_unreachable when its host is gone
         (what is left there goes at the next fenced command on that host)."""
         try:
-            for container in writer_containers(self.host, self.writer):  # one, or none
+            own, others = writer_containers(self.host, self.writer)
+            for container in own:  # one, or none
                 self.host.remove(container.id)
+            refuse_others(others, self.writer)  # its own are gone all the same
         except WriterpoolError as exc:
             if exc.code != "writer_host_unreachable":
                 raise
