@@ -78,6 +78,11 @@ class Writer:
         """The session's provider proxy listens here (egress/sockets.py makes it)."""
         return self.record.egress / EGRESS_SOCKET
 
+    def owns(self, controller: str, *, adopt: bool = True) -> bool:
+        """Whether a container or volume carrying `controller` (its LABEL_CONTROLLER) is
+        this state's to take; with `adopt`, one with none too (an older writerpool's)."""
+        return controller == self.controller or (adopt and controller == "")
+
 
 def writer_at(paths: Paths, name: str, host: str = LOCAL) -> Writer:
     """The writer `name` on `host`."""

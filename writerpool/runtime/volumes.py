@@ -69,7 +69,7 @@ def writer_volumes(podman: PodmanEngine, writer: Writer, *, adopt: bool = True) 
     for line in found.out.splitlines():  # bounded by the writer's volumes: three at most
         name, _, controller = line.strip().partition(" ")
         controller = "" if controller.strip() == "<no value>" else controller.strip()
-        if controller not in (("", writer.controller) if adopt else (writer.controller,)):
+        if not writer.owns(controller, adopt=adopt):
             raise name_taken(f"volume {name}", writer.name, writer.host,
                              controller or "none: an older writerpool made it",
                              writer.controller)  # fmt: skip

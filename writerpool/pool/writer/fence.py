@@ -28,15 +28,15 @@ def writer_containers(
     account made for a writer of the same name (state/controller.py), never touched."""
     found = host.containers(LABEL_WRITER, writer.name)
     # Bounded by the writer's containers: a session's, a tool's.
-    own = [c for c in found if c.controller in ("", writer.controller)]
+    own = [c for c in found if writer.owns(c.controller)]
     return own, [c for c in found if c not in own]
 
 
 def refuse_others(others: list[ContainerRef], writer: Writer) -> None:
     """writer_name_taken when another state's container of the writer's name is there."""
-    for container in others[:1]:
-        raise name_taken(f"container {container.name}", writer.name, writer.host,
-                         container.controller, writer.controller)  # fmt: skip
+    if others:
+        raise name_taken(f"container {others[0].name}", writer.name, writer.host,
+                         others[0].controller, writer.controller)  # fmt: skip
 
 
 def left_by_killed_clients(host: WriterHost, writer: Writer) -> list[ContainerRef]:
