@@ -165,10 +165,13 @@ class PodmanEngine:
         if known is not None:
             return known
         try:
-            found = self.cli(["version", "--format", "{{.Client.Version}}"], timeout=30)
+            # `--version` prints "podman version X" without starting Podman's runtime:
+            # `podman version` takes the image store's lock first, and waits as long as
+            # another process writes a layer (a session start failed on it in a full run).
+            found = self.cli(["--version"], timeout=30)
         except CommandFailed as exc:
             raise PodmanUnavailable("podman does not answer") from exc
-        version = found.out.strip()
+        version = found.out.strip().rpartition(" ")[2]
         if stamp is not None and version:
             _versions[stamp] = version
         return version
