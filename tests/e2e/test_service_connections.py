@@ -82,10 +82,13 @@ def _descriptors_of(pid: int) -> int:
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
-    """Whether the service closed it (a non-blocking look: nothing to read is open)."""
+    """Whether the service closed it (a non-blocking look: nothing to read is open;
+    whatever the service sent before closing is read past)."""
     sock.setblocking(False)
     try:
-        return sock.recv(1) == b""
+        while sock.recv(65536):  # bounded by what the service sent
+            pass
+        return True
     except BlockingIOError:
         return False
     except OSError:
@@ -124,8 +127,10 @@ def test_idle_and_dripping_connections_starve_no_client(
             # The service closes all but the newest waiters itself, within a bound.
             _until(lambda: _descriptors_of(service.proc.pid) < 2 * MAX_WAITING + 128,
                    "the service holds the waiting connections' descriptors")  # fmt: skip
-            still_open = [sock for sock in held if not _closed_by_peer(sock)]
-            assert len(still_open) <= MAX_WAITING, len(still_open)
+            # Connections still in the listen queue are closed once the service accepts
+            # them, which a loaded machine may take a while to do.
+            _until(lambda: sum(not _closed_by_peer(sock) for sock in held) <= MAX_WAITING,
+                   "more connections than MAX_WAITING stay open")  # fmt: skip
             # A body just under the cap is read and answered; one just over is refused.
             under = tool_call("pi_capabilities_get", {})
             under += b" " * (MAX_BODY_BYTES - len(under))

@@ -50,7 +50,6 @@ class _Waiting:
         self.conns.pop(id(conn), None)
 
     def enforce(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
         too_young = loop.time() - MIN_AGE
         while len(self.conns) > MAX_WAITING:  # bounded by the waiting connections
             since, oldest = next(iter(self.conns.values()))
@@ -63,7 +62,12 @@ class _Waiting:
                             MAX_WAITING)  # fmt: skip
             self.evicted += 1
         if len(self.conns) > MAX_WAITING and self._timer is None:
-            self._timer = loop.call_later(MIN_AGE, self.enforce, loop)
+            # One round at a time: a burst over the cap schedules one, not one each.
+            self._timer = loop.call_later(MIN_AGE, self._round, loop)
+
+    def _round(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        self.enforce(loop)
 
 
 class BoundedH11(H11Protocol):
