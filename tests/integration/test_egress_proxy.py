@@ -557,6 +557,21 @@ def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
     assert not Path(f"/proc/{again}").exists()
 
 
+def test_a_host_for_one_session_starts_no_spare(
+    short_dir: Path, provider: ScriptedProvider
+) -> None:
+    """Acceptance's host serves one session and closes: a spare would be started only to
+    be ended (an interpreter's start and imports, for nothing)."""
+    egress = EgressSupervisor(spare_after_open=False)
+    try:
+        first = open_session(egress, short_dir, provider)
+        assert request(first)[0] == 200
+        assert egress.replenish() == 0 and _spare_pids({first.pid}) == set()
+        assert egress.keep_spares(1) == 1, "the warm pool may still ask for spares"
+    finally:
+        egress.close()
+
+
 def test_a_spare_killed_by_another_hand_is_named_and_the_next_session_starts_its_own(
     host: EgressSupervisor,
     short_dir: Path,

@@ -249,7 +249,10 @@ class EgressSupervisor:
         self,
         audit: Callable[[EgressRecord], None] | None = None,
         connect_audit: Callable[[ConnectRecord], None] | None = None,
+        spare_after_open: bool = True,
     ) -> None:
+        """`spare_after_open`: keep a spare once a session has opened egress; a host
+        that opens one and ends (acceptance's) would only start it to end it."""
         self._audit = audit
         self._connect_audit = connect_audit
         self._sessions: list[EgressSession] = []
@@ -264,6 +267,7 @@ class EgressSupervisor:
         # when the session's own process is ready (not beside the start it would slow):
         # the next start then skips the interpreter's start and imports (0.1-0.3 s).
         self._floor = 0
+        self._spare_after_open = spare_after_open
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a listener's coroutine on the server's own egress loop (made on first use):
@@ -312,7 +316,7 @@ class EgressSupervisor:
             process = self._take_spare(env) or _spawn_worker(env)
             proxy = EgressSession(self, spec, process)
             self._sessions.append(proxy)
-            self._floor = 1
+            self._floor = 1 if self._spare_after_open else 0
         proxy._start(spec)
         if wait:
             proxy.wait_ready()
