@@ -33,6 +33,10 @@ from writerpool.runtime.spec import LABEL_CONTROLLER, ContainerSpec
 SERVICE_IDLE_SECONDS = 30
 # One API call (list or remove) gives up after this many seconds.
 API_TIMEOUT = 30.0
+# How long a started API service may take to listen: its start takes the image store's
+# lock, which an image build writing a layer holds for seconds (10 s was too short on a
+# loaded host).
+SERVICE_START_SECONDS = 30.0
 
 _T = TypeVar("_T")
 
@@ -256,7 +260,7 @@ class PodmanEngine:
             )
         except (OSError, CommandFailed) as exc:
             raise PodmanApiUnavailable("Podman's API service cannot be started") from exc
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + SERVICE_START_SECONDS
         while time.monotonic() < deadline:
             if socket_answers(self.socket_path):
                 return
