@@ -226,20 +226,24 @@ def spawn(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     stdin_pipe: bool = True,
+    stdout_pipe: bool = True,
     stderr_to: int | None = None,
     detach: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start a long-lived process with piped stdio (agents), or detached from it (services)."""
+    """Start a long-lived process with piped stdio (agents), or detached from it (services).
+    `pass_fds`: descriptors it inherits beside its stdio (a socket pair's end)."""
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
         env=dict(env) if env is not None else None,
         stdin=subprocess.PIPE if stdin_pipe and not detach else subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL if detach else subprocess.PIPE,
+        stdout=subprocess.PIPE if stdout_pipe and not detach else subprocess.DEVNULL,
         stderr=subprocess.DEVNULL
         if detach
         else (stderr_to if stderr_to is not None else subprocess.PIPE),
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
 
 

@@ -34,6 +34,7 @@ from writerpool.egress.model import EgressRecord
 from writerpool.egress.proxy import AUDIT_PAST_CAP
 from writerpool.egress.sockets import remove_stale_socket
 from writerpool.egress.supervisor import EgressSession, EgressSupervisor
+from writerpool.egress.worker import ADDRESS_SPACE
 from writerpool.errors import WriterpoolError
 
 REAL_KEY = "sk-real-key-0123456789"
@@ -524,11 +525,20 @@ def test_refused_requests_count_and_the_audit_past_the_cap_is_bounded(
     assert provider.request_count == 0
 
 
-def _spare_pids(taken: set[int]) -> set[int]:
-    """This process's egress processes not serving a session of `taken`."""
-    found = {p.pid for p in procs.mine()
-             if p.parent == os.getpid() and b"writerpool.egress.worker" in p.argv}  # fmt: skip
-    return found - taken
+def _fork_servers() -> list[procs.Running]:
+    """This process's egress fork servers."""
+    return [p for p in procs.mine()
+            if p.parent == os.getpid() and b"writerpool.egress.worker" in p.argv]  # fmt: skip
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _address_space(pid: int) -> str:
+    [line] = [x for x in Path(f"/proc/{pid}/limits").read_text().splitlines()
+              if x.startswith("Max address space")]  # fmt: skip
+    return line.split()[3]
 
 
 def _until_dead(pid: int) -> None:
@@ -538,53 +548,57 @@ def _until_dead(pid: int) -> None:
         time.sleep(0.01)
 
 
-def test_once_a_session_opened_one_spare_is_kept_and_the_next_session_takes_it(
+def test_each_session_is_a_confined_fork_of_one_fork_server_which_holds_nothing(
     host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider
 ) -> None:
-    assert host.keep_spares(0) == 0  # nothing is started ahead before a first session
     first = open_session(host, short_dir, provider)
-    assert host.keep_spares(0) == 1  # the warm pool asking for none keeps that one
-    spares = _spare_pids({first.pid})
-    # Asking again names a spare that ended meanwhile, with its status (a warning logged).
-    assert len(spares) == 1, f"spare processes: {spares}; kept now: {host.keep_spares(0)}"
-    [spare] = spares
     second = open_session(host, short_dir, provider, name="s2")
-    assert second.pid == spare
-    [again] = _spare_pids({first.pid, second.pid})
-    status, _ = request(second)
-    assert status == 200 and again not in {first.pid, second.pid}
-    host.close()  # the spare ends with the host (reaped: its /proc entry is gone)
-    assert not Path(f"/proc/{again}").exists()
+    [server] = _fork_servers()
+    assert first.pid != second.pid
+    assert _parent(first.pid) == _parent(second.pid) == server.pid
+    assert request(first)[0] == request(second)[0] == 200
+    # Each child lowered its own limits; the fork server never read a spec.
+    assert _address_space(first.pid) == _address_space(second.pid) == str(ADDRESS_SPACE)
+    assert _address_space(server.pid) == "unlimited"
+    assert REAL_KEY.encode() not in Path(f"/proc/{server.pid}/environ").read_bytes()
+    first.stop()
+    assert not first.alive and second.alive and request(second)[0] == 200
+    host.close()  # the sessions end, then the fork server, which has reaped them
+    for pid in (first.pid, second.pid, server.pid):
+        assert not Path(f"/proc/{pid}").exists(), pid
 
 
-def test_a_host_for_one_session_starts_no_spare(
-    short_dir: Path, provider: ScriptedProvider
-) -> None:
-    """Acceptance's host serves one session and closes: a spare would be started only to
-    be ended (an interpreter's start and imports, for nothing)."""
-    egress = EgressSupervisor(spare_after_open=False)
-    try:
-        first = open_session(egress, short_dir, provider)
-        assert request(first)[0] == 200
-        assert egress.replenish() == 0 and _spare_pids({first.pid}) == set()
-        assert egress.keep_spares(1) == 1, "the warm pool may still ask for spares"
-    finally:
-        egress.close()
-
-
-def test_a_spare_killed_by_another_hand_is_named_and_the_next_session_starts_its_own(
+def test_a_fork_server_killed_by_another_hand_is_named_and_its_sessions_go_on(
     host: EgressSupervisor,
     short_dir: Path,
     provider: ScriptedProvider,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     first = open_session(host, short_dir, provider)
-    [spare] = _spare_pids({first.pid})
-    os.kill(spare, signal.SIGKILL)
-    _until_dead(spare)  # a zombie of this process now, not yet reaped
+    [server] = _fork_servers()
+    os.kill(server.pid, signal.SIGKILL)
+    _until_dead(server.pid)  # a zombie of this process now, not yet reaped
     with caplog.at_level(logging.WARNING, logger="writerpool.egress.supervisor"):
         second = open_session(host, short_dir, provider, name="s2")
-    assert second.pid != spare
-    status, _ = request(second)
-    assert status == 200
-    assert f"(pid {spare}) ended on its own, status -9" in caplog.text
+    assert f"the fork server (pid {server.pid}) ended on its own" in caplog.text
+    [again] = _fork_servers()
+    assert again.pid != server.pid and _parent(second.pid) == again.pid
+    assert request(first)[0] == request(second)[0] == 200
+
+
+def test_a_changed_environment_forks_from_a_new_fork_server(
+    host: EgressSupervisor,
+    short_dir: Path,
+    provider: ScriptedProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fork server started before the server's CA variables changed holds the old
+    ones (and trust anchors loaded from them): the next session forks from a new one."""
+    first = open_session(host, short_dir, provider)
+    [old] = _fork_servers()
+    monkeypatch.setenv("SSL_CERT_DIR", str(short_dir))
+    second = open_session(host, short_dir, provider, name="s2")
+    [new] = _fork_servers()
+    assert new.pid != old.pid and _parent(second.pid) == new.pid
+    assert f"SSL_CERT_DIR={short_dir}".encode() in Path(f"/proc/{new.pid}/environ").read_bytes()
+    assert request(first)[0] == request(second)[0] == 200

@@ -1,11 +1,12 @@
 """The server's side of per-session egress: one process per session, never a shared loop.
 
-`EgressSupervisor.open` starts `python -m writerpool.egress.worker` for a session, hands it
-its spec (the real credential goes through the pipe, never argv or the environment)
-and returns once its socket listens. The process lowers its own descriptor and memory
-limits (`egress.worker.confine`), so whatever one session's agent does to its proxy
-(connections held open, endless header blocks) exhausts that process only. Its audit
-records come back as lines on its stdout, read by one thread per session.
+`EgressSupervisor.open` forks a process for a session from its fork server (egress.forks,
+started on first use), hands it its spec (the real credential goes through the pipe,
+never argv or the environment) and returns once its socket listens. The process lowers
+its own descriptor and memory limits (`egress.worker.confine`), so whatever one
+session's agent does to its proxy (connections held open, endless header blocks)
+exhausts that process only. Its audit records come back as lines on its stdout, read
+by one thread per session.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import logging
 import os
 import secrets
-import sys
 import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -25,6 +25,7 @@ from writerpool import crash, proc
 from writerpool.config.caps import Caps
 from writerpool.config.providers import ResolvedProvider
 from writerpool.egress.connect_model import DENIED_KEPT, ConnectRecord
+from writerpool.egress.forks import Forked, ForkServer
 from writerpool.egress.loop import InProcessLoop
 from writerpool.egress.model import EgressRecord
 from writerpool.egress.sockets import remove_stale_socket, unlink_socket
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PREFIX = "/p"
-OPEN_TIMEOUT = 30.0  # a Python start and aiohttp's import, on a loaded host
+OPEN_TIMEOUT = 30.0  # the fork server's start and imports, on a loaded host
 STOP_TIMEOUT = 10.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -72,7 +73,7 @@ class EgressSession:
 
     prefix = PREFIX
 
-    def __init__(self, host: EgressSupervisor, spec: WorkerSpec, process: proc.Process) -> None:
+    def __init__(self, host: EgressSupervisor, spec: WorkerSpec, process: Forked) -> None:
         first = spec.listeners[0]
         assert isinstance(first, ProviderListenerSpec)  # the provider proxy comes first
         self.token = first.token
@@ -92,7 +93,7 @@ class EgressSession:
     @property
     def alive(self) -> bool:
         """Whether the session's egress process still runs and its socket is its own."""
-        if self._stopped or self._process.poll() is not None or _exiting(self._process.pid):
+        if self._stopped or self._process.ended() or _exiting(self._process.pid):
             return False
         try:
             return os.lstat(self.socket_path).st_ino == self._inodes.get(self.socket_path.name)
@@ -121,12 +122,13 @@ class EgressSession:
         try:
             self._send(b"stop\n")
             _close(self._process.stdin)
-            if proc.wait(self._process, STOP_TIMEOUT) is None:
+            if not self._process.wait(STOP_TIMEOUT):
                 log.warning("egress: a session's proxy did not stop in time; killed")
                 self._process.kill()
-                self._process.wait()
+                self._process.wait(STOP_TIMEOUT)
             self._reader.join(STOP_TIMEOUT)
         finally:
+            self._process.release()
             self._host.forget(self)
             for name, inode in self._inodes.items():
                 unlink_socket(self.socket_path.parent / name, inode)
@@ -144,7 +146,6 @@ class EgressSession:
         if self._failure is not None:
             self.stop()
             raise self._failure
-        self._host.replenish()  # the next session's spare, now this start is done
 
     def _send(self, data: bytes) -> None:
         stdin = self._process.stdin
@@ -217,31 +218,6 @@ def _close(stream: IO[bytes] | None) -> None:
             stream.close()
 
 
-def _spawn_worker(env: dict[str, str]) -> proc.Process:
-    argv = [sys.executable, "-m", "writerpool.egress.worker"]
-    # Its working directory is the spec's (egress.worker.confine); none is needed before.
-    return proc.spawn(argv, env=env, cwd=Path("/"), stderr_to=2)
-
-
-def _waiting(spare: proc.Process) -> bool:
-    """Whether a spare still waits for a session; one that ended unasked is named: nothing
-    ends a spare but its server, so something killed it (or wrote to its stdin)."""
-    code = spare.poll()
-    if code is not None:
-        log.warning("egress: a spare egress process (pid %d) ended on its own, status %d",
-                    spare.pid, code)  # fmt: skip
-    return code is None
-
-
-def _end_spare(process: proc.Process) -> None:
-    """A spare ends at the end of its stdin, before any spec reached it."""
-    _close(process.stdin)
-    _close(process.stdout)
-    if proc.wait(process, STOP_TIMEOUT) is None:
-        process.kill()
-        process.wait()
-
-
 class EgressSupervisor:
     """Starts and tracks the egress processes of this server's sessions."""
 
@@ -249,25 +225,14 @@ class EgressSupervisor:
         self,
         audit: Callable[[EgressRecord], None] | None = None,
         connect_audit: Callable[[ConnectRecord], None] | None = None,
-        spare_after_open: bool = True,
     ) -> None:
-        """`spare_after_open`: keep a spare once a session has opened egress; a host
-        that opens one and ends (acceptance's) would only start it to end it."""
         self._audit = audit
         self._connect_audit = connect_audit
         self._sessions: list[EgressSession] = []
         self._lock = threading.Lock()
         self._closed = False
         self._loop: InProcessLoop | None = None
-        # Each spare with the environment it was started with: one started before the
-        # server's environment changed (CA variables) is not handed out.
-        self._spares: list[tuple[proc.Process, dict[str, str]]] = []
-        self._asked = 0  # spares the warm pool asks for (keep_spares)
-        # Once a session has opened egress, one spare is kept for the next start, started
-        # when the session's own process is ready (not beside the start it would slow):
-        # the next start then skips the interpreter's start and imports (0.1-0.3 s).
-        self._floor = 0
-        self._spare_after_open = spare_after_open
+        self._forks: ForkServer | None = None
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a listener's coroutine on the server's own egress loop (made on first use):
@@ -312,48 +277,47 @@ class EgressSupervisor:
             if self._closed:
                 raise WriterpoolError("egress_failed", "the provider proxy host is closed")
             socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            env = _worker_env()
-            process = self._take_spare(env) or _spawn_worker(env)
-            proxy = EgressSession(self, spec, process)
+            proxy = EgressSession(self, spec, self._fork())
             self._sessions.append(proxy)
-            self._floor = 1 if self._spare_after_open else 0
         proxy._start(spec)
         if wait:
             proxy.wait_ready()
         return proxy
 
-    def keep_spares(self, count: int) -> int:
-        """Keep `count` egress processes started ahead (one at least once a session has
-        opened egress), each holding nothing (no spec, no credential, no socket) until
-        `open` hands one a session: a warm writer's claim, and the next cold start, then
-        skip the interpreter's start. Returns how many are kept."""
+    def start_ahead(self) -> None:
+        """Start the fork server now (the warm pool's writers will claim sessions), so
+        that no session's start waits for its start and imports."""
         with self._lock:
-            self._asked = count
-        return self.replenish()
+            if not self._closed:
+                self._fork_server()
 
-    def replenish(self) -> int:
-        """Start or end spares until as many run as are wanted; returns how many run."""
+    def _fork_server(self) -> ForkServer:
+        """The running fork server of this environment, started (again) when there is
+        none: a server's environment can change (its CA variables), and a fork server
+        killed by another hand is named. The caller holds the lock."""
         env = _worker_env()
-        with self._lock:
-            count = max(self._asked, self._floor)
-            running = [(p, e) for p, e in self._spares if _waiting(p) and e == env]
-            ended = [p for p, e in self._spares if (p, e) not in running]
-            self._spares, surplus = running[:count], [p for p, _ in running[count:]]
-            while not self._closed and len(self._spares) < count:  # bounded by `count`
-                self._spares.append((_spawn_worker(env), env))
-            kept = len(self._spares)
-        for process in ended + surplus:
-            _end_spare(process)
-        return kept
+        forks = self._forks
+        if forks is not None and not (forks.running() and forks.env == env):
+            if not forks.running():
+                log.warning("egress: the fork server (pid %d) ended on its own", forks.pid)
+            forks.close()
+            forks = self._forks = None
+        if forks is None:
+            forks = self._forks = ForkServer(env)
+        return forks
 
-    def _take_spare(self, env: dict[str, str]) -> proc.Process | None:
-        """A spare still running with this environment, or None. The caller holds the lock."""
-        while self._spares:  # bounded by the spares kept
-            process, started_with = self._spares.pop()
-            if _waiting(process) and started_with == env:
-                return process
-            _end_spare(process)
-        return None
+    def _fork(self) -> Forked:
+        """A new egress process; once more from a new fork server when the running one
+        did not answer (it ended as it was asked, say). The caller holds the lock."""
+        try:
+            return self._fork_server().fork()
+        except WriterpoolError as exc:
+            if self._forks is not None:
+                log.warning("egress: the fork server (pid %d) failed: %s; starting another",
+                            self._forks.pid, exc.message)  # fmt: skip
+                self._forks.close()
+                self._forks = None
+            return self._fork_server().fork()
 
     def forget(self, proxy: EgressSession) -> None:
         with self._lock:
@@ -381,10 +345,10 @@ class EgressSupervisor:
                 return
             self._closed = True
             sessions, self._sessions = self._sessions, []
-            spares, self._spares = self._spares, []
-        for process, _ in spares:
-            _end_spare(process)
+            forks, self._forks = self._forks, None
         for proxy in sessions:
             proxy.stop()
+        if forks is not None:  # after its children: it reaps them as they end
+            forks.close()
         if self._loop is not None:
             self._loop.close()

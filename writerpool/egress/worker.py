@@ -1,4 +1,5 @@
-"""One session's egress process: `python -m writerpool.egress.worker`.
+"""One session's egress process, forked by `python -m writerpool.egress.worker
+--fork-server FD` (egress.forks).
 
 Every listener that serves one session's egress (the provider proxy; the CONNECT
 allowlist proxy) runs here, in a process of its own with its own descriptor and
@@ -28,9 +29,12 @@ from typing import IO, Protocol
 from pydantic import ValidationError
 
 from writerpool.crash import crash_point
+from writerpool.egress.connect import ConnectSession
 from writerpool.egress.connect_model import ConnectRecord
+from writerpool.egress.forks import FLAG, serve_forks
 from writerpool.egress.gate import GateLimits
 from writerpool.egress.model import EgressRecord
+from writerpool.egress.proxy import ProviderProxy
 from writerpool.egress.sockets import unlink_socket
 from writerpool.egress.spec import (
     MAX_LINE,
@@ -73,15 +77,11 @@ ListenerFactory = Callable[[ListenerSpec, WorkerSpec, Emit], Listener]
 
 
 def _provider(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
-    from writerpool.egress.proxy import ProviderProxy  # noqa: PLC0415 - aiohttp only here
-
     assert isinstance(spec, ProviderListenerSpec)
     return ProviderProxy(spec, session=worker.session, writer=worker.writer, emit=emit)
 
 
 def _connect(spec: ListenerSpec, worker: WorkerSpec, emit: Emit) -> Listener:
-    from writerpool.egress.connect import ConnectSession  # noqa: PLC0415 - allowlist sessions only
-
     assert isinstance(spec, ConnectListenerSpec)
     return ConnectSession.from_spec(spec, session=worker.session, writer=worker.writer,
                                     audit=emit)  # fmt: skip
@@ -172,14 +172,19 @@ async def _main(spec: WorkerSpec, out: _Out) -> None:
 
 
 def main() -> int:
+    """The fork server (`--fork-server FD`): every import above is done once, here."""
+    if sys.argv[1:2] != [FLAG] or len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        print(f"usage: python -m writerpool.egress.worker {FLAG} FD", file=sys.stderr)
+        return 2
+    return serve_forks(int(sys.argv[2]), session)
+
+
+def session() -> int:
+    """A forked child's life: one session's spec from stdin, served until `stop`."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="writerpool: %(message)s")
     out = _Out(sys.stdout.buffer)
-    # Imported before the spec is read: a spare process (EgressSupervisor.keep_spares) is
-    # ready to serve the moment its session's spec arrives.
-    import writerpool.egress.proxy  # noqa: F401, PLC0415
-
     line = sys.stdin.buffer.readline(MAX_LINE)
-    if not line:  # a spare ended before any session took it: nothing to say to anyone
+    if not line:  # its host ended before a session took it: nothing to say to anyone
         return 0
     try:
         spec = WorkerSpec.model_validate_json(line)

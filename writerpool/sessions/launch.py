@@ -95,7 +95,7 @@ class Launcher:
         self._loaded = loaded
         self._warm = warm  # the pool service's warm writers, claimed before a cold start
         if warm is not None:
-            warm.keep_spares_with(lambda count: self._egress_host().keep_spares(count))
+            warm.start_egress_with(lambda: self._egress_host().start_ahead())
         self._config = loaded.config
         self._pi: Path | None = None
         self._scratch: ScratchRoot | None = None

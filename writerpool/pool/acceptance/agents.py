@@ -75,7 +75,7 @@ def canary_granted(
             # Loaded only for a network with egress: the others start no egress process.
             from writerpool.egress.supervisor import EgressSupervisor  # noqa: PLC0415
 
-            egress = EgressSupervisor(spare_after_open=False)  # one session, then closed
+            egress = EgressSupervisor()
             stack.callback(egress.close)
         with host.agent_dir(writer) as agent_dir:
             request = EgressRequest(

@@ -91,9 +91,8 @@ class WarmPool:
         self._warming: dict[str, int] = {}  # writers being warmed now, by workspace
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._spares: Callable[[int], object] | None = None
+        self._egress_ahead: Callable[[], object] | None = None
         self._refresh: Callable[[], object] | None = None
-        self._spared = 0  # spare egress processes asked for last time
         self._backoff = Backoff()
 
     def reload(self, loaded: LoadedConfig, modes: ExecutionModes) -> None:
@@ -109,10 +108,10 @@ class WarmPool:
             self._hosts = WriterHosts(loaded.config.hosts, self._local)
         self._loaded, self._modes = loaded, modes
 
-    def keep_spares_with(self, spares: Callable[[int], object]) -> None:
-        """How to keep one egress process started ahead per warm writer (the launcher's
-        egress host): a claim then skips that process's start too."""
-        self._spares = spares
+    def start_egress_with(self, ahead: Callable[[], object]) -> None:
+        """How to start the launcher's egress host ahead of the first claim (its fork
+        server, egress.forks): a claim then skips that start and its imports too."""
+        self._egress_ahead = ahead
 
     # -- what is warm ------------------------------------------------------------
 
@@ -155,12 +154,8 @@ class WarmPool:
         Bounded by the sum of the warm counts (each at most 16)."""
         started: list[str] = []
         counts = self.wanted()
-        spares = sum(counts.values())
-        if self._spares is not None and (spares or self._spared):
-            # Before pi starts: each spare's interpreter starts beside a writer's pi.
-            # (Down to none when the counts drop to 0.)
-            self._spares(spares)
-            self._spared = spares
+        if self._egress_ahead is not None and counts:
+            self._egress_ahead()  # before pi starts: its imports run beside a writer's pi
         with self._lock:
             held = {w.place for w in self._warm.values()}
         for place in held - set(counts):
