@@ -223,6 +223,7 @@ CODES: dict[str, str] = {
     "egress_cap_bytes_down": "The session's download byte cap was reached (429, or the stream cut)",
     "egress_upstream_failed": "The provider could not be reached or its TLS did not verify (502)",
     "egress_cancelled": "A proxy request ended early: client gone or session stopped",
+    "egress_request_failed": "A proxy request failed inside the proxy (500); its log says why",
     # the egress allowlist (`mode set --allow`, the per-session CONNECT proxy)
     "allow_entry_invalid": (
         "An allowlist entry is not a host, *.domain, host:port, http:// or a range"

@@ -216,6 +216,46 @@ def test_a_missing_token_is_401_a_wrong_one_403_and_neither_reaches_the_provider
     ]
 
 
+def test_a_token_that_is_not_utf8_is_refused_and_audited_as_wrong(
+    host: EgressSupervisor, short_dir: Path, provider: ScriptedProvider, records: Records
+) -> None:
+    proxy = open_session(host, short_dir, provider)
+    assert request(proxy, token="\xff\xfe")[0] == 403
+    assert request(proxy, token=None, headers={"X-Api-Key": "\xff"})[0] == 401
+    assert [r.outcome for r in records.wait(2)] == [model.FORBIDDEN_TOKEN, model.UNAUTHORIZED]
+    assert request(proxy)[0] == 200
+
+
+def test_requests_the_proxy_cannot_parse_get_400_and_leave_the_servers_stderr_alone(
+    host: EgressSupervisor,
+    short_dir: Path,
+    provider: ScriptedProvider,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The egress process writes on the server's own stderr: an agent's malformed
+    requests, however many, must not reach it (aiohttp logs each with a traceback)."""
+    proxy = open_session(host, short_dir, provider)
+    heads = [
+        b"GET /p/" + b"A" * 7000 + b"\xff HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /p/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+        b"Content-Length: 2\r\n\r\nab",
+        b"POST /p/chat/completions HTTP/1.1\r\nHost: x\r\nX-A: a\nb\r\n\r\n",
+        b"POST /p/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ]
+    answers = []
+    for n in range(60):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(str(proxy.socket_path))
+            conn.sendall(heads[n % len(heads)])
+            answers.append(conn.recv(64))
+    assert all(b" 400 " in answer.split(b"\r\n")[0] for answer in answers), set(answers)
+    assert request(proxy)[0] == 200
+    err = capfd.readouterr().err
+    assert len(err) < 2000, err[:2000]
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [

@@ -20,6 +20,7 @@ CAP_BYTES_UP = "egress_cap_bytes_up"
 CAP_BYTES_DOWN = "egress_cap_bytes_down"
 UPSTREAM_FAILED = "egress_upstream_failed"
 CANCELLED = "egress_cancelled"
+FAILED = "egress_request_failed"
 
 
 @dataclass(frozen=True)

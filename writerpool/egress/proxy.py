@@ -50,6 +50,12 @@ from writerpool.egress.spec import ProviderListenerSpec
 __all__ = ["PREFIX", "ProviderProxy"]
 
 log = logging.getLogger(__name__)
+# aiohttp's server logs each request it cannot parse, with a traceback that repeats the
+# agent's own bytes, on the server's stderr; the agent could send them without end. The
+# client gets aiohttp's 400 either way; nothing of it is logged.
+_QUIET = logging.getLogger("writerpool.egress.http")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 T = TypeVar("T")
 
 PREFIX = "/p"
@@ -108,6 +114,7 @@ class ProviderProxy:
         self._routes = tuple((m, re.compile(p)) for m, p in self.upstream.api.routes)
         self._requests = 0  # every request, refused ones included
         self._unaudited = 0
+        self._failed = 0
         self._inflight = 0
         self._up = 0
         self._down = 0
@@ -127,7 +134,7 @@ class ProviderProxy:
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
             trust_env=False,  # no proxy variables, no .netrc credentials
         )  # fmt: skip
-        self._server = _Server(self._handle, self._ended, access_log=None,
+        self._server = _Server(self._handle, self._ended, access_log=None, logger=_QUIET,
                                max_line_size=8190, max_field_size=8190, max_headers=64)  # fmt: skip
         self._gate = Gate("provider", sock, self._serve, GateLimits())
         self._gate.start()
@@ -138,6 +145,8 @@ class ProviderProxy:
         if self._unaudited:
             log.warning("egress: %d requests past the request cap were refused unaudited",
                         self._unaudited)  # fmt: skip
+        if self._failed > 1:
+            log.warning("egress: %d proxy requests failed in all", self._failed)
         if self._server is not None:
             await self._server.shutdown(1.0)
         if self._gate is not None:
@@ -168,6 +177,12 @@ class ProviderProxy:
             return response
         except asyncio.CancelledError:
             exchange.outcome = model.CANCELLED
+            raise
+        except Exception:  # the audit never calls a request that failed here a success
+            exchange.outcome, exchange.status = model.FAILED, 500
+            self._failed += 1
+            if self._failed == 1:  # once per session: an agent could repeat it at will
+                log.exception("egress: a proxy request failed")
             raise
         finally:
             self._emit(exchange)
@@ -207,7 +222,9 @@ class ProviderProxy:
             scheme, _, presented = presented.partition(" ")
             if scheme.lower() != "bearer":
                 return model.FORBIDDEN_TOKEN
-        good = hmac.compare_digest(presented.strip().encode(), self.token.encode())
+        # Header bytes that are not UTF-8 arrive surrogate-escaped: compared as sent.
+        sent = presented.strip().encode("utf-8", "surrogateescape")
+        good = hmac.compare_digest(sent, self.token.encode())
         return None if good and len(values) == 1 else model.FORBIDDEN_TOKEN
 
     def _route(self, request: web.BaseRequest) -> str | None:
