@@ -112,6 +112,13 @@ def test_a_range_entry_admits_literal_addresses_and_private_answers() -> None:
         ("::127.0.0.1", "address_loopback"),
         ("::10.0.0.1", "address_private"),
         ("::", "address_private"),
+        ("::ffff:0:7f00:1", "address_loopback"),
+        ("::ffff:0:a9fe:a9fe", "address_metadata"),
+        ("2002:7f00:1::", "address_loopback"),
+        ("2002:a9fe:a9fe::", "address_metadata"),
+        ("2002:a00:1::1", "address_private"),
+        ("2002:808:808::1", None),
+        ("fec0::1", "address_private"),
     ],
 )
 def test_addresses_are_judged_after_resolution(address: str, reason: str | None) -> None:

@@ -106,6 +106,20 @@ def test_a_real_clienthello_names_its_server_as_the_allowlist_compares_names() -
     assert name_refusal(hello, "127.0.0.1") == SNI_MISMATCH
 
 
+@pytest.mark.parametrize(
+    "sent", [b"a.example.test\t", b" a.example.test\x0b", b"a.example.test\n",
+             b"[a.example.test]", b"a.example.test..", b"a.example.test\x00"]
+)  # fmt: skip
+def test_a_server_name_padded_or_bracketed_is_not_the_connect_name(sent: bytes) -> None:
+    """The name is judged as the server will get it: a front end that routes by it
+    would send a padded name to its default backend, not to the listed one."""
+    prefix, extensions = split(client_hello("a.example.test"))
+    named = [(k, server_name(sent) if k == 0 else d) for k, d in extensions]
+    hello = read_hello(build(prefix, named))
+    assert hello is not None and hello.sent_name
+    assert name_refusal(hello, "a.example.test") == SNI_MISMATCH
+
+
 def test_a_clienthello_without_a_server_name_passes_only_to_an_address() -> None:
     for hello in (read_hello(client_hello(None, no_name_context())),
                   read_hello(client_hello("127.0.0.1"))):  # fmt: skip

@@ -127,6 +127,16 @@ def test_request_heads_parse_and_plain_requests_go_upstream_in_origin_form() -> 
             "Host header names another host",
             id="connect-host-mismatch",
         ),
+        pytest.param(
+            b"GET http://listed.test/ HTTP/1.1\r\nHost: listed.test:" + b"0" * 5000 + b"80\r\n\r\n",
+            "Host header names another host",
+            id="host-port-of-5002-digits",
+        ),
+        pytest.param(
+            b"CONNECT listed.test:" + b"0" * 5000 + b"443 HTTP/1.1\r\nHost: listed.test\r\n\r\n",
+            "method or target",
+            id="connect-port-of-5003-digits",
+        ),
         pytest.param(GET + b"Host: listed.test\r\n\r\n", "multiple Host", id="two-hosts"),
         pytest.param(
             b"GET http://listed.test/ HTTP/1.1\r\n\r\n",
@@ -255,3 +265,6 @@ def test_split_target_names_host_port_scheme_and_path() -> None:
     assert split_target("GET", "http://[2001:db8::1]:81/x") == ("2001:db8::1", 81, "http", "/x")
     assert split_target("GET", "https://a.test/") is None
     assert split_target("GET", "http://user@a.test/") is None
+    for port in ("0" * 4300 + "1", "\u0663", "\u00b2", "080000", ""):  # never a ValueError
+        assert split_target("CONNECT", f"a.test:{port}") is None, port
+        assert split_target("GET", f"http://[::1]:{port}/") is None, port

@@ -59,11 +59,15 @@ def _invalid(text: str, why: str) -> WriterpoolError:
 
 
 def normalize_host(host: str) -> str | None:
-    """A host as matched: lower case, no trailing dot; None when it is not a plain name
-    or address (no user info, no percent signs, no spaces)."""
-    name = host.strip().lower().removesuffix(".")
+    """A host as matched: lower case, one trailing dot dropped, an IPv6 address's
+    brackets dropped; None when it is not a plain name or address as given (no user
+    info, no percent signs, no spaces or padding, no brackets around a name). What an
+    agent sends is judged as it will be sent: a name padded with a tab reaches the
+    server padded."""
+    name = host.lower().removesuffix(".")
     if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
+        inner = parse_address(name[1:-1])
+        return str(inner) if isinstance(inner, ipaddress.IPv6Address) else None
     if parse_address(name) is not None or HOST_RE.fullmatch(name):
         return name
     return None

@@ -152,15 +152,25 @@ _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _V4_COMPATIBLE = ipaddress.ip_network("::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: embedding is local
+# SIIT's IPv4-translated form (RFC 2765), in the last 32 bits too; 6to4 (2002::/16)
+# carries its IPv4 address in bits 16-48 to wherever a host routes it.
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+# Deprecated site-local addresses (RFC 3879): private, though Python's tables of some
+# versions call them global.
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 
 
 def _as_ipv4(address: Address) -> Address:
-    """The IPv4 address an IPv6 one stands for (mapped, NAT64, compatible), else itself."""
+    """The IPv4 address an IPv6 one stands for (mapped, NAT64, translated, compatible,
+    6to4), else itself."""
     if not isinstance(address, ipaddress.IPv6Address):
         return address
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
-    if address in _NAT64 or (address in _V4_COMPATIBLE and int(address) > 1):
+    if address.sixtofour is not None:
+        return address.sixtofour
+    embeds = address in _NAT64 or address in _TRANSLATED
+    if embeds or (address in _V4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return address
 
@@ -186,7 +196,7 @@ def address_refusal(address: Address, ranges: Iterable[Network]) -> str | None:
         return "address_link_local"
     if isinstance(address, ipaddress.IPv4Address) and address in _SHARED:
         return "address_shared"
-    if address.is_private:
+    if address.is_private or address in _SITE_LOCAL:
         return "address_private"
     if not address.is_global:
         return "address_reserved"

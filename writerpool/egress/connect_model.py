@@ -88,17 +88,21 @@ def split_authority(authority: str, default: int) -> tuple[str, int] | None:
         inner, _, rest = authority[1:].partition("]")
         host = inner
         if rest:
-            if not rest.startswith(":") or not rest[1:].isdigit():
+            if not rest.startswith(":"):
                 return None
-            port = int(rest[1:])
+            port = _port(rest[1:])
     elif ":" in authority:
         host, _, text = authority.rpartition(":")
-        if not text.isdigit():
-            return None
-        port = int(text)
+        port = _port(text)
     if not host or not 1 <= port <= 65535:
         return None
     return host, port
+
+
+def _port(text: str) -> int:
+    """A port's number, or 0 when it is not 1-5 ASCII digits (str.isdigit also takes
+    other scripts' digits and superscripts, and int() refuses 4,300 digits and more)."""
+    return int(text) if 1 <= len(text) <= 5 and text.isascii() and text.isdigit() else 0
 
 
 def split_target(method: str, target: str) -> tuple[str, int, Scheme, str] | None:

@@ -159,9 +159,29 @@ def _watch_stdin(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, stop: asynci
         loop.call_soon_threadsafe(stop.set)
 
 
+class LoopErrors:
+    """The loop's error handler: the first unhandled error of a session is logged with
+    its traceback, the rest counted. Whatever an agent can make fail, it can make fail
+    again and again, and this process writes on the server's own stderr."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        self.count += 1
+        if self.count == 1:
+            loop.default_exception_handler(context)
+
+    def summary(self) -> None:
+        if self.count > 1:
+            log.warning("egress: %d errors in the session's proxy in all", self.count)
+
+
 async def _main(spec: WorkerSpec, out: _Out) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    errors = LoopErrors()
+    loop.set_exception_handler(errors)
     threading.Thread(target=_watch_stdin, args=(sys.stdin.buffer, loop, stop), daemon=True,
                      name="egress-stdin").start()  # fmt: skip
     watching = watch(loop)  # a writer's socket lingering in a close ends (egress.watchdog)
@@ -169,6 +189,7 @@ async def _main(spec: WorkerSpec, out: _Out) -> None:
         await serve(spec, out, stop)
     finally:
         watching.set()
+        errors.summary()
 
 
 def main() -> int:
