@@ -208,6 +208,19 @@ def test_a_line_that_is_not_json_gets_a_parse_error_with_id_null(raw: RawServer)
     assert raw.request("ping", {}) == {}
 
 
+def test_an_id_escaping_a_lone_surrogate_gets_a_reply_with_id_null(raw: RawServer) -> None:
+    """JSON can escape what UTF-8 cannot carry; the reply must still be sendable (its
+    failure ended the server), in a request, a batch and a line that breaks off."""
+    for line in (rb'{"jsonrpc": "2.0", "id": "\ud800", "method": "ping"}',
+                 rb'[{"jsonrpc": "2.0", "id": "a\udfff", "method": "ping"}]',
+                 rb'{"jsonrpc": "2.0", "id": "\ud800", "method": "ping", '):  # fmt: skip
+        _write(raw, line)
+        frame = raw._next_frame(time.monotonic() + 20)
+        assert frame["id"] is None and frame["error"]["code"] in (-32600, -32700), frame
+        assert raw.request("ping", {}) == {}
+    assert raw.proc.poll() is None, "the server died"
+
+
 def test_a_batch_is_refused_with_an_error(raw: RawServer) -> None:
     ping = {"jsonrpc": "2.0", "method": "ping"}
     _write(raw, json.dumps([{**ping, "id": "b-1"}, {**ping, "id": "b-2"}, ping]).encode())

@@ -60,6 +60,14 @@ def test_an_answer_that_is_no_json_fails_its_call_with_a_code(value: object) -> 
     json.loads(_sent(sent))
 
 
+def test_an_answer_nested_past_the_interpreters_depth_fails_its_call_with_a_code() -> None:
+    deep: object = "leaf"
+    for _ in range(5000):
+        deep = [deep]
+    sent = sendable("pi_session_get", {"ok": True, "value": deep})
+    assert sent["ok"] is False and sent["error"]["code"] == "answer_unencodable"
+
+
 def test_the_transport_guard_fails_the_call_not_the_transport() -> None:
     """A body that skipped the guard still never reaches the transport unencodable."""
     result = to_result("pi_session_get", {"ok": True, "name": HOSTILE})

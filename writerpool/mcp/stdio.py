@@ -108,9 +108,22 @@ def batch_refusals(items: list[Any]) -> list[types.JSONRPCError]:
 
 
 def _error(ident: RequestId | None, code: int, message: str) -> types.JSONRPCError:
+    """The reply, with id null for an id no reply can carry: a JSON string may escape a
+    lone surrogate (`"\\ud800"`), which the SDK's writer cannot encode, and its failure
+    ended the server."""
+    if isinstance(ident, str) and not _encodable(ident):
+        ident = None
     return types.JSONRPCError(
         jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message)
     )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _CheckedLines:

@@ -53,8 +53,8 @@ def _error(code: str, message: str) -> dict[str, Any]:
 def sendable(name: str, body: dict[str, Any]) -> dict[str, Any]:
     """`body` as it may be sent: its text valid, or the error answer_unencodable when it
     is no JSON object at all, or answer_too_large when its JSON text is over the cap."""
-    body = valid_json(body)
     try:
+        body = valid_json(body)  # recursive, as json.dumps: a deep body fails either
         size = len(json.dumps(body, sort_keys=True, allow_nan=False).encode())
     except (TypeError, ValueError, RecursionError) as exc:
         log.error("tool %s built an answer that is not JSON: %s", name, type(exc).__name__)
