@@ -143,6 +143,54 @@ def test_idle_and_dripping_connections_starve_no_client(
     assert log.count("the oldest are closed") == 1, log[-2000:]
 
 
+def _pipeline_unread(port: int, count: int, requests: int) -> list[socket.socket]:
+    """`count` connections, each sending `requests` pipelined requests without a token
+    (each answered 401) and reading nothing, with a small receive buffer: the service's
+    answers fill it, and its writes to them wait."""
+    head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    socks = []
+    for _ in range(count):  # bounded by count
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        sock.connect(("127.0.0.1", port))
+        sock.setblocking(False)
+        socks.append(sock)
+    data = head * requests
+    sent = [0] * count
+    deadline = time.monotonic() + 5  # the buffers fill within it; the rest stays unsent
+    while time.monotonic() < deadline and any(n < len(data) for n in sent):
+        for index, sock in enumerate(socks):  # bounded by count
+            with contextlib.suppress(BlockingIOError):
+                sent[index] += sock.send(data[sent[index] : sent[index] + 65536])
+        time.sleep(0.01)
+    return socks
+
+
+def test_clients_that_pipeline_requests_and_never_read_are_cut(
+    make_server: MakeServer, pi_prefix: Path
+) -> None:
+    """Every answer (a 401 here, before any token) waits on the client's reading; a
+    client that reads nothing must not keep its connection, and its descriptor, for good."""
+    server = make_server(pi_prefix)
+    good = tokens.create(server.paths, "alpha")
+    with running_service(server) as service:
+        port, pid = service.port, service.proc.pid
+        before = _descriptors_of(pid)
+        stuck = _pipeline_unread(port, 20, 30000)
+        try:
+            assert _descriptors_of(pid) >= before + 20, "the service holds them now"
+            status, body = post(port, tool_call("pi_capabilities_get", {}), _headers(port, good))
+            assert status == 200, body
+            _until(lambda: _descriptors_of(pid) <= before + 4,
+                   "connections whose clients read nothing keep their descriptors")  # fmt: skip
+        finally:
+            for sock in stuck:  # bounded by the connections opened above
+                sock.close()
+    # Thousands of refused requests, a handful of log lines (the 1st, 10th, 100th...).
+    refused = (server.root / "service.log").read_text().count("refused a request")
+    assert 1 <= refused <= 8, refused
+
+
 @pytest.mark.parametrize("gone", ["relay killed", "token revoked"])
 def test_a_session_whose_client_is_gone_is_closed_by_the_service(
     make_server: MakeServer, pi_prefix: Path, gone: str

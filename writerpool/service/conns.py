@@ -7,6 +7,9 @@ connection must finish each request head within HEAD_SECONDS (the whole head, no
 byte at a time), and at most MAX_WAITING connections older than MIN_AGE wait for one at
 once: past that, those that have waited longest are closed. A connection that sent a
 whole head is the Guard's (token, Host, Origin) and then the transport's (body cap).
+A client that stops reading holds the answer being written to it: one that has read
+nothing of it for STALL_SECONDS is cut (pipelined requests, even refused ones, would
+otherwise fill its buffer and keep the connection for good).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ HEAD_SECONDS = 10.0
 # MIN_AGE seconds.
 MAX_WAITING = 64
 MIN_AGE = 1.0
+# How long writing to a connection may wait for its client to read: loopback clients
+# read at once, and an answer is at most a few hundred KiB.
+STALL_SECONDS = 10.0
 
 
 class _Waiting:
@@ -78,6 +84,7 @@ class BoundedH11(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
@@ -85,7 +92,17 @@ class BoundedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_arrived()
+        self._writing()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(STALL_SECONDS, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._writing()
 
     def handle_events(self) -> None:
         before = self.cycle
@@ -102,7 +119,20 @@ class BoundedH11(H11Protocol):
         self._cancel_timer()
         if not self.transport.is_closing():
             log.debug("closed a connection that sent no request (%s)", why)
-            self.transport.close()
+            # Not close(): it would wait to send what is buffered to a client that may
+            # never read it.
+            self.transport.abort()
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        log.debug("cut a connection whose client read nothing for %d s", STALL_SECONDS)
+        self.transport.abort()
+
+    def _writing(self) -> None:
+        """Writes flow again (or the connection ended): no stall deadline."""
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
 
     def _await_head(self) -> None:
         self._cancel_timer()

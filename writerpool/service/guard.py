@@ -60,6 +60,7 @@ class Guard:
     def __init__(self, app: App, paths: Paths) -> None:
         self._app = app
         self._paths = paths
+        self._refused: dict[str, int] = {}  # by code: a handful of codes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,7 +68,9 @@ class Guard:
         refusal = self._refusal(scope)
         if refusal is not None:
             status, code = refusal
-            log.warning("refused a request: %s", code)
+            self._refused[code] = count = self._refused.get(code, 0) + 1
+            if _power_of_ten(count):  # anyone who reaches the port can send them without end
+                log.warning("refused a request: %s (%d so far)", code, count)
             await _answer(send, status, code)
             return
         await self._app(scope, receive, send)
@@ -96,6 +99,10 @@ class Guard:
             log.error("the service token file is corrupt: every request is refused")
             return None
         return tokens.client_of(clients, authorization.removeprefix("Bearer ").strip())
+
+
+def _power_of_ten(count: int) -> bool:
+    return str(count).rstrip("0") == "1"
 
 
 async def _answer(send: Send, status: int, code: str) -> None:
