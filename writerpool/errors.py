@@ -111,6 +111,7 @@ CODES: dict[str, str] = {
     "warm_yield_asked": "An operator command asked for a warm writer; the pool yielded it",
     "warm_pi_ended": "A warm writer's pi ended; the writer is recycled",
     "warm_too_old": "A warm writer was held longer than [pool] warm_max_age_seconds; recycled",
+    "warm_base_moved": "The workspace's base moved since a warm writer was warmed; recycled",
     "writer_holds_work": "The writer holds work no complete collection covers; no session gets it",
     "writer_collected_unfinished": "The work was collected but finish or reset has not run",
     "writer_log": "The agent's commits on a writer's branch, relative to the base",

@@ -334,6 +334,29 @@ def test_a_warm_writer_older_than_the_configured_age_is_recycled_and_warmed_afre
     assert containers_of(w1) == []
 
 
+def test_a_warm_writer_of_a_base_that_moved_is_recycled_and_warmed_on_the_new_commit(
+    tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold start refreshes its writer to the base as it is now: a claim must not hand
+    out the commit the writer was warmed on once the operator's branch moved."""
+    pool, loaded, warm = _warm_pool(tmp_path, provider, "moved", monkeypatch)
+    w1, profile = pool.writer(1), loaded.config.profiles["code"]
+    try:
+        assert warm.fill() == [w1]
+        git(pool.checkout, "commit", "--allow-empty", "-q", "-m", "the base moves on")
+        moved = git(pool.checkout, "rev-parse", "HEAD").strip()
+        assert warm.claim(pool.alias, None, profile, "s-old") is None
+        assert [r["outcome"] for r in _audited(pool, "warm_recycle")] == ["warm_base_moved"]
+        assert warm.fill() == [w1]  # warmed again, on the base as it is now
+        claimed = warm.claim(pool.alias, None, profile, "s-new")
+        assert claimed is not None and claimed.slot.base_commit == moved
+        claimed.agent.close(5.0)
+        claimed.slot.release()
+    finally:
+        warm.close()
+    assert containers_of(w1) == []
+
+
 def test_concurrent_claims_never_take_the_same_warm_writer(
     tmp_path: Path, provider: ScriptedProvider, image_pin: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,7 @@ from writerpool.pool.claims.warm_proof import (
     TOO_OLD,
     YIELD_ASKED,
     Proof,
+    base_moved,
     prove,
     still,
 )
@@ -341,10 +342,14 @@ class WarmPool:
 
     def _stale(self, warm: WarmWriter) -> str | None:
         """Why a warm writer may no longer take a session (None: it may): its pi ended,
-        or the proof it was warmed on no longer holds. No Podman call: the running
-        container is the image; the rest are file reads."""
+        the workspace's base moved, or the proof it was warmed on no longer holds. No
+        Podman call: the running container is the image; the base is asked of the
+        checkout's git, the rest are file reads."""
         if not warm.agent.alive:
             return PI_ENDED
+        moved = base_moved(self._loaded, self._modes, warm.alias, warm.slot)
+        if moved is not None:
+            return moved
         made = prove(self._paths, self._loaded.config, warm.slot, warm.image_id, warm.facts)
         return still(made, warm.proof)
 

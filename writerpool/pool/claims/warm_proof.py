@@ -24,12 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from writerpool.config.models import Config
+from writerpool.config.models import Config, LoadedConfig
+from writerpool.config.modes import ExecutionModes
 from writerpool.config.paths import Paths
+from writerpool.errors import WriterpoolError
+from writerpool.gitops.base import resolve_base
 from writerpool.pool.acceptance.accept import fingerprint_of, groups_given
 from writerpool.pool.acceptance.control import control_current
 from writerpool.pool.claims.admission import LEASABLE
 from writerpool.pool.claims.lease_ready import WriterSlot
+from writerpool.pool.claims.refresh import checkout_of
 from writerpool.pool.writer.lease import yield_asked
 from writerpool.pool.writer.verdicts import current
 from writerpool.runtime.host import EngineFacts
@@ -44,6 +48,7 @@ CONTROL_REQUIRED = "isolation_control_required"
 YIELD_ASKED = "warm_yield_asked"
 PI_ENDED = "warm_pi_ended"
 TOO_OLD = "warm_too_old"  # held longer than [pool] warm_max_age_seconds
+BASE_MOVED = "warm_base_moved"  # the workspace's base is another commit (or branch) now
 
 
 @dataclass(frozen=True)
@@ -88,4 +93,22 @@ def still(proof: Proof | str, warmed: Proof) -> str | None:
         return VERDICT_STALE
     if proof.fingerprint != warmed.fingerprint:
         return ACCEPTANCE_STALE
+    return None
+
+
+def base_moved(
+    loaded: LoadedConfig, modes: ExecutionModes, alias: str, slot: WriterSlot
+) -> str | None:
+    """BASE_MOVED when `alias`'s base is not the commit its warm writer `slot` was warmed
+    on: a cold start would refresh its writer to the base as it is now (a base the
+    checkout lost: its code)."""
+    entry = modes.workspaces.get(alias)
+    if entry is None or entry.container is None:
+        return None  # the next fill retires it with its workspace's count
+    try:
+        now = resolve_base(checkout_of(loaded, alias), entry.container.base)
+    except WriterpoolError as exc:
+        return exc.code
+    if (now.name, now.commit) != (slot.base_ref, slot.base_commit):
+        return BASE_MOVED
     return None
