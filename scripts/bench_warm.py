@@ -4,8 +4,9 @@ warm, from the start call to the answer, through the service's HTTP transport.
 Ours: `pi_session_start` sent by a real MCP client over streamable HTTP (a bearer token,
 loopback) to a running `writerpool service` holding one warm writer (`mode set … --warm
 1`: container running, pi started and idle, no provider access): the HTTP round trip,
-the claim's checks, the session's egress grant (its proxy process started ahead as a
-spare) and pi's switch_session, set_model and set_thinking_level. Baseline: the bare tools
+the claim's checks, the session's egress grant (its proxy process forked from the
+service's egress fork server, started ahead) and pi's switch_session, set_model and
+set_thinking_level. Baseline: the bare tools
 a cold start is built on (`podman run --rm IMAGE true` plus host pi to its first
 answer), as for session_start. Goals: p50 <= 0.1 s, p95 <= 0.2 s. Between samples the
 session is closed and the service warms the writer again (not timed); `scripts/bench
