@@ -638,7 +638,13 @@ def test_a_changed_environment_forks_from_a_new_fork_server(
     [old] = _fork_servers()
     monkeypatch.setenv("SSL_CERT_DIR", str(short_dir))
     second = open_session(host, short_dir, provider, name="s2")
-    [new] = _fork_servers()
-    assert new.pid != old.pid and _parent(second.pid) == new.pid
+    third = open_session(host, short_dir, provider, name="s3")
+    # The old one forks no more, and stays to reap its child until the host closes.
+    [new] = [p for p in _fork_servers() if p.pid != old.pid]
+    assert _parent(second.pid) == _parent(third.pid) == new.pid
+    assert _parent(first.pid) == old.pid
     assert f"SSL_CERT_DIR={short_dir}".encode() in Path(f"/proc/{new.pid}/environ").read_bytes()
-    assert request(first)[0] == request(second)[0] == 200
+    assert request(first)[0] == request(second)[0] == request(third)[0] == 200
+    host.close()
+    for pid in (first.pid, second.pid, third.pid, old.pid, new.pid):
+        assert not Path(f"/proc/{pid}").exists(), pid

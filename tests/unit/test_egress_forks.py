@@ -5,6 +5,8 @@ pipe on the operator's terminal)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 from writerpool import proc
 from writerpool.egress.forks import Forked, ForkServer
+from writerpool.errors import WriterpoolError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +68,26 @@ def test_children_are_killed_through_their_pidfds_and_the_server_goes_on(
     assert _parent(third.pid) == forks.pid
     _end(second)
     _end(third)
+
+
+def test_a_fork_server_that_answers_late_is_given_up_and_ends_quietly(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A late answer must never be taken for the next request's (its pid and pidfd name
+    another child), and the fork server, finding its host gone, says nothing."""
+    server = ForkServer(proc.clean_env({"PYTHONPATH": str(ROOT)}))
+    try:
+        _end(server.fork())  # started and answering; from now on an answer is late at 1 s
+        server._socket.settimeout(1.0)
+        os.kill(server.pid, signal.SIGSTOP)
+        with pytest.raises(WriterpoolError) as late:
+            server.fork()
+        assert late.value.code == "egress_failed" and server.broken
+        os.kill(server.pid, signal.SIGCONT)
+        with pytest.raises(WriterpoolError):
+            server.fork()  # never asked again
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        server.close()
+    assert server.running() is False
+    assert capfd.readouterr().err == ""

@@ -62,9 +62,13 @@ class Forked:
         with self._lock:
             if self._pidfd is None:
                 return True
+            pidfd = os.dup(self._pidfd)  # its own: a release() meanwhile closes the other
+        try:
             poller = select.poll()
-            poller.register(self._pidfd, select.POLLIN)
-        return bool(poller.poll(max(0, int(timeout * 1000))))
+            poller.register(pidfd, select.POLLIN)
+            return bool(poller.poll(max(0, int(timeout * 1000))))
+        finally:
+            os.close(pidfd)
 
     def kill(self) -> None:
         with self._lock, contextlib.suppress(ProcessLookupError):
@@ -84,6 +88,7 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
+        self.broken = False  # its socket failed: it forks no more
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = [sys.executable, "-m", "writerpool.egress.worker", FLAG, str(theirs.fileno())]
@@ -91,9 +96,9 @@ class ForkServer:
             self._process = proc.spawn(argv, env=env, cwd=Path("/"), stdin_pipe=False,
                                        stdout_pipe=False, stderr_to=2,
                                        pass_fds=(theirs.fileno(),))  # fmt: skip
-        except BaseException:
+        except OSError as exc:
             ours.close()
-            raise
+            raise WriterpoolError("egress_failed", "the egress fork server did not start") from exc
         finally:
             theirs.close()
         ours.settimeout(ANSWER_TIMEOUT)
@@ -113,9 +118,14 @@ class ForkServer:
         stdout, child_out = os.pipe()
         try:
             with self._lock:
+                if self.broken:
+                    raise OSError("the fork server's socket failed before")
                 socket.send_fds(self._socket, [REQUEST], [child_in, child_out])
                 answer, fds, _, _ = socket.recv_fds(self._socket, 64, 1)
-        except OSError as exc:  # a timeout too
+                if not answer:
+                    raise OSError("the fork server ended")
+        except OSError as exc:  # a timeout too: a late answer must never be the next one's
+            self._break()
             os.close(stdin)
             os.close(stdout)
             raise WriterpoolError("egress_failed", "the egress fork server did not answer") from exc
@@ -129,10 +139,14 @@ class ForkServer:
         (pid,) = PID.unpack(answer)
         return Forked(pid, fds[0], os.fdopen(stdin, "wb"), os.fdopen(stdout, "rb"))
 
-    def close(self) -> None:
-        """End the fork server (at the end of its socket); its children go on."""
+    def _break(self) -> None:
+        self.broken = True
         with contextlib.suppress(OSError):
             self._socket.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """End the fork server (at the end of its socket); its children go on."""
+        self._break()
         self._socket.close()
         if proc.wait(self._process, STOP_TIMEOUT) is None:
             self._process.kill()
@@ -157,7 +171,10 @@ def serve_forks(fd: int, child: Callable[[], int]) -> int:
             for extra in fds:
                 os.close(extra)
             continue
-        _answer(control, _fork(control, fds, child))
+        try:
+            _answer(control, _fork(control, fds, child))
+        except OSError:
+            return 0  # the host gave up on the answer (or died): nothing to say to it
 
 
 def _fork(

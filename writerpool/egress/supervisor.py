@@ -126,7 +126,8 @@ class EgressSession:
                 log.warning("egress: a session's proxy did not stop in time; killed")
                 self._process.kill()
                 self._process.wait(STOP_TIMEOUT)
-            self._reader.join(STOP_TIMEOUT)
+            if self._reader.ident is not None:  # started (EgressSupervisor.open)
+                self._reader.join(STOP_TIMEOUT)
         finally:
             self._process.release()
             self._host.forget(self)
@@ -233,6 +234,7 @@ class EgressSupervisor:
         self._closed = False
         self._loop: InProcessLoop | None = None
         self._forks: ForkServer | None = None
+        self._retired: list[ForkServer] = []  # replaced, reaping their children until close
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run a listener's coroutine on the server's own egress loop (made on first use):
@@ -273,13 +275,19 @@ class EgressSupervisor:
         )
         spec = WorkerSpec(session=session, writer=writer, directory=directory,
                           listeners=listeners)  # fmt: skip
+        process = self._fork()  # not under the lock: the fork server may be starting
+        proxy = None
         with self._lock:
-            if self._closed:
-                raise WriterpoolError("egress_failed", "the provider proxy host is closed")
-            socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            proxy = EgressSession(self, spec, self._fork())
-            self._sessions.append(proxy)
-        proxy._start(spec)
+            if not self._closed:
+                socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                proxy = EgressSession(self, spec, process)
+                proxy._start(spec)  # under the lock: close() stops only started sessions
+                self._sessions.append(proxy)
+        if proxy is None:  # closed meanwhile: the child ends at the end of its stdin
+            for stream in (process.stdin, process.stdout):
+                _close(stream)
+            process.release()
+            raise WriterpoolError("egress_failed", "the provider proxy host is closed")
         if wait:
             proxy.wait_ready()
         return proxy
@@ -287,36 +295,41 @@ class EgressSupervisor:
     def start_ahead(self) -> None:
         """Start the fork server now (the warm pool's writers will claim sessions), so
         that no session's start waits for its start and imports."""
-        with self._lock:
-            if not self._closed:
-                self._fork_server()
+        self._fork_server()
 
     def _fork_server(self) -> ForkServer:
-        """The running fork server of this environment, started (again) when there is
-        none: a server's environment can change (its CA variables), and a fork server
-        killed by another hand is named. The caller holds the lock."""
+        """The fork server of this environment, started (again) when there is none or it
+        cannot serve: a server's environment can change (its CA variables), and a fork
+        server killed by another hand is named. One replaced while it runs is kept until
+        close(): it reaps its children as their sessions end."""
         env = _worker_env()
-        forks = self._forks
-        if forks is not None and not (forks.running() and forks.env == env):
-            if not forks.running():
+        with self._lock:
+            if self._closed:
+                raise WriterpoolError("egress_failed", "the provider proxy host is closed")
+            forks, ended = self._forks, None
+            if forks is not None and not forks.running():
                 log.warning("egress: the fork server (pid %d) ended on its own", forks.pid)
-            forks.close()
-            forks = self._forks = None
-        if forks is None:
-            forks = self._forks = ForkServer(env)
+                forks, ended = None, forks
+            elif forks is not None and (forks.broken or forks.env != env):
+                self._retired.append(forks)  # bounded by failures and environment changes
+                forks = None
+            if forks is None:
+                forks = self._forks = ForkServer(env)
+        if ended is not None:
+            ended.close()  # already ended: this only reaps it
         return forks
 
     def _fork(self) -> Forked:
         """A new egress process; once more from a new fork server when the running one
-        did not answer (it ended as it was asked, say). The caller holds the lock."""
+        did not answer (it ended as it was asked, say)."""
+        forks = self._fork_server()
         try:
-            return self._fork_server().fork()
+            return forks.fork()
         except WriterpoolError as exc:
-            if self._forks is not None:
-                log.warning("egress: the fork server (pid %d) failed: %s; starting another",
-                            self._forks.pid, exc.message)  # fmt: skip
-                self._forks.close()
-                self._forks = None
+            if not forks.broken:
+                raise  # it answered: it could not fork (out of memory or processes)
+            log.warning("egress: the fork server (pid %d) failed: %s; starting another",
+                        forks.pid, exc.message)  # fmt: skip
             return self._fork_server().fork()
 
     def forget(self, proxy: EgressSession) -> None:
@@ -345,10 +358,16 @@ class EgressSupervisor:
                 return
             self._closed = True
             sessions, self._sessions = self._sessions, []
-            forks, self._forks = self._forks, None
-        for proxy in sessions:
-            proxy.stop()
-        if forks is not None:  # after its children: it reaps them as they end
-            forks.close()
-        if self._loop is not None:
-            self._loop.close()
+            servers = [*self._retired, *filter(None, [self._forks])]
+            self._forks, self._retired = None, []
+        try:
+            for proxy in sessions:
+                try:
+                    proxy.stop()
+                except Exception:  # the others still stop, and the fork servers end
+                    log.exception("egress: a session's proxy did not stop cleanly")
+        finally:
+            for server in servers:  # after their children: they reap them as they end
+                server.close()
+            if self._loop is not None:
+                self._loop.close()
