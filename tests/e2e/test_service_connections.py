@@ -144,9 +144,10 @@ def test_idle_and_dripping_connections_starve_no_client(
 
 
 def _pipeline_unread(port: int, count: int, requests: int) -> list[socket.socket]:
-    """`count` connections, each sending `requests` pipelined requests without a token
-    (each answered 401) and reading nothing, with a small receive buffer: the service's
-    answers fill it, and its writes to them wait."""
+    """`count` connections, the nth sending up to n/count of `requests` pipelined
+    requests without a token (each answered 401) and reading nothing, with a small
+    receive buffer: the service's answers fill it, and its writes to them wait, past
+    its buffer's limit or within it."""
     head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
     socks = []
     for _ in range(count):  # bounded by count
@@ -155,13 +156,17 @@ def _pipeline_unread(port: int, count: int, requests: int) -> list[socket.socket
         sock.connect(("127.0.0.1", port))
         sock.setblocking(False)
         socks.append(sock)
-    data = head * requests
+    wanted = [head * (requests * (n + 1) // count) for n in range(count)]
     sent = [0] * count
     deadline = time.monotonic() + 5  # the buffers fill within it; the rest stays unsent
-    while time.monotonic() < deadline and any(n < len(data) for n in sent):
+    while time.monotonic() < deadline and any(
+        n < len(w) for n, w in zip(sent, wanted, strict=True)
+    ):
         for index, sock in enumerate(socks):  # bounded by count
+            data = wanted[index]
             with contextlib.suppress(BlockingIOError):
-                sent[index] += sock.send(data[sent[index] : sent[index] + 65536])
+                if sent[index] < len(data):
+                    sent[index] += sock.send(data[sent[index] : sent[index] + 65536])
         time.sleep(0.01)
     return socks
 
@@ -175,14 +180,21 @@ def test_clients_that_pipeline_requests_and_never_read_are_cut(
     good = tokens.create(server.paths, "alpha")
     with running_service(server) as service:
         port, pid = service.port, service.proc.pid
+        call = tool_call("pi_capabilities_get", {})
+        assert post(port, call, _headers(port, good))[0] == 200  # what it opens on first use
         before = _descriptors_of(pid)
         stuck = _pipeline_unread(port, 20, 30000)
         try:
-            assert _descriptors_of(pid) >= before + 20, "the service holds them now"
-            status, body = post(port, tool_call("pi_capabilities_get", {}), _headers(port, good))
+            assert _descriptors_of(pid) >= before + 10, "the service holds them now"
+            status, body = post(port, call, _headers(port, good))
             assert status == 200, body
-            _until(lambda: _descriptors_of(pid) <= before + 4,
-                   "connections whose clients read nothing keep their descriptors")  # fmt: skip
+            deadline = time.monotonic() + GONE_BOUND
+            while (now := _descriptors_of(pid)) > before + 2:  # bounded by GONE_BOUND
+                assert time.monotonic() < deadline, (
+                    f"connections whose clients read nothing keep their descriptors: the "
+                    f"service had {before}, has {now}: {os.listdir(f'/proc/{pid}/fd')}"
+                )
+                time.sleep(0.2)
         finally:
             for sock in stuck:  # bounded by the connections opened above
                 sock.close()

@@ -88,6 +88,10 @@ class BoundedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        # Writing pauses as soon as the kernel takes no more: the stall deadline then
+        # holds for any answer left unsent, not only for one past 64 KiB (which a
+        # keep-alive close would otherwise wait to send for good).
+        self.transport.set_write_buffer_limits(high=0)
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
