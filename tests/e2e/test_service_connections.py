@@ -143,30 +143,25 @@ def test_idle_and_dripping_connections_starve_no_client(
     assert log.count("the oldest are closed") == 1, log[-2000:]
 
 
-def _pipeline_unread(port: int, count: int, requests: int) -> list[socket.socket]:
-    """`count` connections, the nth sending up to n/count of `requests` pipelined
-    requests without a token (each answered 401) and reading nothing, with a small
-    receive buffer: the service's answers fill it, and its writes to them wait, past
-    its buffer's limit or within it."""
-    head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+def _pipeline_unread(path: str, port: int, count: int, requests: int) -> list[socket.socket]:
+    """`count` connections on the service's Unix socket (whose buffers do not grow as
+    loopback TCP's do, up to megabytes), each sending `requests` pipelined requests
+    without a token (each answered 401) and reading nothing: the service's answers fill
+    the buffers, and its writes to them wait."""
+    head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode() * requests
     socks = []
     for _ in range(count):  # bounded by count
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
-        sock.connect(("127.0.0.1", port))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
         sock.setblocking(False)
         socks.append(sock)
-    wanted = [head * (requests * (n + 1) // count) for n in range(count)]
     sent = [0] * count
     deadline = time.monotonic() + 5  # the buffers fill within it; the rest stays unsent
-    while time.monotonic() < deadline and any(
-        n < len(w) for n, w in zip(sent, wanted, strict=True)
-    ):
+    while time.monotonic() < deadline and min(sent) < len(head):
         for index, sock in enumerate(socks):  # bounded by count
-            data = wanted[index]
             with contextlib.suppress(BlockingIOError):
-                if sent[index] < len(data):
-                    sent[index] += sock.send(data[sent[index] : sent[index] + 65536])
+                if sent[index] < len(head):
+                    sent[index] += sock.send(head[sent[index] : sent[index] + 65536])
         time.sleep(0.01)
     return socks
 
@@ -183,9 +178,9 @@ def test_clients_that_pipeline_requests_and_never_read_are_cut(
         call = tool_call("pi_capabilities_get", {})
         assert post(port, call, _headers(port, good))[0] == 200  # what it opens on first use
         before = _descriptors_of(pid)
-        stuck = _pipeline_unread(port, 20, 30000)
+        stuck = _pipeline_unread(str(service.record["socket"]), port, 6, 6000)
         try:
-            assert _descriptors_of(pid) >= before + 10, "the service holds them now"
+            assert _descriptors_of(pid) >= before + 4, "the service holds them now"
             status, body = post(port, call, _headers(port, good))
             assert status == 200, body
             deadline = time.monotonic() + GONE_BOUND
