@@ -294,8 +294,9 @@ class EgressSupervisor:
 
     def start_ahead(self) -> None:
         """Start the fork server now (the warm pool's writers will claim sessions), so
-        that no session's start waits for its start and imports."""
-        self._fork_server()
+        that no session's start waits for its start and imports. Nothing once closed."""
+        with contextlib.suppress(WriterpoolError):  # closed: the server is shutting down
+            self._fork_server()
 
     def _fork_server(self) -> ForkServer:
         """The fork server of this environment, started (again) when there is none or it
