@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from writerpool.untrusted import DocumentRefused, loads_json
+from writerpool.utf8 import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +112,11 @@ def _error(ident: RequestId | None, code: int, message: str) -> types.JSONRPCErr
     """The reply, with id null for an id no reply can carry: a JSON string may escape a
     lone surrogate (`"\\ud800"`), which the SDK's writer cannot encode, and its failure
     ended the server."""
-    if isinstance(ident, str) and not _encodable(ident):
+    if isinstance(ident, str) and valid_text(ident) != ident:
         ident = None
     return types.JSONRPCError(
         jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message)
     )
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class _CheckedLines:

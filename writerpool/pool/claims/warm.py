@@ -318,7 +318,9 @@ class WarmPool:
                 if base is not None and warm.slot.base_ref != base:
                     continue
                 del self._warm[name]
-            why = self._stale(warm)
+            # The base is asked of git here only, not at each fill (every second, per
+            # warm writer): what a claim hands out is what must be current.
+            why = self._stale(warm) or base_moved(self._loaded, self._modes, alias, warm.slot)
             if why is not None:
                 self._stop(warm, why, recycled=True)
                 continue
@@ -342,14 +344,10 @@ class WarmPool:
 
     def _stale(self, warm: WarmWriter) -> str | None:
         """Why a warm writer may no longer take a session (None: it may): its pi ended,
-        the workspace's base moved, or the proof it was warmed on no longer holds. No
-        Podman call: the running container is the image; the base is asked of the
-        checkout's git, the rest are file reads."""
+        or the proof it was warmed on no longer holds. No Podman call: the running
+        container is the image; the rest are file reads."""
         if not warm.agent.alive:
             return PI_ENDED
-        moved = base_moved(self._loaded, self._modes, warm.alias, warm.slot)
-        if moved is not None:
-            return moved
         made = prove(self._paths, self._loaded.config, warm.slot, warm.image_id, warm.facts)
         return still(made, warm.proof)
 
