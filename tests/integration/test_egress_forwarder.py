@@ -414,6 +414,54 @@ def test_supervise_starts_the_child_with_the_channel_and_holds_none_of_it(
     assert (reach, owner) == ("denied", "0") or os.getuid() == 0
 
 
+DRIVER = """
+import os, socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as conn:
+    conn.sendall(b"from a script"); conn.shutdown(socket.SHUT_WR)
+    answer = conn.recv(65536)
+# The forwarder's listening sockets are not the script's to hold.
+sockets = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+            sockets.append(fd)
+    except FileNotFoundError:  # the listing's own descriptor
+        pass
+flags = (sys.flags.isolated, sys.flags.no_site)
+print(answer.decode(), __name__, sys.argv[1:], len(sockets), flags, sep="|", flush=True)
+if sys.argv[2] == "fail":
+    raise RuntimeError("the script's own failure")
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "fail"])
+def test_supervise_python_runs_the_script_in_a_fork_as_its_interpreter_would(
+    short_dir: Path, tmp_path: Path, how: str
+) -> None:
+    port, socket_path = free_port(), short_dir / "egress.sock"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER + ("" if how == "fail" else "sys.exit(5)\n"))
+    echo = EchoAfterEof(socket_path)
+    env = {"PATH": os.environ["PATH"], "WRITERPOOL_EGRESS_PORT": str(port),
+           "WRITERPOOL_EGRESS_SOCKET": str(socket_path)}  # fmt: skip
+    try:
+        done = subprocess.run(
+            ["/usr/bin/python3", "-I", "-S", str(FORWARDER), "--supervise-python",
+             str(script), str(port), how],
+            env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        echo.close()
+    answer, name, args, sockets, flags = done.stdout.decode().strip().split("|")
+    assert (answer, name, args) == ("got 13: from a script", "__main__", f"['{port}', '{how}']")
+    assert (sockets, flags) == ("0", "(1, 1)")
+    if how == "fail":  # a traceback and status 1, as from `python3 -I -S SCRIPT`
+        assert done.returncode == 1
+        assert b"RuntimeError: the script's own failure" in done.stderr
+    else:
+        assert done.returncode == 5, done.stderr
+
+
 def test_supervise_without_a_port_to_listen_on_fails_with_125(short_dir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -61,10 +61,12 @@ ABORT_GRACE = 5.0
 GIT_DIR = "/work/.git"  # the clone's, in a writer (its workdir)
 FORWARDER = "/usr/local/lib/writerpool/egress-forwarder"
 # On `provider` networking the image's forwarder is the container's PID 1 and the
-# driver its child, as images/pi-launcher does for pi; otherwise the driver runs alone.
+# driver its child, as images/pi-launcher does for pi (the driver run by a fork of the
+# forwarder's interpreter, not a second one started after it); otherwise the driver runs
+# alone.
 LAUNCH = (
     'if [ -n "${WRITERPOOL_EGRESS_PORT:-}" ] && [ -n "${WRITERPOOL_EGRESS_SOCKET:-}" ]; then '
-    f'exec {PYTHON} -I -S {FORWARDER} --supervise "$@"; fi; exec "$@"'
+    f'exec {PYTHON} -I -S {FORWARDER} --supervise-python "$@"; fi; exec {PYTHON} -I -S "$@"'
 )
 # pi's variables in a writer's environment are not this agent's.
 UNSET = ("NODE_OPTIONS", "PI_CODING_AGENT_DIR")
@@ -239,8 +241,7 @@ class CodexBackend(KeyFile):
                  "--config", f"model_reasoning_effort={effort}", *sandbox]  # fmt: skip
         unset = [arg for name in UNSET for arg in ("-u", name)]
         return ["env", *unset, "sh", "-c", LAUNCH, "sh",
-                PYTHON, "-I", "-S", str(own / DRIVER_FILE), str(own), str(ABORT_GRACE),
-                "--", *codex]  # fmt: skip
+                str(own / DRIVER_FILE), str(own), str(ABORT_GRACE), "--", *codex]  # fmt: skip
 
     def start(
         self, argv: list[str], env: dict[str, str], cwd: Path | None, timeout: float
