@@ -8,8 +8,11 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Replace path with data so readers see the old or the new file, never a mix."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
+    """Replace path with data so readers see the old or the new file, never a mix.
+    `durable=False` skips both fsyncs: for what every session's start writes whole again
+    (an agent directory's settings and token), where a crash loses nothing the next
+    start needs, and each fsync costs a session's start milliseconds on a busy disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -17,12 +20,14 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

@@ -69,6 +69,23 @@ def test_missing_branch_is_unavailable(checkout: Path) -> None:
 
 
 @pytest.mark.git
+def test_a_local_branch_at_a_tree_is_not_a_commit_and_no_remote_one_stands_in(
+    checkout: Path,
+) -> None:
+    # origin/feature exists as a remote-tracking branch; the local one of that name
+    # points at a tree: the local one is the base, and it is not a commit.
+    tree = git_out(checkout, "rev-parse", "main^{tree}")
+    ref = checkout / ".git" / "refs" / "heads" / "origin" / "feature"
+    ref.parent.mkdir(parents=True)
+    ref.write_text(tree + "\n")  # git itself refuses to put a tree on a branch
+    with pytest.raises(WriterpoolError) as err:
+        resolve_base(checkout, "origin/feature")
+    assert (err.value.code, err.value.message) == (
+        "writer_base_unavailable", "base origin/feature is not a commit"
+    )  # fmt: skip
+
+
+@pytest.mark.git
 def test_tag_is_not_a_base(checkout: Path) -> None:
     run_git(checkout, "tag", "v1", "main")
     with pytest.raises(WriterpoolError) as err:

@@ -106,7 +106,11 @@ class ClaudeBackend(KeyFile):
 
     def _write_settings(self, agent_dir: Path, base_url: str | None) -> None:
         document = settings_document(_mounted(agent_dir), base_url)
-        write_atomic(agent_dir / SUBDIR / SETTINGS_FILE, json.dumps(document, indent=2).encode())
+        write_atomic(
+            agent_dir / SUBDIR / SETTINGS_FILE,
+            json.dumps(document, indent=2).encode(),
+            durable=False,
+        )
 
     def point_at_proxy(
         self, agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str

@@ -24,6 +24,7 @@ kind the network's (docs/security.md); host mode never runs this agent.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import stat
@@ -90,6 +91,13 @@ def _holds(path: Path, data: bytes, mode: int) -> bool:
         return path.read_bytes() == data
     except OSError:
         return False
+
+
+@functools.lru_cache(maxsize=16)  # the forwarder's one endpoint and each provider's URL
+def config_text(base_url: str) -> bytes:
+    """config.toml as written (tomlkit's dump took milliseconds of each session's start)."""
+    text = "# Written by writerpool (agent/codex.py) for one session; no key in it.\n"
+    return (text + tomlkit.dumps(config_document(base_url))).encode()
 
 
 def config_document(base_url: str) -> dict[str, Any]:
@@ -213,13 +221,12 @@ class CodexBackend(KeyFile):
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         driver = DRIVER_SOURCE.read_bytes()
         if not _holds(target / DRIVER_FILE, driver, 0o644):  # as a session before left it
-            write_atomic(target / DRIVER_FILE, driver, mode=0o644)
+            write_atomic(target / DRIVER_FILE, driver, mode=0o644, durable=False)
         self._write_config(agent_dir, url)
 
     def _write_config(self, agent_dir: Path, base_url: str) -> None:
-        text = "# Written by writerpool (agent/codex.py) for one session; no key in it.\n"
-        text += tomlkit.dumps(config_document(base_url))
-        write_atomic(agent_dir / SUBDIR / CONFIG_FILE, text.encode(), mode=0o644)
+        write_atomic(agent_dir / SUBDIR / CONFIG_FILE, config_text(base_url), mode=0o644,
+                     durable=False)  # fmt: skip
 
     def point_at_proxy(
         self, agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str

@@ -18,7 +18,7 @@ class KeyFile:
     subdir: str  # the backend's directory in the agent directory
 
     def write_key(self, agent_dir: Path, secret: str) -> None:
-        write_atomic(agent_dir / self.subdir / KEY_FILE, secret.encode(), mode=0o600)
+        write_atomic(agent_dir / self.subdir / KEY_FILE, secret.encode(), mode=0o600, durable=False)
 
     def install_credential(self, agent_dir: Path, provider: str, key: str) -> None:
         if not usable_key(key):

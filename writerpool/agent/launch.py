@@ -102,11 +102,11 @@ def render_agent_dir(
     models_file = agent_dir / "models.json"
     if provider is not None:
         document = models_document(provider_name, provider, container, models)
-        write_atomic(models_file, _json(document))
+        write_atomic(models_file, _json(document), durable=False)
     else:
         models_file.unlink(missing_ok=True)
     # Auto-retry would end one prompt with several agent_end events.
-    write_atomic(agent_dir / "settings.json", _json({"retry": {"enabled": False}}))
+    write_atomic(agent_dir / "settings.json", _json({"retry": {"enabled": False}}), durable=False)
     _render_tool_shims(agent_dir, container)
     install_preload(agent_dir)  # keeps pi's RPC output linear (agent/compact.py)
 
@@ -171,7 +171,7 @@ def install_credential(agent_dir: Path, provider_name: str, key: str) -> None:
         # A built-in provider: pi accepts a key-only entry once it names one of its
         # override fields; empty headers change nothing.
         providers[provider_name] = {"apiKey": key, "headers": {}}
-    write_atomic(agent_dir / "models.json", _json(document))
+    write_atomic(agent_dir / "models.json", _json(document), durable=False)
 
 
 def point_at_proxy(agent_dir: Path, provider: ResolvedProvider, base_url: str, token: str) -> None:
@@ -187,7 +187,7 @@ def point_at_proxy(agent_dir: Path, provider: ResolvedProvider, base_url: str, t
         entry = providers[provider.name] = {}
     entry["baseUrl"] = base_url
     entry["apiKey"] = token
-    write_atomic(agent_dir / "models.json", _json(document))
+    write_atomic(agent_dir / "models.json", _json(document), durable=False)
 
 
 def remove_credential(agent_dir: Path) -> None:

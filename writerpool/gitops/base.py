@@ -87,7 +87,15 @@ def _ref_exists(repo: Path, ref: str) -> bool:
 def resolve_base(repo: Path, name: str) -> BaseRef:
     """Resolve `name` as refs/heads/<name>, else refs/remotes/<name>, to a commit."""
     validate_base_name(name)
-    for ref in (f"refs/heads/{name}", f"refs/remotes/{name}"):
+    local = f"refs/heads/{name}"
+    try:
+        # The usual case in one git process (every session's lease resolves its base).
+        commit = _commit_of(repo, local)
+    except CommandFailed as exc:
+        raise WriterpoolError("writer_base_unavailable", "the checkout cannot be read") from exc
+    if commit is not None:
+        return BaseRef(name=name, ref=local, commit=commit)
+    for ref in (local, f"refs/remotes/{name}"):
         try:
             if not _ref_exists(repo, ref):
                 continue
