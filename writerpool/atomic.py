@@ -11,8 +11,9 @@ from pathlib import Path
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
     """Replace path with data so readers see the old or the new file, never a mix.
     `durable=False` skips both fsyncs: for what every session's start writes whole again
-    (an agent directory's settings and token), where a crash loses nothing the next
-    start needs, and each fsync costs a session's start milliseconds on a busy disk."""
+    (an agent directory's settings, and its token or, on an open network, its key),
+    where a crash loses nothing the next start needs (which removes any credential left
+    first), and each fsync costs a session's start milliseconds on a busy disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -86,6 +86,19 @@ def test_a_local_branch_at_a_tree_is_not_a_commit_and_no_remote_one_stands_in(
 
 
 @pytest.mark.git
+def test_a_tag_named_like_a_branch_never_stands_in_for_it(checkout: Path) -> None:
+    # Tags whose names spell refs/heads/...: git's loose name lookup would find them.
+    run_git(checkout, "tag", "refs/heads/origin/feature", "main")
+    run_git(checkout, "tag", "refs/heads/only-a-tag", "main")
+    base = resolve_base(checkout, "origin/feature")
+    assert base.ref == "refs/remotes/origin/feature"
+    assert base.commit == git_out(checkout, "rev-parse", "refs/remotes/origin/feature")
+    with pytest.raises(WriterpoolError) as err:
+        resolve_base(checkout, "only-a-tag")
+    assert err.value.code == "writer_base_unavailable"
+
+
+@pytest.mark.git
 def test_tag_is_not_a_base(checkout: Path) -> None:
     run_git(checkout, "tag", "v1", "main")
     with pytest.raises(WriterpoolError) as err:

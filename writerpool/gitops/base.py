@@ -79,6 +79,22 @@ def _commit_of(repo: Path, ref: str) -> str | None:
     return commit if _FULL_HASH.fullmatch(commit) else None
 
 
+def _branch_commit(repo: Path, ref: str) -> str | None:
+    """The commit the branch `ref` names when it exists and names a commit, else None.
+    for-each-ref reads that exact ref (rev-parse would also try refs/tags/<ref> and
+    other spellings when it is missing, so a tag named refs/heads/x could stand in)."""
+    done = git(repo, "for-each-ref", "--format=%(refname)%00%(objecttype)%00%(objectname)",
+               ref, check=False, timeout=60)  # fmt: skip
+    if done.returncode != 0:
+        return None
+    for line in done.out.splitlines():
+        refname, _, rest = line.partition("\0")
+        kind, _, commit = rest.partition("\0")
+        if refname == ref and kind == "commit" and _FULL_HASH.fullmatch(commit):
+            return commit
+    return None
+
+
 def _ref_exists(repo: Path, ref: str) -> bool:
     done = git(repo, "show-ref", "-q", "--verify", "--", ref, check=False, timeout=60)
     return done.returncode == 0
@@ -90,7 +106,7 @@ def resolve_base(repo: Path, name: str) -> BaseRef:
     local = f"refs/heads/{name}"
     try:
         # The usual case in one git process (every session's lease resolves its base).
-        commit = _commit_of(repo, local)
+        commit = _branch_commit(repo, local)
     except CommandFailed as exc:
         raise WriterpoolError("writer_base_unavailable", "the checkout cannot be read") from exc
     if commit is not None:
