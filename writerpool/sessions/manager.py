@@ -47,7 +47,7 @@ TurnWatch = Callable[[Callable[[], None]], Callable[[], None]]
 
 log = logging.getLogger(__name__)
 
-# Closed sessions stay answerable as tombstones; the oldest are forgotten past this.
+# Closed sessions stay answerable as tombstones; an owner's oldest are forgotten past this.
 MAX_TOMBSTONES = 256
 # How long shutdown waits for starts in flight to finish and close themselves: a
 # container start's own bound, plus a margin for the lease and the fence.
@@ -362,10 +362,17 @@ class SessionManager:
         return self._loaded.config.pool.session_close_seconds
 
     def _forget_old_tombstones(self) -> None:
+        """Each owner keeps its newest MAX_TOMBSTONES closed sessions: a client that
+        closes many never makes another's answers go (owners are the service's clients,
+        so the whole is bounded by them)."""
         with self._lock:
-            closed = [sid for sid, s in self._sessions.items() if s.closed_at is not None]
-            for sid in closed[: max(0, len(closed) - MAX_TOMBSTONES)]:
-                del self._sessions[sid]
+            closed: dict[str | None, list[str]] = {}
+            for sid, session in self._sessions.items():
+                if session.closed_at is not None:
+                    closed.setdefault(session.owner, []).append(sid)
+            for own in closed.values():
+                for sid in own[: max(0, len(own) - MAX_TOMBSTONES)]:
+                    del self._sessions[sid]
 
 
 def _starting_line(plan: SessionPlan, progress: Progress) -> str:
