@@ -1,7 +1,9 @@
 """Profile, in process, what `pi_session_start` runs for a container session
-(`--what session`, of the profile of `--agent`: pi, claude-code or codex, on the
-providers of `--only agents`) or what `mode set --apply` runs for a 10,000-commit
-repository (`--what mode-set`), with pyinstrument when it is importable:
+(`--what session`: the launch alone; `--what tool-call`: the whole tool call as the MCP
+server makes it, its arguments parsed, the manager's bookkeeping and the answer; of the
+profile of `--agent`: pi, claude-code or codex, on the providers of `--only agents`) or
+what `mode set --apply` runs for a 10,000-commit repository (`--what mode-set`), with
+pyinstrument when it is importable:
 
     PYTHONPATH=DIR_WITH_PYINSTRUMENT python scripts/bench_profile.py --what session --agent codex
 
@@ -18,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import bench_agents
 from bench_env import PROFILE, BenchEnv
 
@@ -26,6 +29,7 @@ from writerpool.config.modes import load_modes
 from writerpool.pool.modes.change import set_mode
 from writerpool.pool.modes.request import ModeRequest
 from writerpool.runtime.hosts import open_host
+from writerpool.sessions.calls import ToolService
 from writerpool.sessions.launch import Launcher
 from writerpool.sessions.placement import SessionPlan, plan_session
 
@@ -65,6 +69,27 @@ def session_starts(env: BenchEnv, reps: int, agent: str) -> None:
         _launches(Launcher(env.paths, loaded), plan, reps)
 
 
+def tool_calls(env: BenchEnv, reps: int, agent: str) -> None:
+    with bench_agents.providers(env):
+        env.add_workspace(bench_agents.ALIAS, 10, writers=1)
+        env.write_config()
+        env.wp_ok("control", "--apply")
+        bench_agents.prepare(env)
+        service = ToolService(env.paths)
+        start = {"workspace": bench_agents.ALIAS, "executionProfile": bench_agents.PROFILES[agent]}
+        for n in range(reps):
+            with profiled(n == reps - 1) as profiler:
+                began = time.perf_counter()
+                body = anyio.run(service.call, "pi_session_start", start)
+                took = time.perf_counter() - began
+            print(f"call {n}: {took:.3f} s")
+            sid = body["session"]["sessionId"]
+            anyio.run(service.call, "pi_session_close", {"sessionId": sid})
+            show(profiler)
+        assert service.manager is not None
+        service.manager.shutdown()
+
+
 def _launches(launcher: Launcher, plan: SessionPlan, reps: int) -> None:
     for n in range(reps):
         with profiled(n == reps - 1) as profiler:
@@ -93,7 +118,7 @@ def mode_sets(env: BenchEnv, reps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--what", choices=("session", "mode-set"), default="session")
+    parser.add_argument("--what", choices=("session", "tool-call", "mode-set"), default="session")
     parser.add_argument("--agent", choices=tuple(bench_agents.PROFILES), default="pi")
     parser.add_argument("--reps", type=int, default=4)
     args = parser.parse_args()
@@ -101,6 +126,8 @@ def main() -> None:
     try:
         if args.what == "session":
             session_starts(env, args.reps, args.agent)
+        elif args.what == "tool-call":
+            tool_calls(env, args.reps, args.agent)
         else:
             mode_sets(env, args.reps)
     finally:
