@@ -47,7 +47,7 @@ TurnWatch = Callable[[Callable[[], None]], Callable[[], None]]
 
 log = logging.getLogger(__name__)
 
-# Closed sessions stay answerable as tombstones; an owner's oldest are forgotten past this.
+# Closed sessions stay answerable as tombstones, this many at most (manager.close).
 MAX_TOMBSTONES = 256
 # How long shutdown waits for starts in flight to finish and close themselves: a
 # container start's own bound, plus a margin for the lease and the fence.
@@ -138,6 +138,15 @@ class SessionManager:
         gone = [s for s in sessions if s.owner is not None and s.owner not in clients]
         return tuple(s.id for s in gone if s.closed_at is None)
 
+    def forget_gone(self, clients: Collection[str]) -> None:
+        """Forget the closed sessions of clients that are gone: nobody can read them
+        again, and each `serve` relay is a client of its own."""
+        present: set[str | None] = {None, *clients}  # None: stdio's one client
+        with self._lock:
+            for sid, session in list(self._sessions.items()):
+                if session.closed_at is not None and session.owner not in present:
+                    del self._sessions[sid]
+
     def owner_of(self, session_id: str) -> str | None:
         """The client that owns the session (session_unknown when there is none)."""
         return self._find(session_id).owner
@@ -225,6 +234,9 @@ class SessionManager:
                 # Marked closed first (no new prompt or abort gets through); the agent
                 # stays reachable for turn reads until its final turns are kept.
                 session.closed_at = now_iso()
+                with self._lock:  # tombstones are forgotten in the order they closed
+                    if self._sessions.get(session_id) is session:
+                        self._sessions.move_to_end(session_id)
                 launched = session.launched
                 if launched is not None:
                     try:
@@ -362,17 +374,18 @@ class SessionManager:
         return self._loaded.config.pool.session_close_seconds
 
     def _forget_old_tombstones(self) -> None:
-        """Each owner keeps its newest MAX_TOMBSTONES closed sessions: a client that
-        closes many never makes another's answers go (owners are the service's clients,
-        so the whole is bounded by them)."""
+        """At most MAX_TOMBSTONES closed sessions are kept. Past that, the one that
+        closed first of the owner holding the most goes: a client that closes many
+        loses its own, never another's below an even share, and a gone client's go in
+        their turn. Bounded by the closed sessions and their owners (the service's
+        clients, 64 at most)."""
         with self._lock:
             closed: dict[str | None, list[str]] = {}
-            for sid, session in self._sessions.items():
+            for sid, session in self._sessions.items():  # in the order they closed
                 if session.closed_at is not None:
                     closed.setdefault(session.owner, []).append(sid)
-            for own in closed.values():
-                for sid in own[: max(0, len(own) - MAX_TOMBSTONES)]:
-                    del self._sessions[sid]
+            for _ in range(sum(map(len, closed.values())) - MAX_TOMBSTONES):
+                del self._sessions[max(closed.values(), key=len).pop(0)]
 
 
 def _starting_line(plan: SessionPlan, progress: Progress) -> str:

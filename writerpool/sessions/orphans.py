@@ -2,7 +2,8 @@
 revoked (`service token revoke`), or they belong to a relay that was killed before it
 could close them. Another client gets `session_unknown` for them, so nobody would ever
 close them and their writers would stay leased until the service stops: the service
-closes them itself (a close keeps the work; only the lease and the agent go)."""
+closes them itself (a close keeps the work; only the lease and the agent go), and forgets
+the closed sessions of such clients, which nobody can read again."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ class Orphans:
         self._closing: set[str] = set()
 
     def sweep(self, manager: SessionManager) -> Collection[str] | None:
-        """Close, each in a thread of its own, the open sessions whose client is gone;
-        the clients there are now (None when the token file cannot be read)."""
+        """Close, each in a thread of its own, the open sessions whose client is gone,
+        and forget its closed ones; the clients there are now (None when the token file
+        cannot be read)."""
         try:
             tokens.prune_gone_relays(self._paths)
             clients = tokens.load(self._paths)
@@ -39,6 +41,7 @@ class Orphans:
                 self._closing.add(session_id)
             log.warning("a session's client is gone (token revoked): closing it")
             threading.Thread(target=self._close, args=(manager, session_id), daemon=True).start()
+        manager.forget_gone(clients)
         return clients
 
     def _close(self, manager: SessionManager, session_id: str) -> None:
