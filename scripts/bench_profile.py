@@ -56,12 +56,19 @@ def show(profiler: Any) -> None:
         print(profiler.output_text(unicode=True, color=False, show_all=False))
 
 
-def session_starts(env: BenchEnv, reps: int, agent: str) -> None:
+@contextlib.contextmanager
+def agents_world(env: BenchEnv) -> Iterator[None]:
+    """The providers and the one writer of `--only agents`, while the block runs."""
     with bench_agents.providers(env):
         env.add_workspace(bench_agents.ALIAS, 10, writers=1)
         env.write_config()
         env.wp_ok("control", "--apply")
         bench_agents.prepare(env)
+        yield
+
+
+def session_starts(env: BenchEnv, reps: int, agent: str) -> None:
+    with agents_world(env):
         loaded = load_config(env.paths)
         profile = bench_agents.PROFILES[agent]
         plan = plan_session(loaded.config, load_modes(env.paths), bench_agents.ALIAS, profile,
@@ -70,11 +77,7 @@ def session_starts(env: BenchEnv, reps: int, agent: str) -> None:
 
 
 def tool_calls(env: BenchEnv, reps: int, agent: str) -> None:
-    with bench_agents.providers(env):
-        env.add_workspace(bench_agents.ALIAS, 10, writers=1)
-        env.write_config()
-        env.wp_ok("control", "--apply")
-        bench_agents.prepare(env)
+    with agents_world(env):
         service = ToolService(env.paths)
         start = {"workspace": bench_agents.ALIAS, "executionProfile": bench_agents.PROFILES[agent]}
         for n in range(reps):
